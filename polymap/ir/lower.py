@@ -1,0 +1,272 @@
+"""Lowering the syntax tree to IR: resolve every name in its scope and expand einsums.
+
+A name in an index is a loop index in scope or a size parameter; in a value it may also be
+a 0-d buffer. A name that is none of these, used as an index of an assignment, is an
+einsum index (:mod:`polymap.ir.einsum` turns it into an implicit loop). Everything else
+the program gets wrong is reported by :func:`polymap.ir.validate.validate`, shared with
+programs built in Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from polymap.errors import (
+    ArityError,
+    DeclarationError,
+    NotAffineError,
+    PolymapError,
+    ProgramError,
+    SourceLoc,
+    UndeclaredError,
+)
+from polymap.ir import syntax as S
+from polymap.ir.einsum import implicit_loops
+from polymap.ir.nodes import (
+    Anchor,
+    Assign,
+    AssignOp,
+    Binary,
+    BufferDecl,
+    BufferKind,
+    Call,
+    Const,
+    DType,
+    Fn,
+    IBin,
+    IConst,
+    IndexExpr,
+    IndexOp,
+    IndexValue,
+    INeg,
+    IVar,
+    Loop,
+    LoopKind,
+    Neg,
+    New,
+    Param,
+    Program,
+    Read,
+    Stmt,
+    ValueExpr,
+    ValueOp,
+    fold_index,
+)
+from polymap.ir.validate import validate
+
+_INDEX_OPS = {"+": IndexOp.ADD, "-": IndexOp.SUB, "*": IndexOp.MUL, "/": IndexOp.FLOORDIV,
+              "//": IndexOp.FLOORDIV, "%": IndexOp.MOD}
+_VALUE_OPS = {"+": ValueOp.ADD, "-": ValueOp.SUB, "*": ValueOp.MUL, "/": ValueOp.DIV}
+_FUNCTIONS = {fn.value: fn for fn in Fn}
+_DTYPES = {dt.value: dt for dt in DType}
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    indices: tuple[str, ...]  # enclosing loop indices, outermost first
+    buffers: dict[str, BufferDecl]  # every buffer visible here
+
+
+@dataclass(slots=True)
+class _FreeNames:
+    """Names used as indices of one assignment that nothing declares (einsum indices)."""
+
+    in_target: list[str] = field(default_factory=list)
+    in_value: list[str] = field(default_factory=list)
+    collecting_target: bool = True
+
+    def add(self, name: str) -> None:
+        seen = self.in_target if self.collecting_target else self.in_value
+        if name not in seen:
+            seen.append(name)
+
+
+def lower(items: tuple[S.SStmt, ...], *, name: str, source: str, text: str) -> Program:
+    """Build the checked Program from parsed items."""
+    return _Lowering(source, text).program(items, name)
+
+
+class _Lowering:
+    def __init__(self, source: str, text: str) -> None:
+        self.source = source
+        self.text = text
+        self.params: dict[str, Param] = {}
+        self.statement_count = 0
+
+    def error(self, cls: type[PolymapError], message: str, loc: SourceLoc, **extra) -> PolymapError:
+        return cls(message, loc=loc, source=self.source, text=self.text, **extra)
+
+    # -- program and declarations
+
+    def program(self, items: tuple[S.SStmt, ...], name: str) -> Program:
+        for item in items:
+            if isinstance(item, S.SParam):
+                self.declare_param(item)
+        buffers: dict[str, BufferDecl] = {}
+        for item in items:
+            if isinstance(item, S.SDecl):
+                decl = self.decl(item, _Scope((), buffers))
+                buffers[decl.name] = decl
+        scope = _Scope((), buffers)
+        body = self.block([i for i in items if not isinstance(i, (S.SParam, S.SDecl))], scope)
+        program = Program(
+            name=name,
+            params=tuple(self.params.values()),
+            buffers=tuple(buffers.values()),
+            body=body,
+            source=self.source,
+            text=self.text,
+        )
+        return validate(program)
+
+    def declare_param(self, item: S.SParam) -> None:
+        if item.name in self.params:
+            first = self.params[item.name].loc
+            raise self.error(DeclarationError, f"size '{item.name}' is declared twice (first at {first})", item.loc)
+        default = None
+        if item.default is not None:
+            expr = self.index(item.default, _Scope((), {}), None)
+            if not isinstance(expr, IConst) or expr.value < 0:
+                raise self.error(
+                    DeclarationError,
+                    f"the default of size '{item.name}' must be a non-negative integer constant, got {expr}",
+                    item.loc,
+                )
+            default = expr.value
+        self.params[item.name] = Param(item.name, default, item.loc)
+
+    def decl(self, item: S.SDecl, scope: _Scope) -> BufferDecl:
+        if item.name in scope.buffers or item.name in self.params or item.name in scope.indices:
+            raise self.error(DeclarationError, f"'{item.name}' is declared twice", item.loc)
+        if item.dtype not in _DTYPES:
+            raise self.error(
+                DeclarationError,
+                f"unknown dtype '{item.dtype}' for buffer '{item.name}': use f32, f64 or i32",
+                item.dtype_loc,
+            )
+        # Shapes depend on sizes only: a buffer's extent cannot vary per loop iteration.
+        shape = tuple(self.index(e, _Scope((), {}), None, what=f"the shape of buffer '{item.name}'")
+                      for e in item.shape)
+        return BufferDecl(item.name, BufferKind(item.kind), _DTYPES[item.dtype], shape, item.loc)
+
+    # -- statements
+
+    def block(self, items: list[S.SStmt], scope: _Scope) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for item in items:
+            if isinstance(item, S.SDecl):  # only 'new' reaches here (the parser checks)
+                decl = self.decl(item, scope)
+                scope = _Scope(scope.indices, {**scope.buffers, decl.name: decl})
+                out.append(New(decl))
+            elif isinstance(item, S.SLoop):
+                out.append(self.loop(item, scope))
+            elif isinstance(item, S.SAnchor):
+                out.append(Anchor(self.next_name(), self.value(item.value, scope, None), item.loc))
+            else:
+                out.append(self.assign(item, scope))
+        return tuple(out)
+
+    def loop(self, item: S.SLoop, scope: _Scope) -> Loop:
+        index = item.index
+        if index in scope.indices:
+            raise self.error(DeclarationError, f"loop index '{index}' shadows an enclosing loop's index",
+                             item.index_loc)
+        if index in self.params or index in scope.buffers:
+            what = "a size" if index in self.params else "a buffer"
+            raise self.error(DeclarationError, f"loop index '{index}' has the name of {what}", item.index_loc)
+        extent = self.index(item.extent, scope, None, what=f"the extent of loop '{index}'")
+        inner = _Scope(scope.indices + (index,), scope.buffers)
+        return Loop(LoopKind(item.kind), index, extent, self.block(list(item.body), inner), item.loc)
+
+    def assign(self, item: S.SAssign, scope: _Scope) -> Stmt:
+        free = _FreeNames()
+        target = item.target
+        if isinstance(target, S.SName):
+            target = S.SSubscript(target.name, (), target.loc)
+        if target.name not in scope.buffers:
+            raise self.undeclared_buffer(target.name, target.loc, scope)
+        indices = tuple(self.index(a, scope, free) for a in target.args)
+        free.collecting_target = False
+        value = self.value(item.value, scope, free)
+        op = AssignOp(item.op)
+        name = self.next_name()
+        stmt = Assign(name, target.name, indices, op, value, item.loc)
+        if not (free.in_target or free.in_value):
+            return stmt
+        reduced = [n for n in free.in_value if n not in free.in_target]
+        return implicit_loops(stmt, free.in_target, reduced, scope.buffers, error=self.error)
+
+    def next_name(self) -> str:
+        name = f"S{self.statement_count}"
+        self.statement_count += 1
+        return name
+
+    # -- expressions
+
+    def undeclared_buffer(self, name: str, loc: SourceLoc, scope: _Scope) -> PolymapError:
+        if name in self.params or name in scope.indices:
+            kind = "a size" if name in self.params else "a loop index"
+            return self.error(ProgramError, f"'{name}' is {kind}, not a buffer: it cannot be indexed", loc)
+        return self.error(UndeclaredError, f"buffer '{name}' is not declared", loc)
+
+    def index(self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None, *, what: str = "an index") -> IndexExpr:
+        """An index expression; unknown names become einsum indices when ``free`` collects them."""
+        if isinstance(expr, S.SNum):
+            if not expr.is_int:
+                raise self.error(NotAffineError, f"{what} must be an integer expression, not {expr.text}", expr.loc)
+            return IConst(int(expr.text))
+        if isinstance(expr, S.SName):
+            if expr.name in scope.indices or expr.name in self.params:
+                return IVar(expr.name)
+            if expr.name in scope.buffers:
+                raise self.error(NotAffineError,
+                                 f"buffer '{expr.name}' used in {what}: data-dependent indices are not supported",
+                                 expr.loc)
+            if free is None:
+                raise self.error(UndeclaredError, f"unknown name '{expr.name}' in {what}", expr.loc)
+            free.add(expr.name)
+            return IVar(expr.name)
+        if isinstance(expr, S.SSubscript):
+            raise self.error(NotAffineError,
+                             f"indirect access through '{expr.name}[...]' in {what} is not affine", expr.loc)
+        if isinstance(expr, S.SCall):
+            raise self.error(NotAffineError, f"function '{expr.fn}' cannot appear in {what}", expr.loc)
+        if isinstance(expr, S.SNeg):
+            inner = self.index(expr.operand, scope, free, what=what)
+            return IConst(-inner.value) if isinstance(inner, IConst) else INeg(inner)
+        lhs = self.index(expr.lhs, scope, free, what=what)
+        rhs = self.index(expr.rhs, scope, free, what=what)
+        return fold_index(IBin(_INDEX_OPS[expr.op], lhs, rhs))
+
+    def value(self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None) -> ValueExpr:
+        if isinstance(expr, S.SNum):
+            return Const(int(expr.text) if expr.is_int else float(expr.text))
+        if isinstance(expr, S.SName):
+            decl = scope.buffers.get(expr.name)
+            if decl is not None:
+                if decl.shape:
+                    raise self.error(ArityError,
+                                     f"buffer '{decl.name}' has {len(decl.shape)} dimension(s) but is used "
+                                     f"without indices", expr.loc)
+                return Read(decl.name, (), expr.loc)
+            return IndexValue(self.index(expr, scope, free, what="a value"))
+        if isinstance(expr, S.SSubscript):
+            if expr.name not in scope.buffers:
+                raise self.undeclared_buffer(expr.name, expr.loc, scope)
+            return Read(expr.name, tuple(self.index(a, scope, free) for a in expr.args), expr.loc)
+        if isinstance(expr, S.SCall):
+            fn = _FUNCTIONS.get(expr.fn)
+            if fn is None:
+                known = ", ".join(_FUNCTIONS)
+                raise self.error(UndeclaredError, f"unknown function '{expr.fn}' (known: {known})", expr.loc)
+            if len(expr.args) != fn.arity:
+                raise self.error(ArityError, f"{fn.value}() takes {fn.arity} argument(s), got {len(expr.args)}",
+                                 expr.loc)
+            return Call(fn, tuple(self.value(a, scope, free) for a in expr.args))
+        if isinstance(expr, S.SNeg):
+            inner = self.value(expr.operand, scope, free)
+            return Const(-inner.value) if isinstance(inner, Const) else Neg(inner)
+        if expr.op not in _VALUE_OPS:
+            raise self.error(ProgramError, f"'{expr.op}' is allowed in index expressions only, not in values",
+                             expr.loc)
+        return Binary(_VALUE_OPS[expr.op], self.value(expr.lhs, scope, free), self.value(expr.rhs, scope, free))

@@ -1,0 +1,539 @@
+"""The IR: a frozen tree of par/seq loop nests over buffers (seed 003's TE language).
+
+Semantics (``shared/design/ARCHITECTURE.md``, "IR semantics"):
+
+* ``par N i { body }``: the N iterations are independent; they start together and are
+  joined at the end, so every write inside is visible after the loop.
+* ``seq N i { body }``: the iterations run in order.
+* Statements of a block run in textual order. Extents are index expressions over the size
+  parameters and the enclosing loop indices (triangular domains are allowed).
+* Index expressions are quasi-affine: ``+ -``, multiplication by a constant, floor division
+  and modulo by a positive constant.
+
+Every node is a frozen, slotted dataclass with tuple fields: equal by value (source
+positions do not take part in equality), hashable and safe to share. Transformations
+return new trees.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Union
+
+import numpy as np
+
+from polymap.errors import SourceLoc
+
+# --------------------------------------------------------------------------- enums
+
+
+class DType(enum.Enum):
+    """Element type of a buffer."""
+
+    F32 = "f32"
+    F64 = "f64"
+    I32 = "i32"
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype({"f32": np.float32, "f64": np.float64, "i32": np.int32}[self.value])
+
+    @property
+    def is_float(self) -> bool:
+        return self is not DType.I32
+
+    @property
+    def itemsize(self) -> int:
+        return self.numpy.itemsize
+
+
+class BufferKind(enum.Enum):
+    """How a buffer meets the outside world."""
+
+    IN = "in"  # given by the caller, read only
+    OUT = "out"  # returned to the caller; starts as zeros in the reference executor
+    INOUT = "inout"  # given by the caller, read and written, returned
+    NEW = "new"  # temporary: program-wide at top level, block-local inside a block
+
+
+class LoopKind(enum.Enum):
+    PAR = "par"
+    SEQ = "seq"
+
+
+class AssignOp(enum.Enum):
+    """``target op= value``; ``SET`` is plain assignment."""
+
+    SET = "="
+    ADD = "+="
+    SUB = "-="
+    MUL = "*="
+    MAX = "max="
+    MIN = "min="
+
+    @property
+    def is_update(self) -> bool:
+        """Whether the old value of the target is read (everything but plain ``=``)."""
+        return self is not AssignOp.SET
+
+
+class IndexOp(enum.Enum):
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    FLOORDIV = "//"  # floor division; ``/`` in index context means the same
+    MOD = "%"  # modulo with the sign of the (positive) divisor, as isl's ``mod``
+
+
+class ValueOp(enum.Enum):
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    DIV = "/"  # true division for floats, C division (toward zero) for i32
+
+
+class Fn(enum.Enum):
+    MAX = "max"
+    MIN = "min"
+    EXP = "exp"
+    LOG = "log"
+    SQRT = "sqrt"
+    ABS = "abs"
+    TANH = "tanh"
+
+    @property
+    def arity(self) -> int:
+        return 2 if self in (Fn.MAX, Fn.MIN) else 1
+
+
+# --------------------------------------------------------------- index expressions
+
+
+@dataclass(frozen=True, slots=True)
+class IConst:
+    value: int
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class IVar:
+    """A loop index or a size parameter (which one is decided by scope)."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class INeg:
+    operand: IndexExpr
+
+    def __str__(self) -> str:
+        return f"-{_iparen(self.operand, 3)}"
+
+
+@dataclass(frozen=True, slots=True)
+class IBin:
+    op: IndexOp
+    lhs: IndexExpr
+    rhs: IndexExpr
+
+    def __str__(self) -> str:
+        prec = _INDEX_PREC[self.op]
+        # Left-associative: the right operand needs parentheses at equal precedence.
+        return f"{_iparen(self.lhs, prec)} {self.op.value} {_iparen(self.rhs, prec + 1)}"
+
+
+IndexExpr = Union[IConst, IVar, INeg, IBin]
+
+_INDEX_PREC = {IndexOp.ADD: 1, IndexOp.SUB: 1, IndexOp.MUL: 2, IndexOp.FLOORDIV: 2, IndexOp.MOD: 2}
+
+
+def _iparen(expr: IndexExpr, prec: int) -> str:
+    own = _INDEX_PREC[expr.op] if isinstance(expr, IBin) else 3
+    if isinstance(expr, IConst) and expr.value < 0:
+        own = 2  # "-3" reads as a negation
+    return f"({expr})" if own < prec else str(expr)
+
+
+def index_vars(expr: IndexExpr) -> frozenset[str]:
+    """The names an index expression mentions."""
+    if isinstance(expr, IVar):
+        return frozenset((expr.name,))
+    if isinstance(expr, INeg):
+        return index_vars(expr.operand)
+    if isinstance(expr, IBin):
+        return index_vars(expr.lhs) | index_vars(expr.rhs)
+    return frozenset()
+
+
+def substitute_index(expr: IndexExpr, values: dict[str, IndexExpr]) -> IndexExpr:
+    """Replace variables by expressions and fold constants (so ``i * N`` with N := 8
+    becomes ``i * 8``)."""
+    if isinstance(expr, IVar):
+        return values.get(expr.name, expr)
+    if isinstance(expr, INeg):
+        inner = substitute_index(expr.operand, values)
+        return IConst(-inner.value) if isinstance(inner, IConst) else INeg(inner)
+    if isinstance(expr, IBin):
+        return fold_index(IBin(expr.op, substitute_index(expr.lhs, values), substitute_index(expr.rhs, values)))
+    return expr
+
+
+def fold_index(expr: IBin) -> IndexExpr:
+    """Fold a binary node whose operands are both constants; leave it otherwise."""
+    if not (isinstance(expr.lhs, IConst) and isinstance(expr.rhs, IConst)):
+        return expr
+    a, b = expr.lhs.value, expr.rhs.value
+    if expr.op in (IndexOp.FLOORDIV, IndexOp.MOD) and b <= 0:
+        return expr  # left for the affinity check to report
+    return IConst(
+        {
+            IndexOp.ADD: lambda: a + b,
+            IndexOp.SUB: lambda: a - b,
+            IndexOp.MUL: lambda: a * b,
+            IndexOp.FLOORDIV: lambda: a // b,
+            IndexOp.MOD: lambda: a % b,
+        }[expr.op]()
+    )
+
+
+# --------------------------------------------------------------- value expressions
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A numeric literal; it takes the type of the values it meets (weakly typed)."""
+
+    value: float | int
+
+    def __str__(self) -> str:
+        return repr(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """``buffer[indices]``; a 0-d buffer has no indices."""
+
+    buffer: str
+    indices: tuple[IndexExpr, ...]
+    loc: SourceLoc | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        if not self.indices:
+            return self.buffer  # a 0-d buffer reads as its bare name
+        return f"{self.buffer}[{', '.join(map(str, self.indices))}]"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexValue:
+    """A loop index or size parameter used as a value, e.g. ``X[i] = i``."""
+
+    expr: IndexExpr
+
+    def __str__(self) -> str:
+        return str(self.expr)
+
+
+@dataclass(frozen=True, slots=True)
+class Neg:
+    operand: ValueExpr
+
+    def __str__(self) -> str:
+        return f"-{_vparen(self.operand, 3)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Binary:
+    op: ValueOp
+    lhs: ValueExpr
+    rhs: ValueExpr
+
+    def __str__(self) -> str:
+        prec = _VALUE_PREC[self.op]
+        return f"{_vparen(self.lhs, prec)} {self.op.value} {_vparen(self.rhs, prec + 1)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    fn: Fn
+    args: tuple[ValueExpr, ...]
+
+    def __str__(self) -> str:
+        return f"{self.fn.value}({', '.join(map(str, self.args))})"
+
+
+ValueExpr = Union[Const, Read, IndexValue, Neg, Binary, Call]
+
+_VALUE_PREC = {ValueOp.ADD: 1, ValueOp.SUB: 1, ValueOp.MUL: 2, ValueOp.DIV: 2}
+
+
+def _vparen(expr: ValueExpr, prec: int) -> str:
+    if isinstance(expr, Binary):
+        own = _VALUE_PREC[expr.op]
+    elif isinstance(expr, IndexValue) and isinstance(expr.expr, (IBin, INeg)):
+        own = 0  # an index expression inside a value always gets parentheses
+    elif isinstance(expr, Const) and expr.value < 0:
+        own = 2
+    else:
+        own = 3
+    return f"({expr})" if own < prec else str(expr)
+
+
+def reads_of(expr: ValueExpr) -> tuple[Read, ...]:
+    """Every buffer read in a value expression, left to right."""
+    if isinstance(expr, Read):
+        return (expr,)
+    if isinstance(expr, Neg):
+        return reads_of(expr.operand)
+    if isinstance(expr, Binary):
+        return reads_of(expr.lhs) + reads_of(expr.rhs)
+    if isinstance(expr, Call):
+        return tuple(r for arg in expr.args for r in reads_of(arg))
+    return ()
+
+
+# ------------------------------------------------------------------- declarations
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A size parameter, with an optional default value."""
+
+    name: str
+    default: int | None = None
+    loc: SourceLoc | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BufferDecl:
+    """``kind name: dtype[shape]``. A ``new`` buffer declared inside a block is local to
+    one execution of that block: each iteration of the enclosing loops has its own copy."""
+
+    name: str
+    kind: BufferKind
+    dtype: DType
+    shape: tuple[IndexExpr, ...]
+    loc: SourceLoc | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.kind.value} {self.name}: {self.dtype.value}[{', '.join(map(str, self.shape))}]"
+
+
+# --------------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """``buffer[indices] op value``. ``name`` (S0, S1, ...) is the statement's name in the
+    polyhedral model, given in textual order."""
+
+    name: str
+    buffer: str
+    indices: tuple[IndexExpr, ...]
+    op: AssignOp
+    value: ValueExpr
+    loc: SourceLoc | None = field(default=None, compare=False)
+
+    @property
+    def target(self) -> Read:
+        return Read(self.buffer, self.indices, self.loc)
+
+    def reads(self) -> tuple[Read, ...]:
+        """Reads in evaluation order: the operands, then the target itself for updates."""
+        own = (self.target,) if self.op.is_update else ()
+        return reads_of(self.value) + own
+
+    def __str__(self) -> str:
+        return f"{self.target} {self.op.value} {self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """``anchor expr`` (seed 003): a point in the program where ``expr`` is evaluated and
+    its value discarded. It changes no buffer; its reads are part of the polyhedral model
+    (bounds-checked, ordered by dependences), which lets later stages stage or prefetch
+    the data it names at exactly this point."""
+
+    name: str
+    value: ValueExpr
+    loc: SourceLoc | None = field(default=None, compare=False)
+
+    def reads(self) -> tuple[Read, ...]:
+        return reads_of(self.value)
+
+    def __str__(self) -> str:
+        return f"anchor {self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class New:
+    """A block-local temporary: in scope from here to the end of the enclosing block."""
+
+    decl: BufferDecl
+
+    def __str__(self) -> str:
+        return str(self.decl)
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """``par extent index { body }`` or ``seq extent index { body }``: index in [0, extent)."""
+
+    kind: LoopKind
+    index: str
+    extent: IndexExpr
+    body: tuple[Stmt, ...]
+    loc: SourceLoc | None = field(default=None, compare=False)
+
+    @property
+    def is_par(self) -> bool:
+        return self.kind is LoopKind.PAR
+
+
+Stmt = Union[Assign, Anchor, New, Loop]
+Statement = Union[Assign, Anchor]  # the statements that have instances in the model
+
+
+# ------------------------------------------------------------------------ program
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A whole TE program.
+
+    ``buffers`` holds the top-level declarations (``in``, ``out``, ``inout`` and program-wide
+    ``new``); block-local ``new`` buffers are :class:`New` statements in the body.
+    ``bindings`` records the sizes fixed by :meth:`bind` (they no longer appear as params:
+    their values were substituted into every expression).
+    """
+
+    name: str
+    params: tuple[Param, ...]
+    buffers: tuple[BufferDecl, ...]
+    body: tuple[Stmt, ...]
+    bindings: tuple[tuple[str, int], ...] = ()
+    source: str | None = field(default=None, compare=False)  # file name, for messages
+    text: str | None = field(default=None, compare=False, repr=False)  # source text
+
+    # -- lookup
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def buffer(self, name: str) -> BufferDecl:
+        """The declaration of a buffer, top-level or block-local."""
+        for decl in self.all_buffers():
+            if decl.name == name:
+                return decl
+        raise KeyError(name)
+
+    def all_buffers(self) -> tuple[BufferDecl, ...]:
+        """Top-level declarations first, then block-local ones in textual order."""
+        local: list[BufferDecl] = []
+
+        def visit(stmts: tuple[Stmt, ...]) -> None:
+            for stmt in stmts:
+                if isinstance(stmt, New):
+                    local.append(stmt.decl)
+                elif isinstance(stmt, Loop):
+                    visit(stmt.body)
+
+        visit(self.body)
+        return self.buffers + tuple(local)
+
+    @property
+    def inputs(self) -> tuple[BufferDecl, ...]:
+        """Buffers the caller provides: ``in`` and ``inout``."""
+        return tuple(b for b in self.buffers if b.kind in (BufferKind.IN, BufferKind.INOUT))
+
+    @property
+    def outputs(self) -> tuple[BufferDecl, ...]:
+        """Buffers returned to the caller: ``out`` and ``inout``."""
+        return tuple(b for b in self.buffers if b.kind in (BufferKind.OUT, BufferKind.INOUT))
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return dict(self.bindings)
+
+    def error_context(self) -> dict:
+        """Keyword arguments that place an error in this program's text."""
+        return {"source": self.source or self.name, "text": self.text}
+
+    # -- transformation
+
+    def bind(self, **sizes: int) -> Program:
+        """Fix size parameters to numbers (partial binding allowed).
+
+        Each bound name is substituted into every extent, shape and index, and constants
+        are folded, so ``C[i * N + j]`` becomes affine once N is a number."""
+        from polymap.errors import ArgumentError
+
+        known = set(self.param_names)
+        for name, value in sizes.items():
+            if name not in known:
+                bound = dict(self.bindings)
+                why = f" (already bound to {bound[name]})" if name in bound else ""
+                raise ArgumentError(
+                    f"cannot bind size '{name}': program '{self.name}' has no unbound size of that name"
+                    f"{why}; its sizes are {', '.join(known) or 'none'}"
+                )
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ArgumentError(f"size {name} must be a non-negative integer, got {value!r}")
+        if not sizes:
+            return self
+        values = {name: IConst(int(v)) for name, v in sizes.items()}
+        return Program(
+            name=self.name,
+            params=tuple(p for p in self.params if p.name not in sizes),
+            buffers=tuple(_subst_decl(b, values) for b in self.buffers),
+            body=tuple(_subst_stmt(s, values) for s in self.body),
+            bindings=self.bindings + tuple((n, int(v)) for n, v in sizes.items()),
+            source=self.source,
+            text=self.text,
+        )
+
+    def bind_defaults(self) -> Program:
+        """Bind every size parameter that has a default value."""
+        return self.bind(**{p.name: p.default for p in self.params if p.default is not None})
+
+    def __str__(self) -> str:
+        from polymap.ir.printer import format_program
+
+        return format_program(self)
+
+
+def _subst_decl(decl: BufferDecl, values: dict[str, IndexExpr]) -> BufferDecl:
+    shape = tuple(substitute_index(e, values) for e in decl.shape)
+    return BufferDecl(decl.name, decl.kind, decl.dtype, shape, decl.loc)
+
+
+def _subst_value(expr: ValueExpr, values: dict[str, IndexExpr]) -> ValueExpr:
+    if isinstance(expr, Read):
+        return Read(expr.buffer, tuple(substitute_index(i, values) for i in expr.indices), expr.loc)
+    if isinstance(expr, IndexValue):
+        return IndexValue(substitute_index(expr.expr, values))
+    if isinstance(expr, Neg):
+        return Neg(_subst_value(expr.operand, values))
+    if isinstance(expr, Binary):
+        return Binary(expr.op, _subst_value(expr.lhs, values), _subst_value(expr.rhs, values))
+    if isinstance(expr, Call):
+        return Call(expr.fn, tuple(_subst_value(a, values) for a in expr.args))
+    return expr
+
+
+def _subst_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:
+    if isinstance(stmt, Assign):
+        indices = tuple(substitute_index(i, values) for i in stmt.indices)
+        return Assign(stmt.name, stmt.buffer, indices, stmt.op, _subst_value(stmt.value, values), stmt.loc)
+    if isinstance(stmt, Anchor):
+        return Anchor(stmt.name, _subst_value(stmt.value, values), stmt.loc)
+    if isinstance(stmt, New):
+        return New(_subst_decl(stmt.decl, values))
+    body = tuple(_subst_stmt(s, values) for s in stmt.body)
+    return Loop(stmt.kind, stmt.index, substitute_index(stmt.extent, values), body, stmt.loc)
