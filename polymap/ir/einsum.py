@@ -15,8 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from polymap.errors import ProgramError, ShapeError
-from polymap.ir.nodes import Assign, AssignOp, BufferDecl, IndexExpr, IVar, Loop, LoopKind, Read, reads_of
+from polymap.errors import ProgramError, ShapeError, UndeclaredError
+from polymap.ir.nodes import (
+    Assign,
+    AssignOp,
+    BufferDecl,
+    IndexExpr,
+    IVar,
+    Loop,
+    LoopKind,
+    Read,
+    index_vars,
+    reads_of,
+)
 
 
 def implicit_loops(
@@ -28,6 +39,12 @@ def implicit_loops(
     error: Callable[..., Exception],
 ) -> Loop:
     """Wrap ``stmt`` in the implicit loops of its unbound index names."""
+    accesses = (stmt.target,) + reads_of(stmt.value)
+    indexing = set().union(*(index_vars(i) for a in accesses for i in a.indices))
+    for name in par_names + seq_names:
+        if name not in indexing:
+            raise error(UndeclaredError, f"{stmt.name} `{stmt}`: unknown name '{name}'", stmt.loc)
+    extents = {name: _extent(name, stmt, accesses, buffers, error) for name in par_names + seq_names}
     if seq_names and stmt.op is AssignOp.SET:
         names = ", ".join(f"'{n}'" for n in seq_names)
         raise error(
@@ -36,11 +53,10 @@ def implicit_loops(
             f"one term; use '+=' (or max=, min=, *=) to reduce over it",
             stmt.loc,
         )
-    accesses = (stmt.target,) + reads_of(stmt.value)
     nest: Assign | Loop = stmt
     for kind, names in ((LoopKind.SEQ, seq_names), (LoopKind.PAR, par_names)):
         for name in reversed(names):
-            nest = Loop(kind, name, _extent(name, stmt, accesses, buffers, error), (nest,), stmt.loc)
+            nest = Loop(kind, name, extents[name], (nest,), stmt.loc)
     return nest
 
 

@@ -187,6 +187,9 @@ class _Parser:
                 f"found only '{self.tok.text}'"
             )
         extent = self.expr()
+        if self.at("{"):
+            raise self.error(f"'{kind.text}' needs an extent and an index, e.g. '{kind.text} N i {{'; "
+                             f"found no index name before '{{'")
         index = self.expect_name("a loop index name after the extent")
         self.expect("{", f" to open the body of {kind.text} loop '{index.text}'")
         body = self.block(top_level=False)
