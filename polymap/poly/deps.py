@@ -1,0 +1,121 @@
+"""Memory-based dependences (flow, anti, output) between statement instances.
+
+isl's dataflow analysis (``UnionAccessInfo.compute_flow``) is run with every source as a
+*may* source: may sources never kill each other, so each pair of conflicting accesses
+ordered by the schedule is kept, not only the last writer before a read. That is what a
+transformation must preserve when it reorders instances (value-based dependences would
+allow more, but need exact kill analysis that later stages do not rely on).
+
+* flow:   a write, then a read of the same element (read after write);
+* anti:   a read, then a write of the same element (write after read);
+* output: a write, then another write of the same element.
+
+Accesses of one statement instance are not ordered against each other: an update
+``s[0] += x`` reads then writes inside one instance, which needs no dependence.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import islpy as isl
+
+from polymap.poly.isl_text import IslNames
+
+if TYPE_CHECKING:
+    from polymap.poly.model import StatementModel
+
+
+class DepKind(enum.Enum):
+    FLOW = "flow"  # write -> read
+    ANTI = "anti"  # read -> write
+    OUTPUT = "output"  # write -> write
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Dependence:
+    """Instances of ``sink`` that must run after instances of ``source`` because both touch
+    one element of ``buffer``; ``relation`` maps source instances to sink instances."""
+
+    kind: DepKind
+    source: str
+    sink: str
+    buffer: str
+    relation: isl.Map
+
+    def __str__(self) -> str:
+        return f"{self.kind.value} {self.source} -> {self.sink} on {self.buffer}: {self.relation}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Dependences:
+    """The three dependence relations (statement instance -> statement instance) and the
+    same split per (kind, source statement, sink statement, buffer) in ``items``."""
+
+    flow: isl.UnionMap
+    anti: isl.UnionMap
+    output: isl.UnionMap
+    items: tuple[Dependence, ...]
+
+    def all(self) -> isl.UnionMap:
+        """Every dependence: what a legal reordering of instances must preserve."""
+        return self.flow.union(self.anti).union(self.output)
+
+    def of(self, kind: DepKind) -> tuple[Dependence, ...]:
+        return tuple(d for d in self.items if d.kind is kind)
+
+    def between(self, source: str, sink: str) -> tuple[Dependence, ...]:
+        """The dependences from statement ``source`` to statement ``sink``."""
+        return tuple(d for d in self.items if d.source == source and d.sink == sink)
+
+
+def dependences(
+    statements: tuple[StatementModel, ...], schedule: isl.UnionMap, tuples: IslNames
+) -> Dependences:
+    """Flow, anti and output dependences of the statements under ``schedule``.
+
+    ``tuples`` maps isl tuple names back to statement and buffer names for ``items``."""
+    reads = _union(a.relation for s in statements for a in s.reads)
+    writes = _union(a.relation for s in statements for a in s.writes)
+    order = {s.name: k for k, s in enumerate(statements)}
+    relations: dict[DepKind, isl.UnionMap] = {}
+    items: list[Dependence] = []
+    for kind, sinks, sources in (
+        (DepKind.FLOW, reads, writes),
+        (DepKind.ANTI, writes, reads),
+        (DepKind.OUTPUT, writes, writes),
+    ):
+        flow = (
+            isl.UnionAccessInfo.from_sink(sinks)
+            .set_may_source(sources)
+            .set_schedule_map(schedule)
+            .compute_flow()
+        )
+        relations[kind] = flow.get_may_dependence()
+        # The full form is source -> [sink -> element]; it tells which buffer is involved.
+        full = flow.get_full_may_dependence()
+        found: list[isl.Map] = []
+        full.foreach_map(found.append)
+        for full_map in found:
+            data = full_map.range().unwrap()
+            relation = full_map.range_factor_domain()
+            source, sink = (
+                relation.get_tuple_name(isl.dim_type.in_),
+                relation.get_tuple_name(isl.dim_type.out),
+            )
+            buffer = tuples.user(data.get_tuple_name(isl.dim_type.out))
+            items.append(Dependence(kind, tuples.user(source), tuples.user(sink), buffer, relation))
+    kinds = list(DepKind)
+    items.sort(key=lambda d: (kinds.index(d.kind), order.get(d.source, 0), order.get(d.sink, 0), d.buffer))
+    return Dependences(
+        relations[DepKind.FLOW], relations[DepKind.ANTI], relations[DepKind.OUTPUT], tuple(items)
+    )
+
+
+def _union(maps) -> isl.UnionMap:
+    result = isl.UnionMap("{ }")
+    for m in maps:
+        result = result.union(isl.UnionMap.from_map(m))
+    return result

@@ -1,0 +1,465 @@
+"""The polyhedral model of a program: isl domains, accesses, schedule and dependences.
+
+``analyze(program)`` turns the frozen IR into isl objects, proves the program in bounds
+and race free (``checks.py``), and computes its dependences (``deps.py``):
+
+* a statement ``S`` inside loops ``i_0 .. i_n`` has the domain
+  ``{ S[i_0, .., i_n] : 0 <= i_k < extent_k }``, where an extent may mention the sizes and
+  the outer indices (triangular domains);
+* an access ``B[e_0, .., e_m]`` is the map ``{ S[i] -> B[e_0(i), .., e_m(i)] }`` restricted
+  to the domain; a block-local ``new`` buffer declared inside loops ``j_0 .. j_k`` lives in
+  the expanded space ``B[j_0, .., j_k, e_0, .., e_m]``, one private copy per iteration of
+  the loops around its declaration;
+* the schedule is the 2d+1 textual order ``S[i] -> [p_0, i_0, p_1, .., i_n, p_{n+1}]``
+  (``StatementContext.position``), padded with zeros to a common length.
+
+Sizes that are not bound stay isl parameters, constrained by the context (every size >= 1,
+and whatever the user adds), so every proof holds for all sizes in the context.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polymap.errors import ArgumentError, InternalError, NotAffineError, SourceLoc
+from polymap.ir import walk
+from polymap.ir.nodes import (
+    Anchor,
+    Assign,
+    BufferDecl,
+    IndexExpr,
+    Loop,
+    New,
+    Program,
+    Read,
+    Stmt,
+    index_vars,
+)
+from polymap.poly.checks import ParLoop, check_bounds, check_races
+from polymap.poly.deps import Dependences, dependences
+from polymap.poly.isl_text import ISL_KEYWORDS, IslNames, NonAffine, evaluate_index, isl_expr
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BufferModel:
+    """A buffer in isl: ``isl_name`` is its tuple name, ``owner`` the indices of the loops
+    around a block-local declaration (its leading expanded dimensions), and ``in_bounds``
+    the set of its elements inside the declared shape (owner dimensions unconstrained)."""
+
+    name: str
+    decl: BufferDecl
+    isl_name: str
+    owner: tuple[str, ...]
+    in_bounds: isl.Set
+    is_local: bool = False  # a block-local ``new``, expanded by its owner loops
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Access:
+    """One buffer access of a statement instance: ``relation`` maps the statement's domain
+    to the buffer's (possibly expanded) space; ``text`` is the access as written."""
+
+    statement: str
+    buffer: str
+    indices: tuple[IndexExpr, ...]
+    relation: isl.Map
+    is_write: bool
+    loc: SourceLoc | None
+    text: str
+
+    @property
+    def verb(self) -> str:
+        return "writes" if self.is_write else "reads"
+
+    def __str__(self) -> str:
+        return f"{'write' if self.is_write else 'read'} {self.text}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StatementModel:
+    """A statement (Assign or Anchor) with its isl domain and accesses. ``dims`` are the
+    isl names of the domain dimensions (the enclosing loop indices, outermost first)."""
+
+    name: str
+    ctx: walk.StatementContext
+    domain: isl.Set
+    reads: tuple[Access, ...]
+    writes: tuple[Access, ...]
+    dims: tuple[str, ...]
+
+    @property
+    def stmt(self):
+        return self.ctx.stmt
+
+    @property
+    def loops(self) -> tuple[Loop, ...]:
+        return self.ctx.loops
+
+    @property
+    def accesses(self) -> tuple[Access, ...]:
+        """Writes first, then reads: the order in which they appear in ``B[..] op= value``."""
+        return self.writes + self.reads
+
+    @property
+    def label(self) -> str:
+        """``S0 `C[i, j] += A[i, k] * B[k, j]``` for messages."""
+        return f"{self.name} `{self.stmt}`"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PolyModel:
+    """The polyhedral model of a program, proved in bounds and race free.
+
+    ``names`` maps user names (sizes, loop indices) to isl names and ``tuples`` statement
+    and buffer names to isl tuple names; later stages use ``names.fresh`` for their own
+    isl variables so that none can clash with the program's."""
+
+    program: Program
+    params: tuple[str, ...]
+    context: isl.Set
+    statements: tuple[StatementModel, ...]
+    buffers: tuple[BufferModel, ...]
+    schedule: isl.UnionMap
+    dependences: Dependences
+    race_free: tuple[ParLoop, ...]
+    names: IslNames
+    tuples: IslNames
+
+    def statement(self, name: str) -> StatementModel:
+        """The statement called ``name`` (S0, S1, ...)."""
+        for s in self.statements:
+            if s.name == name:
+                return s
+        known = ", ".join(s.name for s in self.statements) or "none"
+        raise ArgumentError(
+            f"program '{self.program.name}' has no statement '{name}'; its statements are {known}"
+        )
+
+    def instance_count(self, name: str) -> int:
+        """How many times statement ``name`` runs (the number of points of its domain);
+        needs every size bound to a number.
+
+        Counted from the loop extents, which define the domain exactly; isl's
+        ``count_val`` gives the same number (the tests check it) but takes minutes on
+        real sizes because it scans the domain row by row."""
+        stmt = self.statement(name)
+        if self.params:
+            raise ArgumentError(
+                f"cannot count the instances of {name} in program '{self.program.name}': sizes "
+                f"{', '.join(self.params)} are symbolic; bind them (Program.bind(...) or --size)"
+            )
+        return _count(stmt.loops, 0, {})
+
+    def total_instances(self) -> int:
+        """How many statement instances the program runs in all."""
+        return sum(self.instance_count(s.name) for s in self.statements)
+
+    def describe(self) -> str:
+        """A readable summary: domains, accesses, schedule, dependences, race-free loops."""
+        return _wrap_isl(lambda: _describe(self), self.program)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+# ------------------------------------------------------------------------ analysis
+
+
+def analyze(program: Program, *, context: str | None = None) -> PolyModel:
+    """Build the polyhedral model of ``program`` and prove it in bounds and race free.
+
+    ``context`` adds isl constraints over the size names (``"N >= 256 and N mod 32 = 0"``)
+    to the default context, every size >= 1; every check holds for all sizes in it.
+
+    Raises NotAffineError (an index, extent or shape is not quasi-affine), BoundsError,
+    RaceError, or ArgumentError (a malformed or empty context)."""
+    return _wrap_isl(lambda: _analyze(program, context), program)
+
+
+def _analyze(program: Program, user_context: str | None) -> PolyModel:
+    names, tuples = IslNames(), IslNames()
+    for name in program.param_names:
+        names[name]
+    for loop, _ in walk.loops(program):
+        names[loop.index]  # claim every user name before any internal name is invented
+    contexts = tuple(walk.statements(program))
+    for ctx in contexts:
+        tuples[ctx.name]
+    context = _context(program, names, user_context)
+    buffers, scopes = _buffers(program, names, tuples, context)
+    statements = tuple(_statement(program, names, tuples, context, c, scopes[c.position]) for c in contexts)
+    schedule = _schedule(statements)
+    check_bounds(program, statements, {b.isl_name: b for b in buffers}, names)
+    race_free = check_races(program, statements, names)
+    deps = dependences(statements, schedule, tuples)
+    return PolyModel(
+        program, program.param_names, context, statements, buffers, schedule, deps, race_free, names, tuples
+    )
+
+
+def _wrap_isl(fn, program: Program):
+    """Run ``fn``, turning a raw isl failure into an InternalError (a polymap bug)."""
+    try:
+        return fn()
+    except isl.Error as exc:
+        raise InternalError(
+            f"isl failed while analyzing program '{program.name}': {exc}", **program.error_context()
+        ) from exc
+
+
+def _prefix(program: Program, names: IslNames) -> str:
+    return "[" + ", ".join(names[p] for p in program.param_names) + "] -> "
+
+
+def _context(program: Program, names: IslNames, text: str | None) -> isl.Set:
+    """Every size >= 1, intersected with the user's constraints. Bound sizes may appear in
+    the user's text: they are checked against their values and projected out."""
+    base = isl.Set(
+        _prefix(program, names)
+        + "{ : "
+        + " and ".join(f"{names[p]} >= 1" for p in program.param_names)
+        + " }"
+    )
+    if text is None or not text.strip():
+        return base
+    sizes = ", ".join(program.param_names) or "none"
+    if re.search(r"[{}\[\];]|->", text):
+        raise ArgumentError(f"context {text!r} must be constraints only, e.g. 'N >= 256 and N mod 32 = 0'")
+    bound = program.sizes
+    words = {w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text) if w.lower() not in ISL_KEYWORDS}
+    # Variables bound by ``exists (e0, e1 : ...)`` are the user's own, not sizes.
+    local = {w for group in re.findall(r"exists\s*\(([^:]*):", text) for w in re.findall(r"\w+", group)}
+    unknown = sorted(words - set(program.param_names) - set(bound) - local)
+    if unknown:
+        raise ArgumentError(
+            f"context {text!r} mentions {', '.join(map(repr, unknown))}, which "
+            f"{'is not a size' if len(unknown) == 1 else 'are not sizes'} of program '{program.name}' "
+            f"(its sizes are {sizes})"
+        )
+    declared = [names[p] for p in program.param_names] + list(bound)
+    try:
+        user = isl.Set(f"[{', '.join(declared)}] -> {{ : {text} }}")
+    except isl.Error:
+        raise ArgumentError(
+            f"cannot read context {text!r}: expected isl constraints over the sizes {sizes}, "
+            "e.g. 'N >= 256 and N mod 32 = 0'"
+        ) from None
+    for name, value in bound.items():
+        user = user.intersect_params(isl.Set(f"[{name}] -> {{ : {name} = {value} }}"))
+        user = user.project_out(isl.dim_type.param, user.find_dim_by_name(isl.dim_type.param, name), 1)
+    context = base.intersect(user)
+    if context.is_empty():
+        fixed = ", ".join(f"{n} = {v}" for n, v in bound.items())
+        raise ArgumentError(
+            f"context {text!r} admits no sizes for program '{program.name}' (sizes are >= 1"
+            f"{'; bound: ' + fixed if fixed else ''})"
+        )
+    return context
+
+
+def _not_affine(program: Program, problem: NonAffine, what: str, loc: SourceLoc | None) -> NotAffineError:
+    if problem.params:
+        hint = "; ".join(
+            f"bind {p} to a number (Program.bind({p}=...) or --size {p}=...) to make it affine"
+            for p in problem.params
+        )
+    else:
+        hint = "indices allow +, -, multiplication by a constant, and // and % by a positive constant"
+    return NotAffineError(
+        f"{what} is not quasi-affine: {problem.expr} is {problem.reason}; {hint}",
+        params=problem.params,
+        loc=loc,
+        **program.error_context(),
+    )
+
+
+def _buffers(program: Program, names: IslNames, tuples: IslNames, context: isl.Set):
+    """Every buffer in isl, and for each statement position the buffers in its scope (a
+    block-local ``new`` is visible from its declaration to the end of its block)."""
+    prefix = _prefix(program, names)
+    params = program.param_names
+    built: list[BufferModel] = []
+
+    def model(decl: BufferDecl, loops: tuple[Loop, ...], local: bool) -> BufferModel:
+        isl_name = tuples[decl.name] if decl.name not in {b.name for b in built} else tuples.fresh(decl.name)
+        env = {p: names[p] for p in params}
+        owner_dims = []
+        for loop in loops:
+            dim = names[loop.index] if names[loop.index] not in owner_dims else names.fresh(loop.index)
+            env[loop.index] = dim
+            owner_dims.append(dim)
+        shape_dims = [names.fresh(f"{decl.name}_{k}") for k in range(len(decl.shape))]
+        constraints = []
+        for k, (dim, extent) in enumerate(zip(shape_dims, decl.shape)):
+            try:
+                constraints.append(f"0 <= {dim} and {dim} < {isl_expr(extent, env, params)}")
+            except NonAffine as problem:
+                raise _not_affine(program, problem, f"dimension {k} of buffer `{decl}`", decl.loc) from None
+        where = " : " + " and ".join(constraints) if constraints else ""
+        in_bounds = isl.Set(f"{prefix}{{ {isl_name}[{', '.join(owner_dims + shape_dims)}]{where} }}")
+        bm = BufferModel(
+            decl.name,
+            decl,
+            isl_name,
+            tuple(l.index for l in loops),
+            in_bounds.intersect_params(context),
+            local,
+        )
+        built.append(bm)
+        return bm
+
+    top = {decl.name: model(decl, (), False) for decl in program.buffers}
+    scopes: dict[tuple[int, ...], dict[str, BufferModel]] = {}
+
+    def visit(
+        block: tuple[Stmt, ...], loops: tuple[Loop, ...], prefix_pos: tuple[int, ...], scope: dict
+    ) -> None:
+        scope = dict(scope)
+        for pos, stmt in enumerate(block):
+            if isinstance(stmt, New):
+                scope[stmt.decl.name] = model(stmt.decl, loops, True)
+            elif isinstance(stmt, (Assign, Anchor)):
+                scopes[prefix_pos + (pos,)] = dict(scope)
+            elif isinstance(stmt, Loop):
+                visit(stmt.body, loops + (stmt,), prefix_pos + (pos,), scope)
+
+    visit(program.body, (), (), top)
+    return tuple(built), scopes
+
+
+def _statement(
+    program: Program,
+    names: IslNames,
+    tuples: IslNames,
+    context: isl.Set,
+    ctx: walk.StatementContext,
+    scope: dict[str, BufferModel],
+) -> StatementModel:
+    params = program.param_names
+    stmt = ctx.stmt
+    env = {p: names[p] for p in params}
+    dims: list[str] = []
+    constraints: list[str] = []
+    for loop in ctx.loops:
+        try:
+            extent = isl_expr(loop.extent, env, params)
+        except NonAffine as problem:
+            what = f"the extent of loop '{loop.index}' (around {ctx.name} `{stmt}`)"
+            raise _not_affine(program, problem, what, loop.loc) from None
+        # A loop index that shadows an outer index or a size gets its own isl name.
+        dim = names[loop.index]
+        if dim in dims or dim in {names[p] for p in params}:
+            dim = names.fresh(loop.index)
+        env[loop.index] = dim
+        dims.append(dim)
+        constraints.append(f"0 <= {dim} and {dim} < {extent}")
+    prefix = _prefix(program, names)
+    tuple_name = tuples[ctx.name]
+    space = f"{tuple_name}[{', '.join(dims)}]"
+    where = " : " + " and ".join(constraints) if constraints else ""
+    domain = isl.Set(f"{prefix}{{ {space}{where} }}").intersect_params(context)
+
+    def access(buffer: str, indices: tuple[IndexExpr, ...], loc: SourceLoc | None, is_write: bool) -> Access:
+        text = str(Read(buffer, indices))
+        bm = scope.get(buffer)
+        if bm is None:
+            raise InternalError(
+                f"{ctx.name} `{stmt}` accesses '{buffer}', which is not declared in its scope"
+            )
+        try:
+            exprs = [isl_expr(e, env, params) for e in indices]
+        except NonAffine as problem:
+            raise _not_affine(
+                program, problem, f"{ctx.name} `{stmt}`: index {text}", loc or stmt.loc
+            ) from None
+        owner = dims[: len(bm.owner)]
+        relation = isl.Map(f"{prefix}{{ {space} -> {bm.isl_name}[{', '.join(owner + exprs)}] }}")
+        return Access(
+            ctx.name, buffer, indices, relation.intersect_domain(domain), is_write, loc or stmt.loc, text
+        )
+
+    writes = (access(stmt.buffer, stmt.indices, stmt.loc, True),) if isinstance(stmt, Assign) else ()
+    reads = tuple(access(r.buffer, r.indices, r.loc, False) for r in stmt.reads())
+    return StatementModel(ctx.name, ctx, domain, reads, writes, tuple(dims))
+
+
+def _schedule(statements: tuple[StatementModel, ...]) -> isl.UnionMap:
+    """The 2d+1 textual schedule, padded with zeros to a common length and restricted to
+    the statements' domains (so ``schedule.domain()`` is every instance)."""
+    depth = max((len(s.dims) for s in statements), default=0)
+    schedule = None
+    for s in statements:
+        pos = s.ctx.position
+        out = [str(pos[0])]
+        for k, dim in enumerate(s.dims):
+            out += [dim, str(pos[k + 1])]
+        out += ["0"] * (2 * depth + 1 - len(out))
+        piece = isl.Map(f"{{ {s.domain.get_tuple_name()}[{', '.join(s.dims)}] -> [{', '.join(out)}] }}")
+        piece = isl.UnionMap.from_map(piece.intersect_domain(s.domain))
+        schedule = piece if schedule is None else schedule.union(piece)
+    return schedule if schedule is not None else isl.UnionMap("{ }")
+
+
+def _count(loops: tuple[Loop, ...], k: int, env: dict[str, int]) -> int:
+    """Points of ``{ 0 <= i_k < extent_k(i_0 .. i_{k-1}) }``: a product where no inner
+    extent mentions index k, a sum over its values where one does (triangular nests)."""
+    if k == len(loops):
+        return 1
+    extent = max(0, evaluate_index(loops[k].extent, env))
+    if not any(loops[k].index in index_vars(inner.extent) for inner in loops[k + 1 :]):
+        return extent * _count(loops, k + 1, env) if extent else 0
+    return sum(_count(loops, k + 1, {**env, loops[k].index: v}) for v in range(extent))
+
+
+# ------------------------------------------------------------------------ printing
+
+
+_PARAMS = re.compile(r"^\[[^\]]*\] -> ")
+
+
+def _strip(obj, context: isl.Set) -> str:
+    """isl's text without the parameter prefix (printed once at the top) and with the
+    context's constraints left out."""
+    return _PARAMS.sub("", str(obj.gist_params(context)))
+
+
+def _describe(model: PolyModel) -> str:
+    program = model.program
+    lines = [f"program {program.name}"]
+    sizes = ", ".join(model.params) or "none"
+    bound = ", ".join(f"{n} = {v}" for n, v in program.bindings)
+    lines.append(f"  sizes: {sizes}" + (f" (bound: {bound})" if bound else ""))
+    if model.params:
+        lines.append(f"  context: {_PARAMS.sub('', str(model.context))}")
+    lines.append("statements:")
+    for s in model.statements:
+        at = f" at {s.stmt.loc}" if s.stmt.loc else ""
+        lines.append(f"  {s.label}{at}")
+        lines.append(f"    domain: {_strip(s.domain, model.context)}")
+        for a in s.accesses:
+            rel = a.relation.gist_domain(s.domain)
+            lines.append(f"    {'write' if a.is_write else 'read '} {a.text}: {_strip(rel, model.context)}")
+    lines.append("schedule:")
+    for s in model.statements:
+        sched = model.schedule.intersect_domain(isl.UnionSet.from_set(s.domain))
+        lines.append(f"  {_strip(isl.Map.from_union_map(sched).gist_domain(s.domain), model.context)}")
+    lines.append("dependences:")
+    if not model.dependences.items:
+        lines.append("  none")
+    for dep in model.dependences.items:
+        src, dst = model.statement(dep.source).domain, model.statement(dep.sink).domain
+        rel = dep.relation.gist_domain(src).gist_range(dst)
+        lines.append(
+            f"  {dep.kind.value} {dep.source} -> {dep.sink} on {dep.buffer}: {_strip(rel, model.context)}"
+        )
+    lines.append("race-free par loops:")
+    if not model.race_free:
+        lines.append("  none")
+    for loop in model.race_free:
+        lines.append(f"  {loop} ({', '.join(loop.statements)})")
+    return "\n".join(lines)
