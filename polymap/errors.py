@@ -135,3 +135,12 @@ class ArgumentError(PolymapError):
 
 class InternalError(PolymapError):
     """A bug in polymap: an invariant that should hold did not. Please report it."""
+
+
+class MappingError(PolymapError):
+    """The mapping model cannot be built as asked, e.g. a cost constraint that is not
+    affine in the iteration variables, or a linearization above degree 2 in the decisions."""
+
+
+class SolverError(MappingError):
+    """SCIP failed (raised, or rejected the model); the message carries SCIP's own words."""

@@ -1,0 +1,1 @@
+"""The mapping stage: decision space, Farkas linearization, SCIP model and solve."""

@@ -1,0 +1,301 @@
+"""GPU descriptions for the cost model: how many SMs, threads, registers, bytes and FLOP/s.
+
+A :class:`GpuTarget` is a frozen value; :data:`H100` (SXM5) and :data:`H200` (SXM) are
+provided, and :func:`get_target` resolves a name or passes a target through.
+
+To describe another GPU, construct a ``GpuTarget`` (every field is checked on
+construction), derive one from a known target with ``dataclasses.replace(H100, sm_count=114,
+...)``, or load one from configuration with :meth:`GpuTarget.from_dict`, which names the
+bad field when a value is missing, unknown, of the wrong type or out of range::
+
+    GpuTarget.from_dict({
+        "name": "H100 PCIe", "compute_capability": [9, 0], "sm_count": 114, ...
+    })
+
+Sources of the numbers (cited again next to each value):
+
+* [CC90] CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
+  Specifications per Compute Capability", column 9.0: warp size, threads per block and
+  per SM, resident blocks per SM, 32-bit registers per SM / block / thread, shared memory
+  per SM and per block (default and opt-in).
+* [H100] NVIDIA H100 Tensor Core GPU datasheet (SXM column) and the "NVIDIA H100 Tensor
+  Core GPU Architecture" whitepaper (H100 SXM5: 132 SMs, 128 FP32 lanes per SM, 50 MB L2).
+* [H200] NVIDIA H200 Tensor Core GPU datasheet (SXM column): same GH100 compute as the
+  H100 SXM, 141 GB HBM3e at 4.8 TB/s.
+* [CUDA-BP] CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory": global
+  memory is served in 32-byte sectors; an L1/L2 cache line is 128 bytes (4 sectors).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from polymap.errors import ArgumentError
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTarget:
+    """One GPU as the cost model sees it. Sizes are in bytes, rates per second.
+
+    Construction checks every field (types, ranges and the relations between them, e.g.
+    a block's shared memory cannot exceed an SM's) and raises ArgumentError naming it.
+    """
+
+    name: str
+    """Human-readable name, e.g. ``"NVIDIA H100 SXM5"``."""
+    compute_capability: tuple[int, int]
+    """(major, minor), e.g. (9, 0) for Hopper; selects the ``sm_XY`` code generation target."""
+    sm_count: int
+    """Streaming multiprocessors on the chip."""
+    max_threads_per_sm: int
+    """Resident threads per SM (2048 on cc 9.0: 64 warps)."""
+    max_blocks_per_sm: int
+    """Resident thread blocks per SM (32 on cc 9.0)."""
+    registers_per_sm: int
+    """32-bit registers per SM (65536 on cc 9.0)."""
+    shared_memory_per_sm: int
+    """Shared memory per SM in bytes, the part of the unified L1/shared array that can be
+    carved out as shared memory (228 KB on cc 9.0)."""
+    shared_memory_per_block_optin: int
+    """Largest dynamic shared memory a block may request after opting in with
+    ``cudaFuncSetAttribute(..., cudaFuncAttributeMaxDynamicSharedMemorySize, ...)``
+    (227 KB on cc 9.0; the 1 KB difference per block is reserved by the system)."""
+    l2_cache_bytes: int
+    """Size of the L2 cache."""
+    dram_bandwidth: float
+    """Peak device-memory bandwidth in bytes/s (datasheet figure, not a measurement)."""
+    peak_fp32_flops: float
+    """Peak FP32 FLOP/s without tensor cores (an FMA counts as two)."""
+    clock_hz: float
+    """Maximum SM (boost) clock in Hz."""
+    memory_bytes: int
+    """Device memory capacity as the datasheet states it (decimal GB); the amount the driver
+    reports usable is slightly different."""
+    warp_size: int = 32
+    """Threads per warp [CC90]; 32 on every NVIDIA GPU so far."""
+    max_threads_per_block: int = 1024
+    """Threads per block [CC90]."""
+    max_registers_per_block: int = 65536
+    """32-bit registers one block may use [CC90]."""
+    max_registers_per_thread: int = 255
+    """32-bit registers one thread may use [CC90]."""
+    shared_memory_per_block: int = 48 * KIB
+    """Shared memory a block gets without opting in (static plus dynamic) [CC90]."""
+    sector_bytes: int = 32
+    """Granularity of a global memory transaction [CUDA-BP]."""
+    cache_line_bytes: int = 128
+    """L1/L2 cache line, four sectors [CUDA-BP]."""
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    # ------------------------------------------------------------------ derived values
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        """Resident warps per SM."""
+        return self.max_threads_per_sm // self.warp_size
+
+    @property
+    def sm_arch(self) -> str:
+        """The NVRTC/nvcc architecture name, e.g. ``"sm_90"``."""
+        major, minor = self.compute_capability
+        return f"sm_{major}{minor}"
+
+    @property
+    def bytes_per_flop(self) -> float:
+        """Machine balance: DRAM bytes per FP32 FLOP at peak (the roofline ridge's inverse)."""
+        return self.dram_bandwidth / self.peak_fp32_flops
+
+    # ------------------------------------------------------------------ validation
+
+    def check(self) -> None:
+        """Raise ArgumentError naming the first field that is missing a sane value."""
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ArgumentError(f"GpuTarget field 'name' must be a non-empty string, got {self.name!r}")
+        cc = self.compute_capability
+        if (
+            not isinstance(cc, tuple)
+            or len(cc) != 2
+            or not all(_is_int(v) and v >= 0 for v in cc)
+            or cc[0] < 1
+        ):
+            raise ArgumentError(
+                f"GpuTarget {self.name!r}: field 'compute_capability' must be a tuple "
+                f"(major, minor) of integers with major >= 1, got {cc!r}"
+            )
+        for f in dataclasses.fields(self):
+            if f.name in ("name", "compute_capability"):
+                continue
+            value = getattr(self, f.name)
+            if f.type == "int":
+                if not _is_int(value) or value <= 0:
+                    raise ArgumentError(
+                        f"GpuTarget {self.name!r}: field {f.name!r} must be a positive integer, "
+                        f"got {value!r}"
+                    )
+            elif not _is_real(value) or not math.isfinite(value) or value <= 0:
+                raise ArgumentError(
+                    f"GpuTarget {self.name!r}: field {f.name!r} must be a positive finite number, "
+                    f"got {value!r}"
+                )
+        # Relations the hardware guarantees; a violation is a typo in the description.
+        self._require(self.warp_size & (self.warp_size - 1) == 0, "warp_size", "must be a power of two")
+        for field in ("max_threads_per_block", "max_threads_per_sm"):
+            self._require(
+                getattr(self, field) % self.warp_size == 0, field, "must be a multiple of warp_size"
+            )
+        self._require(
+            self.max_threads_per_block <= self.max_threads_per_sm,
+            "max_threads_per_block",
+            "cannot exceed max_threads_per_sm",
+        )
+        self._require(
+            self.max_registers_per_block <= self.registers_per_sm,
+            "max_registers_per_block",
+            "cannot exceed registers_per_sm",
+        )
+        self._require(
+            self.max_registers_per_thread <= self.max_registers_per_block,
+            "max_registers_per_thread",
+            "cannot exceed max_registers_per_block",
+        )
+        self._require(
+            self.shared_memory_per_block <= self.shared_memory_per_block_optin,
+            "shared_memory_per_block",
+            "cannot exceed shared_memory_per_block_optin",
+        )
+        self._require(
+            self.shared_memory_per_block_optin <= self.shared_memory_per_sm,
+            "shared_memory_per_block_optin",
+            "cannot exceed shared_memory_per_sm",
+        )
+        self._require(
+            self.cache_line_bytes % self.sector_bytes == 0,
+            "cache_line_bytes",
+            "must be a multiple of sector_bytes",
+        )
+
+    def _require(self, ok: bool, field: str, what: str) -> None:
+        if not ok:
+            raise ArgumentError(
+                f"GpuTarget {self.name!r}: field {field!r} {what} (got {getattr(self, field)!r})"
+            )
+
+    # ------------------------------------------------------------------ (de)serialization
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GpuTarget:
+        """A target from a mapping of field names to values (e.g. parsed JSON or TOML).
+
+        Fields with a default (warp size, sector size, ...) may be left out; every other
+        field is required. ``compute_capability`` may be a list. Unknown, missing and
+        ill-typed fields raise ArgumentError naming the field."""
+        if not isinstance(data, Mapping):
+            raise ArgumentError(f"GpuTarget.from_dict expects a mapping, got {type(data).__name__}")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise ArgumentError(
+                f"GpuTarget.from_dict: unknown field(s) {', '.join(map(repr, unknown))}; "
+                f"known fields: {', '.join(fields)}"
+            )
+        missing = [
+            name
+            for name, f in fields.items()
+            if name not in data and f.default is dataclasses.MISSING
+        ]
+        if missing:
+            raise ArgumentError(
+                f"GpuTarget.from_dict: missing required field(s) {', '.join(map(repr, missing))}"
+            )
+        values = dict(data)
+        cc = values["compute_capability"]
+        if isinstance(cc, list):
+            values["compute_capability"] = tuple(cc)
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict; ``GpuTarget.from_dict(t.to_dict()) == t``."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["compute_capability"] = list(self.compute_capability)
+        return out
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# ---------------------------------------------------------------------------- known GPUs
+
+H100 = GpuTarget(
+    name="NVIDIA H100 SXM5",
+    compute_capability=(9, 0),  # Hopper GH100 [CC90]
+    sm_count=132,  # H100 SXM5 enables 132 of the GH100's 144 SMs [H100 whitepaper]
+    max_threads_per_sm=2048,  # [CC90] max resident threads per SM (64 warps)
+    max_blocks_per_sm=32,  # [CC90] max resident blocks per SM
+    registers_per_sm=64 * KIB,  # [CC90] 64K 32-bit registers per SM
+    shared_memory_per_sm=228 * KIB,  # [CC90] max shared memory per SM: 228 KB
+    shared_memory_per_block_optin=227 * KIB,  # [CC90] max per block with opt-in: 227 KB
+    l2_cache_bytes=50 * MIB,  # [H100] 50 MB L2 (the driver reports 52428800 bytes)
+    dram_bandwidth=3.35e12,  # [H100] datasheet, SXM: 3.35 TB/s HBM3
+    # [H100] datasheet, SXM: 67 TFLOPS FP32 (non-tensor) = 132 SMs * 128 lanes * 2 * 1.98 GHz.
+    peak_fp32_flops=67e12,
+    clock_hz=1.98e9,  # max boost clock of the SXM5 part, consistent with the FP32 peak above
+    memory_bytes=80 * 10**9,  # [H100] datasheet, SXM: 80 GB HBM3
+)
+"""NVIDIA H100 SXM5 (80 GB HBM3): the reference target of polymap."""
+
+H200 = dataclasses.replace(
+    H100,
+    name="NVIDIA H200 SXM",
+    # [H200] datasheet: the same GH100 compute as H100 SXM (132 SMs, 67 TFLOPS FP32, 50 MB L2,
+    # same cc 9.0 limits); only the memory differs.
+    dram_bandwidth=4.8e12,  # [H200] datasheet, SXM: 4.8 TB/s HBM3e
+    memory_bytes=141 * 10**9,  # [H200] datasheet, SXM: 141 GB HBM3e
+)
+"""NVIDIA H200 SXM (141 GB HBM3e): H100 SXM compute with more, faster memory."""
+
+_TARGETS: dict[str, GpuTarget] = {
+    "h100": H100,
+    "h100-sxm": H100,
+    "h100-sxm5": H100,
+    "h200": H200,
+    "h200-sxm": H200,
+}
+
+
+def known_targets() -> tuple[str, ...]:
+    """The names :func:`get_target` accepts (case-insensitive; ``_`` and spaces read as ``-``)."""
+    return tuple(_TARGETS)
+
+
+def get_target(target: str | GpuTarget) -> GpuTarget:
+    """The target named ``target`` ("h100", "h100-sxm", "h200", ... in any case), or
+    ``target`` itself when it already is a GpuTarget. Raises ArgumentError otherwise."""
+    if isinstance(target, GpuTarget):
+        return target
+    if not isinstance(target, str):
+        raise ArgumentError(
+            f"a GPU target is a name or a GpuTarget, got {type(target).__name__}; "
+            f"known names: {', '.join(_TARGETS)}"
+        )
+    key = target.strip().lower().replace("_", "-").replace(" ", "-")
+    try:
+        return _TARGETS[key]
+    except KeyError:
+        raise ArgumentError(
+            f"unknown GPU target {target!r}; known names: {', '.join(_TARGETS)} "
+            f"(or describe your GPU with GpuTarget(...) / GpuTarget.from_dict(...))"
+        ) from None

@@ -1,0 +1,138 @@
+"""GPU targets: the datasheet numbers, name lookup, and validation of user descriptions.
+
+Expected values are copied from the NVIDIA datasheets and the CUDA programming guide's
+compute capability 9.0 table, not from polymap.targets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from polymap.errors import ArgumentError
+from polymap.targets import H100, H200, GpuTarget, get_target, known_targets
+
+
+def test_h100_numbers():
+    assert H100.compute_capability == (9, 0)
+    assert H100.sm_arch == "sm_90"
+    assert H100.sm_count == 132
+    assert H100.warp_size == 32
+    assert H100.max_threads_per_block == 1024
+    assert H100.max_threads_per_sm == 2048
+    assert H100.max_warps_per_sm == 64
+    assert H100.max_blocks_per_sm == 32
+    assert H100.registers_per_sm == 65536
+    assert H100.max_registers_per_thread == 255
+    assert H100.shared_memory_per_sm == 228 * 1024 == 233472
+    assert H100.shared_memory_per_block_optin == 227 * 1024 == 232448
+    assert H100.shared_memory_per_block == 48 * 1024
+    assert H100.l2_cache_bytes == 50 * 1024 * 1024
+    assert H100.dram_bandwidth == 3.35e12
+    assert H100.peak_fp32_flops == 67e12
+    assert H100.sector_bytes == 32
+    assert H100.cache_line_bytes == 128
+    assert H100.memory_bytes == 80 * 10**9
+
+
+def test_fp32_peak_agrees_with_sms_lanes_and_clock():
+    # 132 SMs * 128 FP32 lanes * 2 FLOP per FMA * 1.98 GHz = 66.9 TFLOP/s, the datasheet's "67".
+    assert H100.sm_count * 128 * 2 * H100.clock_hz == pytest.approx(67e12, rel=0.01)
+
+
+def test_h200_is_h100_compute_with_more_memory():
+    assert H200.dram_bandwidth == 4.8e12
+    assert H200.memory_bytes == 141 * 10**9
+    for field in ("sm_count", "compute_capability", "peak_fp32_flops", "l2_cache_bytes",
+                  "shared_memory_per_sm", "registers_per_sm", "max_threads_per_sm"):
+        assert getattr(H200, field) == getattr(H100, field), field
+    assert H200.name != H100.name
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [("h100", H100), ("H100", H100), ("h100-sxm", H100), ("H100_SXM", H100), (" h100 sxm ", H100),
+     ("h200", H200), ("H200", H200)],
+)
+def test_get_target_aliases(name, expected):
+    assert get_target(name) is expected
+
+
+def test_get_target_passes_a_target_through():
+    custom = dataclasses.replace(H100, name="H100 PCIe", sm_count=114, dram_bandwidth=2.0e12)
+    assert get_target(custom) is custom
+    assert "h100" in known_targets() and "h200" in known_targets()
+
+
+def test_get_target_unknown_lists_known_names():
+    with pytest.raises(ArgumentError, match=r"unknown GPU target 'a100'.*h100.*h200"):
+        get_target("a100")
+    with pytest.raises(ArgumentError, match=r"known names"):
+        get_target(90)
+
+
+def test_targets_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        H100.sm_count = 1  # type: ignore[misc]
+
+
+def test_from_dict_round_trip():
+    data = H100.to_dict()
+    assert data["compute_capability"] == [9, 0]
+    assert GpuTarget.from_dict(data) == H100
+
+
+def _h100_dict(**changes):
+    data = H100.to_dict()
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"sm_count": "132"}, "sm_count"),
+        ({"sm_count": 0}, "sm_count"),
+        ({"sm_count": True}, "sm_count"),
+        ({"warp_size": 2.5}, "warp_size"),
+        ({"warp_size": 24}, "warp_size"),
+        ({"dram_bandwidth": -1.0}, "dram_bandwidth"),
+        ({"dram_bandwidth": float("inf")}, "dram_bandwidth"),
+        ({"clock_hz": "fast"}, "clock_hz"),
+        ({"name": ""}, "name"),
+        ({"compute_capability": [9]}, "compute_capability"),
+        ({"compute_capability": "9.0"}, "compute_capability"),
+        ({"shared_memory_per_block_optin": 300 * 1024}, "shared_memory_per_block_optin"),
+        ({"max_threads_per_block": 4096}, "max_threads_per_block"),
+        ({"max_threads_per_block": 1000}, "max_threads_per_block"),
+        ({"cache_line_bytes": 100}, "cache_line_bytes"),
+        ({"max_registers_per_block": 10**6}, "max_registers_per_block"),
+    ],
+)
+def test_from_dict_names_the_bad_field(changes, field):
+    with pytest.raises(ArgumentError, match=rf"'{field}'"):
+        GpuTarget.from_dict(_h100_dict(**changes))
+
+
+def test_from_dict_missing_and_unknown_fields():
+    data = H100.to_dict()
+    del data["sm_count"]
+    with pytest.raises(ArgumentError, match=r"missing required field\(s\) 'sm_count'"):
+        GpuTarget.from_dict(data)
+    with pytest.raises(ArgumentError, match=r"unknown field\(s\) 'sms'"):
+        GpuTarget.from_dict(_h100_dict(sms=132))
+    with pytest.raises(ArgumentError, match="mapping"):
+        GpuTarget.from_dict([("name", "x")])  # type: ignore[arg-type]
+
+
+def test_defaults_may_be_left_out():
+    data = _h100_dict()
+    for name in ("warp_size", "sector_bytes", "cache_line_bytes", "max_threads_per_block"):
+        del data[name]
+    assert GpuTarget.from_dict(data) == H100
+
+
+def test_replace_validates():
+    with pytest.raises(ArgumentError, match="'sm_count'"):
+        dataclasses.replace(H100, sm_count=-4)
