@@ -21,8 +21,8 @@ from polymap.errors import (
 )
 from polymap.ir.nodes import Program
 from polymap.ir.parse import load, parse
-# DEV: from polymap.poly.model import analyze
-# DEV: from polymap.reference import reference
+from polymap.poly.model import analyze
+from polymap.reference import reference
 
 __all__ = [
     "AccessError",
