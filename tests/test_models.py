@@ -1,9 +1,8 @@
-"""The workloads under models/ and the examples of docs/language.md.
+"""The workloads under models/.
 
 Every ``models/*.te`` file must parse, pass the polyhedral analysis (race and bounds
 proofs) at its default sizes, and compute, at small bound sizes, what an independent NumPy
-formulation of the same kernel computes. Every ```te block of the language reference must
-parse and analyze; every ```te-error block must fail with the error its first line names.
+formulation of the same kernel computes.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from polymap.reference import reference
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = sorted((ROOT / "models").glob("*.te"))
-LANGUAGE_DOC = ROOT / "docs" / "language.md"
 
 
 def analyze_binding_if_needed(program: Program):
@@ -200,45 +198,3 @@ def test_out_buffers_start_as_zeros_and_inout_keeps_untouched_elements():
     got = reference(program, **{k: v.copy() for k, v in inputs.items()})
     for buf in ("A", "B"):
         np.testing.assert_array_equal(np.asarray(got[buf])[[0, -1]], inputs[buf][[0, -1]])
-
-
-# ------------------------------------------------------------- docs/language.md
-
-
-def doc_blocks(tag: str) -> list[tuple[int, str]]:
-    """(line number, text) of every fenced block ```<tag> in the language reference."""
-    text = LANGUAGE_DOC.read_text()
-    blocks = []
-    for match in re.finditer(rf"^```{re.escape(tag)}[ \t]*\n(.*?)^```[ \t]*$", text, re.M | re.S):
-        blocks.append((text.count("\n", 0, match.start()) + 1, match.group(1)))
-    return blocks
-
-
-def test_language_doc_has_examples():
-    assert len(doc_blocks("te")) >= 8
-    assert len(doc_blocks("te-error")) >= 4
-
-
-def doc_params(tag: str) -> list:
-    return [pytest.param(line, text, id=f"line{line}") for line, text in doc_blocks(tag)]
-
-
-@pytest.mark.parametrize("line,text", doc_params("te"))
-def test_language_doc_example_is_valid(line, text):
-    program = parse(text, source=f"docs/language.md:{line}")
-    analyze_binding_if_needed(program)
-
-
-@pytest.mark.parametrize("line,text", doc_params("te-error"))
-def test_language_doc_error_example_fails_as_stated(line, text):
-    """Each ```te-error block starts with '# error: ErrorClass' and must raise exactly that."""
-    first = text.splitlines()[0]
-    match = re.fullmatch(r"#\s*error:\s*(\w+).*", first)
-    assert match, f"docs/language.md:{line}: a te-error block starts with '# error: ErrorClass'"
-    import polymap.errors as errors
-
-    expected = getattr(errors, match.group(1))
-    with pytest.raises(PolymapError) as err:
-        program = parse(text, source=f"docs/language.md:{line}")
-        analyze(program)
-    assert type(err.value) is expected, f"docs/language.md:{line}: got {type(err.value).__name__}: {err.value}"

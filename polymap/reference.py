@@ -1,0 +1,446 @@
+"""The NumPy reference executor: the ground truth every generated kernel is compared with.
+
+``reference(program, **arrays)`` checks the program with the polyhedral model (race freedom,
+bounds) and runs it; ``execute(program, arrays)`` runs it unchecked and also counts the
+executed instances of every statement.
+
+Vectorization. Every par loop adds a leading axis of *lanes*: its index is
+``np.arange(extent)`` shaped ``(extent, 1, ..., 1)``, so it broadcasts against the indices of
+the enclosing par loops (numpy aligns shapes from the right, so prepending an axis never
+reshapes what exists). A seq loop is a Python loop; its index is an int. Extents that vary
+per lane (triangular domains) run to their largest active value under a boolean *mask* of
+the active lanes. Each statement then runs once over all lanes. That is equivalent to the
+per-iteration order because the iterations of a par loop are independent (proved by
+``analyze``), and each lane still sees its own statements in textual and seq order.
+
+Value typing (C-like; ``i32 < f32 < f64``):
+
+* A read has its buffer's dtype. Literals and index values are weakly typed: they take the
+  statement's *computation dtype*, the promotion of the dtypes of the buffers its value
+  reads, or the target's dtype when it reads none (f32 for an anchor that reads none).
+  A non-integral literal in an i32 computation is f32 (as in C, ``2 * 2.5`` is 5.0).
+* A binary operation computes in the promotion of its operands (i32 with f32 gives f32,
+  not numpy's f64). ``/`` is true division for floats and C division (truncating toward
+  zero) for i32; an i32 division by zero is an ArgumentError naming the statement.
+* ``exp log sqrt tanh`` of an i32 compute in f32; ``abs max min`` keep the type; ``max``
+  and ``min`` propagate NaN (as ``np.maximum``).
+* The result is cast to the target's dtype on store (float to i32 truncates toward zero).
+  ``+= -= *= max= min=`` combine the old and the new value in their promotion, then cast.
+
+Initial contents: ``out`` buffers are zeros; temporaries (``new``) are undefined in the
+language, so they are filled with NaN (floats) or INT32_MIN (i32), which makes a read
+before a write visible in comparisons. Float exceptions are silent: inf and NaN are values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from polymap.errors import ArgumentError, InternalError
+from polymap.ir.nodes import (
+    Anchor,
+    Assign,
+    AssignOp,
+    Binary,
+    BufferDecl,
+    BufferKind,
+    Call,
+    Const,
+    DType,
+    Fn,
+    IConst,
+    IndexExpr,
+    IndexOp,
+    IndexValue,
+    INeg,
+    IVar,
+    Loop,
+    Neg,
+    New,
+    Program,
+    Read,
+    Stmt,
+    ValueExpr,
+    ValueOp,
+    reads_of,
+)
+from polymap.ir.walk import statements
+
+__all__ = ["Execution", "execute", "reference"]
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """The result of :func:`execute`."""
+
+    outputs: dict[str, np.ndarray]  # every out and inout buffer, fresh arrays
+    instances: dict[str, int]  # executed instances per statement name (S0, S1, ...)
+    sizes: dict[str, int]  # every size parameter's value (given, inferred or default)
+
+
+def reference(program: Program, **arrays) -> dict[str, np.ndarray]:
+    """Run ``program`` on NumPy arrays and return its ``out`` and ``inout`` buffers.
+
+    The program is first proved race free and in bounds by ``polymap.poly.model.analyze``
+    (raising RaceError, BoundsError or NotAffineError), which is what makes the vectorized
+    execution correct. Inputs (every ``in`` and ``inout`` buffer, by name) must have the
+    declared dtype exactly and the declared shape; unbound sizes are inferred from input
+    dimensions declared as a bare size name, then from defaults. The caller's arrays are
+    never modified. Bad arguments raise :class:`ArgumentError`.
+    """
+    from polymap.poly.model import analyze  # lazy: the model imports isl
+
+    bound, inputs = _prepare(program, arrays)
+    analyze(bound)
+    return _Executor(bound, inputs).run().outputs
+
+
+def execute(program: Program, arrays: dict) -> Execution:
+    """Like :func:`reference` without the analysis (for tests and internal use): also
+    reports how many instances of each statement ran."""
+    bound, inputs = _prepare(program, arrays)
+    return _Executor(bound, inputs).run()
+
+
+# ------------------------------------------------------------------ arguments
+
+
+def _prepare(program: Program, arrays: dict) -> tuple[Program, dict[str, np.ndarray]]:
+    """Check the arrays against the declarations, bind every size, and return the bound
+    program with private copies of the inputs."""
+    ctx = program.error_context()
+    decls = {b.name: b for b in program.buffers}
+    inputs = {b.name: b for b in program.inputs}
+    expected = f"the inputs of program '{program.name}' are {', '.join(inputs) or 'none'}"
+    for name in arrays:
+        if name in inputs:
+            continue
+        kind = decls[name].kind if name in decls else None
+        if kind is BufferKind.OUT:
+            why = f"'{name}' is an out buffer: it needs no input (it starts as zeros)"
+        elif kind is BufferKind.NEW:
+            why = f"'{name}' is a temporary (new) buffer: it takes no input"
+        else:
+            why = f"unknown buffer '{name}'"
+        raise ArgumentError(f"{why}; {expected}", **ctx)
+    for name, decl in inputs.items():
+        if name not in arrays:
+            raise ArgumentError(f"missing input '{name}' ({decl}); {expected}", **ctx)
+    given = {name: _as_array(decl, arrays[name], ctx) for name, decl in inputs.items()}
+    sizes = _infer_sizes(program, given, ctx)
+    bound = program.bind(**sizes)
+    for decl in bound.inputs:
+        want, got = _shape(decl, ctx), given[decl.name].shape
+        if want != got:
+            raise ArgumentError(
+                f"input '{decl.name}' ({decls[decl.name]}) has the wrong shape: expected {want}, got {got}",
+                **ctx,
+            )
+    # np.array copies: the caller's arrays are never written, even by an inout buffer.
+    return bound, {name: np.array(arr) for name, arr in given.items()}
+
+
+def _as_array(decl: BufferDecl, value, ctx: dict) -> np.ndarray:
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. ragged nested lists
+        raise ArgumentError(f"input '{decl.name}' cannot be made an array: {exc}", **ctx) from None
+    if arr.dtype.kind not in "biufc":
+        raise ArgumentError(
+            f"input '{decl.name}' is not a numeric array: got {type(value).__name__} "
+            f"(numpy dtype {arr.dtype}), expected a {decl.dtype.numpy} array",
+            **ctx,
+        )
+    if arr.dtype != decl.dtype.numpy:
+        raise ArgumentError(
+            f"input '{decl.name}' ({decl}) has the wrong dtype: expected {decl.dtype.numpy}, got {arr.dtype}",
+            **ctx,
+        )
+    if arr.ndim != len(decl.shape):
+        raise ArgumentError(
+            f"input '{decl.name}' ({decl}) has the wrong shape: expected {len(decl.shape)} "
+            f"dimension(s) [{', '.join(map(str, decl.shape))}], got shape {arr.shape}",
+            **ctx,
+        )
+    return arr
+
+
+def _infer_sizes(program: Program, given: dict[str, np.ndarray], ctx: dict) -> dict[str, int]:
+    """Sizes from input dimensions declared as exactly a size name, then defaults."""
+    unbound = set(program.param_names)
+    sizes: dict[str, int] = {}
+    source: dict[str, str] = {}
+    for decl in program.inputs:
+        for dim, expr in enumerate(decl.shape):
+            if not (isinstance(expr, IVar) and expr.name in unbound):
+                continue
+            value, here = given[decl.name].shape[dim], f"dimension {dim} of '{decl.name}'"
+            if expr.name in sizes and sizes[expr.name] != value:
+                raise ArgumentError(
+                    f"conflicting values for size {expr.name}: {sizes[expr.name]} from "
+                    f"{source[expr.name]}, {value} from {here}",
+                    **ctx,
+                )
+            sizes.setdefault(expr.name, value)
+            source.setdefault(expr.name, here)
+    for param in program.params:
+        if param.name not in sizes and param.default is not None:
+            sizes[param.name] = param.default
+    for name in program.param_names:
+        if name not in sizes:
+            raise ArgumentError(
+                f"size {name} of program '{program.name}' is unbound: no input has a dimension "
+                f"declared as exactly {name} and it has no default; bind it first with "
+                f"program.bind({name}=...)",
+                **ctx,
+            )
+    return sizes
+
+
+def _shape(decl: BufferDecl, ctx: dict) -> tuple[int, ...]:
+    """The concrete shape of a declaration in a bound program."""
+    if not all(isinstance(e, IConst) for e in decl.shape):
+        raise InternalError(f"shape of '{decl.name}' is not constant after binding: {decl}")
+    shape = tuple(e.value for e in decl.shape)
+    if any(n < 0 for n in shape):
+        raise ArgumentError(f"buffer '{decl.name}' ({decl}) has a negative extent: {shape}", **ctx)
+    return shape
+
+
+# ------------------------------------------------------------------ execution
+
+Index = int | np.ndarray  # an index value: one int for every lane, or one per lane
+
+_I32, _F32, _F64 = np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.float64)
+_RANK = {_I32: 0, _F32: 1, _F64: 2}
+
+
+def _promote(*dtypes: np.dtype) -> np.dtype:
+    """C-like promotion: i32 < f32 < f64."""
+    return max(dtypes, key=lambda d: _RANK[np.dtype(d)])
+
+
+def _undefined(shape: tuple[int, ...], dtype: DType) -> np.ndarray:
+    fill = np.nan if dtype.is_float else np.iinfo(np.int32).min
+    return np.full(shape, fill, dtype.numpy)
+
+
+def _and(mask: np.ndarray | None, more: np.ndarray) -> np.ndarray:
+    return more if mask is None else mask & more
+
+
+@dataclass(frozen=True, slots=True)
+class _Lanes:
+    """The vectorization state inside the par loops around a point of the program."""
+
+    shape: tuple[int, ...]  # one axis per enclosing par loop, innermost first
+    mask: np.ndarray | None  # active lanes (broadcastable to shape); None: all
+    index: tuple[np.ndarray, ...]  # the enclosing par indices, innermost first
+
+    def active(self) -> int:
+        if self.mask is None:
+            return math.prod(self.shape)
+        return int(np.count_nonzero(np.broadcast_to(self.mask, self.shape)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Storage:
+    """A buffer's array. A block-local buffer has one private copy per lane of the par
+    loops around its declaration: leading axes indexed by those loops' indices."""
+
+    array: np.ndarray
+    lanes: tuple[np.ndarray, ...] = ()
+
+
+_INDEX_OPS = {
+    IndexOp.ADD: lambda a, b: a + b,
+    IndexOp.SUB: lambda a, b: a - b,
+    IndexOp.MUL: lambda a, b: a * b,
+    # Python and numpy `//` and `%` are floor division and floor modulo, as in the IR.
+    IndexOp.FLOORDIV: lambda a, b: a // b,
+    IndexOp.MOD: lambda a, b: a % b,
+}
+_VALUE_OPS = {ValueOp.ADD: np.add, ValueOp.SUB: np.subtract, ValueOp.MUL: np.multiply}
+_ASSIGN_OPS = {
+    AssignOp.ADD: np.add,
+    AssignOp.SUB: np.subtract,
+    AssignOp.MUL: np.multiply,
+    AssignOp.MAX: np.maximum,
+    AssignOp.MIN: np.minimum,
+}
+_FLOAT_FNS = {Fn.EXP: np.exp, Fn.LOG: np.log, Fn.SQRT: np.sqrt, Fn.TANH: np.tanh}
+
+
+def _index(expr: IndexExpr, env: dict[str, Index]) -> Index:
+    if isinstance(expr, IConst):
+        return expr.value
+    if isinstance(expr, IVar):
+        if expr.name not in env:
+            raise InternalError(f"index '{expr.name}' has no value (unbound size or out of scope)")
+        return env[expr.name]
+    if isinstance(expr, INeg):
+        return -_index(expr.operand, env)
+    return _INDEX_OPS[expr.op](_index(expr.lhs, env), _index(expr.rhs, env))
+
+
+class _Executor:
+    def __init__(self, program: Program, inputs: dict[str, np.ndarray]) -> None:
+        self.program = program
+        self.ctx = program.error_context()
+        self.instances = {s.name: 0 for s in statements(program)}
+        dtypes = {b.name: b.dtype.numpy for b in program.all_buffers()}
+        self.compute_dtype = {s.name: self._compute_dtype(s.stmt, dtypes) for s in statements(program)}
+        self.globals: dict[str, _Storage] = {}
+        for decl in program.buffers:
+            if decl.kind in (BufferKind.IN, BufferKind.INOUT):
+                array = inputs[decl.name]
+            elif decl.kind is BufferKind.OUT:
+                array = np.zeros(_shape(decl, self.ctx), decl.dtype.numpy)
+            else:
+                array = _undefined(_shape(decl, self.ctx), decl.dtype)
+            self.globals[decl.name] = _Storage(array)
+
+    @staticmethod
+    def _compute_dtype(stmt: Assign | Anchor, dtypes: dict[str, np.dtype]) -> np.dtype:
+        read = [dtypes[r.buffer] for r in reads_of(stmt.value)]
+        if read:
+            return _promote(*read)
+        return dtypes[stmt.buffer] if isinstance(stmt, Assign) else _F32
+
+    def run(self) -> Execution:
+        with np.errstate(all="ignore"):
+            self.block(self.program.body, {}, _Lanes((), None, ()), self.globals)
+        outputs = {b.name: self.globals[b.name].array for b in self.program.outputs}
+        return Execution(outputs, dict(self.instances), self.program.sizes)
+
+    def block(self, body: tuple[Stmt, ...], env: dict, lanes: _Lanes, buffers: dict) -> None:
+        if any(isinstance(s, New) for s in body):
+            buffers = dict(buffers)  # block-local buffers go out of scope with the block
+        for stmt in body:
+            if isinstance(stmt, New):
+                # A fresh copy per execution of the block and per lane of the par loops around.
+                array = _undefined(lanes.shape + _shape(stmt.decl, self.ctx), stmt.decl.dtype)
+                buffers[stmt.decl.name] = _Storage(array, lanes.index)
+            elif isinstance(stmt, Loop):
+                self.loop(stmt, env, lanes, buffers)
+            else:
+                self.statement(stmt, env, lanes, buffers)
+
+    def loop(self, loop: Loop, env: dict, lanes: _Lanes, buffers: dict) -> None:
+        extent = _index(loop.extent, env)
+        varying = isinstance(extent, np.ndarray)  # the extent differs between lanes
+        if varying:  # run to the largest extent of an active lane, masking the others
+            active = extent if lanes.mask is None else np.where(lanes.mask, extent, 0)
+            count = int(active.max())
+        else:
+            count = int(extent)
+        if count <= 0:
+            return
+        if loop.is_par:
+            index = np.arange(count).reshape((count,) + (1,) * len(lanes.shape))
+            mask = _and(lanes.mask, index < extent) if varying else lanes.mask
+            inner = _Lanes((count,) + lanes.shape, mask, (index,) + lanes.index)
+            self.block(loop.body, {**env, loop.index: index}, inner, buffers)
+        else:
+            for k in range(count):
+                inner = replace(lanes, mask=_and(lanes.mask, k < extent)) if varying else lanes
+                self.block(loop.body, {**env, loop.index: k}, inner, buffers)
+
+    def statement(self, stmt: Assign | Anchor, env: dict, lanes: _Lanes, buffers: dict) -> None:
+        active = lanes.active()
+        if active == 0:  # also keeps masked-off reads from touching an empty buffer
+            return
+        self.instances[stmt.name] += active
+        value = _Eval(self, stmt, env, lanes, buffers).value(stmt.value)
+        if isinstance(stmt, Assign):
+            self.store(stmt, value, env, lanes, buffers)
+
+    def store(self, stmt: Assign, value, env: dict, lanes: _Lanes, buffers: dict) -> None:
+        storage = buffers[stmt.buffer]
+        target = storage.array
+        idx = storage.lanes + tuple(_index(e, env) for e in stmt.indices)
+        if not idx:  # a 0-d buffer: its one element, through a 1-element view
+            target, idx = target.reshape(1), (0,)
+        # One element per lane: broadcast indices and value to the lane shape, then keep
+        # the active lanes only (masked-off lanes may compute out-of-bounds indices).
+        idx = tuple(np.broadcast_to(x, lanes.shape) for x in idx)
+        value = np.broadcast_to(value, lanes.shape)
+        if lanes.mask is not None:
+            mask = np.broadcast_to(lanes.mask, lanes.shape)
+            idx, value = tuple(x[mask] for x in idx), value[mask]
+        # Race freedom: distinct active lanes write distinct elements, so this gather /
+        # scatter equals a per-lane read-modify-write (no duplicate indices to collide).
+        if stmt.op.is_update:
+            old = target[idx]
+            common = _promote(old.dtype, value.dtype)
+            value = _ASSIGN_OPS[stmt.op](old.astype(common), value.astype(common))
+        # An explicit cast to the buffer's dtype: float -> i32 truncates toward zero (NaN and
+        # out-of-range values give what numpy's cast gives; a plain scalar store would raise).
+        target[idx] = np.asarray(value).astype(target.dtype, copy=False)
+
+
+class _Eval:
+    """Evaluates one statement's value over all lanes (active or not)."""
+
+    def __init__(self, ex: _Executor, stmt, env: dict, lanes: _Lanes, buffers: dict) -> None:
+        self.ex, self.stmt, self.env, self.lanes, self.buffers = ex, stmt, env, lanes, buffers
+        self.dtype = ex.compute_dtype[stmt.name]
+
+    def value(self, e: ValueExpr):
+        if isinstance(e, Const):
+            # A non-integral literal is a float even among i32 values (C: 2 * 2.5 is 5.0).
+            dtype = _F32 if self.dtype == _I32 and not float(e.value).is_integer() else self.dtype
+            return np.asarray(e.value).astype(dtype)
+        if isinstance(e, IndexValue):
+            return np.asarray(_index(e.expr, self.env)).astype(self.dtype)
+        if isinstance(e, Read):
+            return self.read(e)
+        if isinstance(e, Neg):
+            return np.negative(self.value(e.operand))
+        if isinstance(e, Binary):
+            a, b = self.value(e.lhs), self.value(e.rhs)
+            common = _promote(a.dtype, b.dtype)
+            a, b = a.astype(common), b.astype(common)
+            if e.op is ValueOp.DIV:
+                return self.c_divide(a, b) if common == _I32 else np.true_divide(a, b)
+            return _VALUE_OPS[e.op](a, b)
+        if isinstance(e, Call):
+            args = [self.value(a) for a in e.args]
+            if e.fn in _FLOAT_FNS:
+                x = args[0]
+                return _FLOAT_FNS[e.fn](x.astype(_F32) if x.dtype == _I32 else x)
+            if e.fn is Fn.ABS:
+                return np.abs(args[0])
+            common = _promote(args[0].dtype, args[1].dtype)
+            fn = np.maximum if e.fn is Fn.MAX else np.minimum
+            return fn(args[0].astype(common), args[1].astype(common))
+        raise InternalError(f"unknown value expression {e!r}")
+
+    def read(self, r: Read):
+        storage = self.buffers[r.buffer]
+        idx = tuple(_index(e, self.env) for e in r.indices)
+        if self.lanes.mask is not None:
+            # Masked-off lanes may compute indices outside the buffer: point them at
+            # element 0 (their values are never stored). An int index is the same on every
+            # lane, including an active one, so it is in bounds already.
+            idx = tuple(np.where(self.lanes.mask, x, 0) if isinstance(x, np.ndarray) else x for x in idx)
+        return storage.array[storage.lanes + idx]
+
+    def c_divide(self, a, b):
+        """i32 division truncating toward zero, as in C."""
+        zero = b == 0
+        if self.lanes.mask is not None:
+            zero = zero & self.lanes.mask
+        if np.any(zero):
+            raise ArgumentError(
+                f"statement {self.stmt.name} ({self.stmt}): i32 division by zero at run time",
+                loc=self.stmt.loc,
+                **self.ex.ctx,
+            )
+        b = np.where(b == 0, 1, b).astype(_I32)  # masked-off lanes: any nonzero divisor
+        q = np.floor_divide(a, b)
+        # Floor and truncation differ by one when the division is inexact and the signs differ.
+        return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(_I32)

@@ -1,0 +1,226 @@
+"""A deliberately naive interpreter of the IR, used only as a test oracle.
+
+It runs one statement instance at a time with scalar values, shares no code with
+``polymap.reference`` (no lanes, masks, broadcasting or fancy indexing), and re-derives the
+typing rules from their definition (see the reference module's docstring):
+
+* computation dtype of a statement: the widest dtype of the buffers its value reads, else
+  the target's dtype (f32 for an anchor that reads nothing); literals and index values take
+  it; binary operations compute in the wider operand type (i32 < f32 < f64);
+* ``/`` on i32 truncates toward zero; exp/log/sqrt/tanh of i32 compute in f32; max/min
+  propagate NaN; the result is cast to the target's dtype on store.
+
+Par iterations run in *reverse* order: any order is valid for a race-free program, and a
+reversed one makes a racy test program disagree with the reference instead of agreeing
+by accident. Every access is bounds-checked.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from polymap.errors import ArgumentError
+from polymap.ir.nodes import (
+    Anchor,
+    AssignOp,
+    Binary,
+    BufferKind,
+    Call,
+    Const,
+    DType,
+    Fn,
+    IBin,
+    IConst,
+    IndexOp,
+    IndexValue,
+    INeg,
+    IVar,
+    Loop,
+    Neg,
+    New,
+    Read,
+    ValueOp,
+    reads_of,
+)
+
+WIDTH = {DType.I32: 0, DType.F32: 1, DType.F64: 2}
+SCALAR = {DType.I32: np.int32, DType.F32: np.float32, DType.F64: np.float64}
+DTYPE_OF = {np.dtype(np.int32): DType.I32, np.dtype(np.float32): DType.F32, np.dtype(np.float64): DType.F64}
+
+
+def wider(a: DType, b: DType) -> DType:
+    return a if WIDTH[a] >= WIDTH[b] else b
+
+
+def dtype_of(x) -> DType:
+    return DTYPE_OF[np.dtype(type(x))]
+
+
+def convert(x, t: DType):
+    """A numpy scalar of dtype t (numpy's cast: float -> i32 truncates toward zero)."""
+    return np.array(x).astype(SCALAR[t])[()]
+
+
+def undefined(shape, dtype: DType) -> np.ndarray:
+    return np.full(shape, np.nan if dtype is not DType.I32 else np.iinfo(np.int32).min, SCALAR[dtype])
+
+
+def run_oracle(program, arrays: dict) -> tuple[dict, dict]:
+    """Run a program whose sizes are all bound; returns (outputs, instances)."""
+    assert not program.params, f"bind every size first: {program.param_names}"
+    memory = {}
+    for decl in program.buffers:
+        shape = tuple(index(e, {}) for e in decl.shape)
+        if decl.kind in (BufferKind.IN, BufferKind.INOUT):
+            memory[decl.name] = np.array(arrays[decl.name], dtype=SCALAR[decl.dtype])
+            assert memory[decl.name].shape == shape, decl.name
+        elif decl.kind is BufferKind.OUT:
+            memory[decl.name] = np.zeros(shape, SCALAR[decl.dtype])
+        else:
+            memory[decl.name] = undefined(shape, decl.dtype)
+    oracle = Oracle({b.name: b.dtype for b in program.all_buffers()})
+    with np.errstate(all="ignore"):
+        oracle.block(program.body, {}, memory)
+    return {b.name: memory[b.name] for b in program.outputs}, oracle.instances
+
+
+def index(expr, env: dict) -> int:
+    if isinstance(expr, IConst):
+        return expr.value
+    if isinstance(expr, IVar):
+        return env[expr.name]
+    if isinstance(expr, INeg):
+        return -index(expr.operand, env)
+    assert isinstance(expr, IBin)
+    a, b = index(expr.lhs, env), index(expr.rhs, env)
+    if expr.op is IndexOp.ADD:
+        return a + b
+    if expr.op is IndexOp.SUB:
+        return a - b
+    if expr.op is IndexOp.MUL:
+        return a * b
+    assert b > 0
+    # Python's // and % on ints are floor division and floor modulo.
+    return a // b if expr.op is IndexOp.FLOORDIV else a % b
+
+
+class Oracle:
+    def __init__(self, dtypes: dict) -> None:
+        self.dtypes = dtypes
+        self.instances: dict[str, int] = {}
+
+    def block(self, body, env: dict, memory: dict) -> None:
+        memory = dict(memory)  # this execution's own scope for block-local buffers
+        for stmt in body:
+            if isinstance(stmt, New):
+                memory[stmt.decl.name] = undefined(
+                    tuple(index(e, env) for e in stmt.decl.shape), stmt.decl.dtype
+                )
+            elif isinstance(stmt, Loop):
+                n = index(stmt.extent, env)
+                order = range(n - 1, -1, -1) if stmt.is_par else range(n)
+                for i in order:
+                    self.block(stmt.body, {**env, stmt.index: i}, memory)
+            else:
+                self.instance(stmt, env, memory)
+
+    def instance(self, stmt, env: dict, memory: dict) -> None:
+        self.instances[stmt.name] = self.instances.get(stmt.name, 0) + 1
+        reads = [self.dtypes[r.buffer] for r in reads_of(stmt.value)]
+        if reads:
+            ctype = reads[0]
+            for t in reads[1:]:
+                ctype = wider(ctype, t)
+        else:
+            ctype = DType.F32 if isinstance(stmt, Anchor) else self.dtypes[stmt.buffer]
+        value = self.value(stmt.value, env, memory, ctype, stmt.name)
+        if isinstance(stmt, Anchor):
+            return
+        array = memory[stmt.buffer]
+        where = self.element(array, stmt.indices, env, stmt.buffer)
+        target = self.dtypes[stmt.buffer]
+        if stmt.op is not AssignOp.SET:
+            old = array[where]
+            t = wider(target, dtype_of(value))
+            old, value = convert(old, t), convert(value, t)
+            if stmt.op is AssignOp.ADD:
+                value = old + value
+            elif stmt.op is AssignOp.SUB:
+                value = old - value
+            elif stmt.op is AssignOp.MUL:
+                value = old * value
+            elif stmt.op is AssignOp.MAX:
+                value = nan_max(old, value)
+            else:
+                value = nan_min(old, value)
+        array[where] = convert(value, target)
+
+    def element(self, array, indices, env, name) -> tuple[int, ...]:
+        where = tuple(index(e, env) for e in indices)
+        for i, n in zip(where, array.shape):
+            if not 0 <= i < n:
+                raise IndexError(f"{name}{list(where)} outside shape {array.shape}")
+        return where
+
+    def value(self, e, env, memory, ctype: DType, name: str):
+        if isinstance(e, Const):
+            if ctype is DType.I32 and not float(e.value).is_integer():
+                return convert(e.value, DType.F32)  # a fractional literal is a float, as in C
+            return convert(e.value, ctype)
+        if isinstance(e, IndexValue):
+            return convert(index(e.expr, env), ctype)
+        if isinstance(e, Read):
+            array = memory[e.buffer]
+            return array[self.element(array, e.indices, env, e.buffer)]
+        if isinstance(e, Neg):
+            x = self.value(e.operand, env, memory, ctype, name)
+            return convert(-x, dtype_of(x))
+        if isinstance(e, Binary):
+            a = self.value(e.lhs, env, memory, ctype, name)
+            b = self.value(e.rhs, env, memory, ctype, name)
+            t = wider(dtype_of(a), dtype_of(b))
+            a, b = convert(a, t), convert(b, t)
+            if e.op is ValueOp.ADD:
+                return a + b
+            if e.op is ValueOp.SUB:
+                return a - b
+            if e.op is ValueOp.MUL:
+                return a * b
+            if t is not DType.I32:
+                return a / b
+            if int(b) == 0:
+                raise ArgumentError(f"statement {name}: i32 division by zero")
+            q = abs(int(a)) // abs(int(b))
+            q = q if (int(a) < 0) == (int(b) < 0) else -q
+            return np.array(q, dtype=np.int64).astype(np.int32)[()]  # wraps like C on x86
+        assert isinstance(e, Call)
+        args = [self.value(a, env, memory, ctype, name) for a in e.args]
+        if e.fn is Fn.ABS:
+            return abs(args[0])
+        if e.fn in (Fn.MAX, Fn.MIN):
+            t = wider(dtype_of(args[0]), dtype_of(args[1]))
+            a, b = convert(args[0], t), convert(args[1], t)
+            return nan_max(a, b) if e.fn is Fn.MAX else nan_min(a, b)
+        x = args[0]
+        if dtype_of(x) is DType.I32:
+            x = convert(x, DType.F32)
+        fn = {Fn.EXP: np.exp, Fn.LOG: np.log, Fn.SQRT: np.sqrt, Fn.TANH: np.tanh}[e.fn]
+        return fn(x)
+
+
+def is_nan(x) -> bool:
+    return isinstance(x, np.floating) and math.isnan(x)
+
+
+def nan_max(a, b):
+    if is_nan(a) or is_nan(b):
+        return a if is_nan(a) else b
+    return max(a, b)
+
+
+def nan_min(a, b):
+    if is_nan(a) or is_nan(b):
+        return a if is_nan(a) else b
+    return min(a, b)

@@ -1,0 +1,57 @@
+"""The documentation cannot rot: its examples are executed.
+
+Every ```te block of README.md and docs/*.md must parse and pass the polyhedral analysis;
+every ```te-error block starts with '# error: ErrorClass' and must raise exactly that class;
+every ```python block of README.md runs (from the repository root).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import polymap.errors as errors
+from polymap.cli import bind_for_affinity
+from polymap.ir.parse import parse
+from polymap.poly.model import analyze
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def blocks(tag: str) -> list:
+    """A pytest param (doc:line, text) for every fenced ```<tag> block of the docs."""
+    found = []
+    for doc in DOCS:
+        text = doc.read_text()
+        for match in re.finditer(rf"^```{re.escape(tag)}[ \t]*\n(.*?)^```[ \t]*$", text, re.M | re.S):
+            where = f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
+            found.append(pytest.param(where, match.group(1), id=where))
+    return found
+
+
+def test_the_docs_have_examples():
+    assert len(blocks("te")) >= 10 and len(blocks("te-error")) >= 4 and blocks("python")
+
+
+@pytest.mark.parametrize("where,text", blocks("te"))
+def test_te_example_is_a_valid_program(where, text):
+    bind_for_affinity(parse(text, source=where), analyze)
+
+
+@pytest.mark.parametrize("where,text", blocks("te-error"))
+def test_te_error_example_fails_as_stated(where, text):
+    match = re.fullmatch(r"#\s*error:\s*(\w+).*", text.splitlines()[0])
+    assert match, f"{where}: a te-error block starts with '# error: ErrorClass'"
+    expected = getattr(errors, match.group(1))
+    with pytest.raises(errors.PolymapError) as err:
+        analyze(parse(text, source=where))
+    assert type(err.value) is expected, f"{where}: got {type(err.value).__name__}: {err.value}"
+
+
+@pytest.mark.parametrize("where,text", blocks("python"))
+def test_python_example_runs(where, text, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    exec(compile(text, where, "exec"), {"__name__": "__doc_example__"})
