@@ -144,3 +144,14 @@ class MappingError(PolymapError):
 
 class SolverError(MappingError):
     """SCIP failed (raised, or rejected the model); the message carries SCIP's own words."""
+
+
+class InfeasibleMappingError(MappingError):
+    """No mapping satisfies the pins (and the target's limits); the message names the
+    conflicting pins."""
+
+
+class VerificationError(MappingError):
+    """A concrete mapping failed its isl proof: an instance run twice or never, an access out
+    of bounds, a race between threads, or a dependence the launch or thread order breaks.
+    The message names the kernel, loop, statement and access, with a witness point."""

@@ -637,3 +637,34 @@ def _fresh(name: str, taken: set[str]) -> str:
     while name in taken:
         name = "_" + name
     return name
+
+
+def exact_certificate(
+    system: FarkasSystem, decisions: Mapping[sympy.Symbol, Any], multipliers: Mapping[sympy.Symbol, float]
+) -> dict[sympy.Symbol, sympy.Rational] | None:
+    """An exact certificate near SCIP's floating-point one, or ``None``.
+
+    With the decisions ``theta`` fixed (integers, exact), the equations are linear in the
+    multipliers. Rounding each multiplier on its own can break an equation whose
+    coefficients are large (a domain bound of 2^26 times a multiplier of 1e-8), so the
+    multipliers SCIP left at zero stay zero and the others are solved for exactly with
+    sympy; remaining freedom is fixed at SCIP's (rationalized) values. The result is
+    checked by :meth:`FarkasSystem.certificate_holds` before it is returned."""
+    theta = {s: sympy.Rational(rationalize(float(v))) for s, v in decisions.items()}
+    support = [lam for lam in system.multipliers if multipliers.get(lam, 0.0) > 1e-9]
+    zero = {lam: sympy.S.Zero for lam in system.multipliers if lam not in support}
+    equations = [sympy.expand(eq.subs(theta).subs(zero)) for eq in system.equations]
+    candidates = []
+    if support:
+        solutions = sympy.linsolve(equations, support)
+        for solution in solutions:
+            free = set().union(*(sympy.sympify(v).free_symbols for v in solution))
+            guess = {f: sympy.Rational(rationalize(float(multipliers.get(f, 0.0)))) for f in free}
+            candidates.append({**zero, **{lam: sympy.sympify(v).subs(guess) for lam, v in zip(support, solution)}})
+    elif all(eq == 0 for eq in equations):
+        candidates.append(zero)
+    for values in candidates:
+        assignment = {**theta, **values}
+        if system.certificate_holds(assignment):
+            return values
+    return None

@@ -1,0 +1,242 @@
+"""The global-memory accesses of a kernel, as the cost model sees them.
+
+For every access ``B[e_0, .., e_m]`` of a statement in a kernel, at the sizes the cost is
+estimated for (all bound), this module gives:
+
+* the flat element address ``addr(x) = sum_d e_d(x) * rowstride_d`` (row-major), as a
+  sympy expression in the statement's loop indices ``x`` and in existential variables
+  ``q`` for each floor division or modulo (``floor(e / c) = q`` with
+  ``c q <= e <= c q + c - 1``; ``e mod c = e - c q``);
+* the Farkas systems that bound the address distance between neighbouring lanes of a warp
+  over the whole domain (seed 003): with ``delta_j`` the step of band loop ``j`` between
+  lanes ``tid`` and ``tid + 1`` (a decision), ``D >= |addr(x + delta) - addr(x)|`` for
+  every ``x`` in the domain, i.e. ``psi(x) = D -+ (addr(x + delta) - addr(x)) >= 0``.
+
+For an affine access the difference does not depend on ``x``; the shifted point's domain
+rows are then left out (a certificate over the larger set is still a proof), so the
+system is linear in (lambda, D, delta). For a quasi-affine access the shifted point gets
+its own existentials and the domain rows at ``x + delta``, whose constants contain
+``delta``: those equations are bilinear in (lambda, delta), as in seed 003.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+import sympy
+
+from polymap.errors import InternalError
+from polymap.ir.nodes import (
+    Anchor,
+    Assign,
+    Binary,
+    BufferDecl,
+    Call,
+    IBin,
+    IConst,
+    IndexExpr,
+    IndexOp,
+    INeg,
+    IVar,
+    Loop,
+    Neg,
+    ValueExpr,
+    substitute_index,
+)
+from polymap.mapping.farkas import FarkasSystem, Polyhedron, farkas
+from polymap.mapping.space import Kernel
+from polymap.poly.isl_text import isl_expr
+from polymap.poly.model import PolyModel, StatementModel
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalAccess:
+    """One access to a buffer in global memory, with what the cost model needs."""
+
+    statement: str
+    text: str
+    buffer: str
+    is_write: bool
+    element_bytes: int
+    instances: int  # executions of the statement in one launch of the kernel
+    coefficients: tuple[tuple[str, int], ...]  # d addr / d i_j for band loops (affine part)
+    quasi_affine: bool
+    systems: tuple[FarkasSystem, ...]  # psi = D - diff >= 0 and psi = D + diff >= 0, per piece
+    bound: sympy.Symbol  # D
+    deltas: tuple[sympy.Symbol, ...]  # delta_j symbols used by the systems
+    indices: tuple[IndexExpr, ...]
+    row_strides: tuple[int, ...]
+    domain: isl.Set
+    isl_names: tuple[tuple[str, str], ...]  # user loop index -> isl name
+
+    def exact_stride(self, delta: dict[str, int]) -> int:
+        """max |addr(x + delta) - addr(x)| over the points x with x and x + delta in the
+        domain, computed exactly by isl (the Farkas bound may exceed it for quasi-affine
+        accesses: it bounds the rational relaxation)."""
+        if not self.quasi_affine:
+            return abs(sum(c * delta.get(i, 0) for i, c in self.coefficients))
+        names = dict(self.isl_names)
+        shift = {u: IBin(IndexOp.ADD, IVar(u), IConst(delta.get(u, 0))) for u in names}
+
+        def flat(indices):
+            return " + ".join(f"{s}*({isl_expr(e, names)})" for e, s in zip(indices, self.row_strides)) or "0"
+
+        shifted = tuple(substitute_index(e, shift) for e in self.indices)
+        space = self.domain.get_space()
+        dims = ", ".join(names[u] for u in names)
+        tuple_name = self.domain.get_tuple_name()
+        params = ", ".join(space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param)))
+        diff = isl.PwAff(f"[{params}] -> {{ {tuple_name}[{dims}] -> [({flat(shifted)}) - ({flat(self.indices)})] }}")
+        moved = isl.Map(f"[{params}] -> {{ {tuple_name}[{dims}] -> {tuple_name}["
+                        + ", ".join(f"{names[u]} + {delta.get(u, 0)}" for u in names) + "] }")
+        pairs = self.domain.intersect(moved.intersect_range(self.domain).domain())
+        if pairs.is_empty():
+            return 0
+        diff = diff.intersect_domain(pairs)
+        return int(max(abs(diff.max_val().to_python()), abs(diff.min_val().to_python())))
+
+
+def delta_symbol(index: str) -> sympy.Symbol:
+    """The lane step of band loop ``index``: a decision, named so no isl name can clash."""
+    return sympy.Symbol(f"delta__{index}")
+
+
+def kernel_accesses(kernel: Kernel, model: PolyModel, *, launches: int = 1) -> tuple[GlobalAccess, ...]:
+    """The global accesses of every statement in ``kernel`` (``model`` is of the bound program);
+    instance counts are per launch (the kernel runs ``launches`` times, once per host-loop
+    iteration)."""
+    local = {b.name for b in model.buffers if b.is_local}
+    found: list[GlobalAccess] = []
+    names = {s.name for s in kernel_statements(kernel)}
+    for stmt in model.statements:
+        if stmt.name not in names:
+            continue
+        instances = model.instance_count(stmt.name) // max(1, launches)
+        for k, access in enumerate(stmt.accesses):
+            if access.buffer in local:
+                continue  # registers or per-thread memory, not global traffic
+            decl = model.program.buffer(access.buffer)
+            found.append(_global_access(kernel, stmt, access, decl, instances, model, tag=f"{stmt.name}_{k}"))
+    return tuple(found)
+
+
+def statement_flops(stmt: Assign | Anchor) -> int:
+    """Arithmetic operations of one instance (each + - * / call, and the update of op=)."""
+    own = 1 if isinstance(stmt, Assign) and stmt.op.is_update else 0
+    return own + _ops(stmt.value)
+
+
+def _ops(expr: ValueExpr) -> int:
+    if isinstance(expr, Binary):
+        return 1 + _ops(expr.lhs) + _ops(expr.rhs)
+    if isinstance(expr, Neg):
+        return 1 + _ops(expr.operand)
+    if isinstance(expr, Call):
+        return 1 + sum(_ops(a) for a in expr.args)
+    return 0
+
+
+def kernel_statements(kernel: Kernel) -> tuple[Assign | Anchor, ...]:
+    """The statements a thread of ``kernel`` runs, in textual order."""
+
+    def visit(block):
+        for stmt in block:
+            if isinstance(stmt, (Assign, Anchor)):
+                yield stmt
+            elif isinstance(stmt, Loop):
+                yield from visit(stmt.body)
+
+    return tuple(visit(kernel.body))
+
+
+def _global_access(kernel: Kernel, stmt: StatementModel, access, decl: BufferDecl, instances: int,
+                   model: PolyModel, *, tag: str) -> GlobalAccess:
+    strides = _row_strides(decl)
+    isl_of = {user: model.names[user] for user in stmt.ctx.indices}
+    xs = {user: sympy.Symbol(isl_of[user]) for user in stmt.ctx.indices}
+    band = [i for i in kernel.indices if i in xs]
+    deltas = {i: delta_symbol(i) for i in band}
+    here = _Address(xs, tag=f"q_{tag}")
+    there = _Address({u: x + deltas.get(u, 0) for u, x in xs.items()}, tag=f"r_{tag}")
+    addr = sum((here.expr(e) * s for e, s in zip(access.indices, strides)), sympy.S.Zero)
+    shifted = sum((there.expr(e) * s for e, s in zip(access.indices, strides)), sympy.S.Zero)
+    diff = sympy.expand(shifted - addr)
+    quasi = bool(here.rows)
+    coefficients = tuple((i, int(diff.coeff(deltas[i]))) for i in band) if not quasi else ()
+    bound = sympy.Symbol(f"D__{tag}")
+    systems: list[FarkasSystem] = []
+    for piece in stmt.domain.get_basic_sets():
+        domain = Polyhedron.from_isl(piece)
+        rows = list(domain.rows) + list(here.rows)
+        variables = list(domain.variables) + list(here.existentials)
+        if quasi:
+            shift = {x: x + deltas.get(u, 0) for u, x in xs.items()}
+            fresh = {e: sympy.Symbol(f"{e.name}_{tag}_shift") for e in domain.existentials}
+            rows += [r.subs(shift).subs(fresh) for r in domain.rows] + list(there.rows)
+            variables += list(fresh.values()) + list(there.existentials)
+        polyhedron = Polyhedron(tuple(variables), tuple(rows))
+        for sign, label in ((1, "up"), (-1, "down")):
+            systems.append(farkas(polyhedron, bound - sign * diff, prefix=f"lam_{tag}_{label}{len(systems)}"))
+    return GlobalAccess(
+        statement=stmt.name,
+        text=access.text,
+        buffer=access.buffer,
+        is_write=access.is_write,
+        element_bytes=decl.dtype.itemsize,
+        instances=instances,
+        coefficients=coefficients,
+        quasi_affine=quasi,
+        systems=tuple(systems),
+        bound=bound,
+        deltas=tuple(deltas.values()),
+        indices=access.indices,
+        row_strides=strides,
+        domain=stmt.domain,
+        isl_names=tuple(isl_of.items()),
+    )
+
+
+def _row_strides(decl: BufferDecl) -> tuple[int, ...]:
+    extents = []
+    for e in decl.shape:
+        if not isinstance(e, IConst):
+            raise InternalError(f"buffer '{decl.name}' has a symbolic shape {e} in a bound program")
+        extents.append(e.value)
+    strides, running = [], 1
+    for extent in reversed(extents):
+        strides.append(running)
+        running *= extent
+    return tuple(reversed(strides))
+
+
+class _Address:
+    """Index expressions as sympy, with an existential per floor division or modulo."""
+
+    def __init__(self, values: dict[str, sympy.Expr], *, tag: str) -> None:
+        self.values = values
+        self.tag = tag
+        self.rows: list[sympy.Expr] = []
+        self.existentials: list[sympy.Symbol] = []
+
+    def expr(self, e: IndexExpr) -> sympy.Expr:
+        if isinstance(e, IConst):
+            return sympy.Integer(e.value)
+        if isinstance(e, IVar):
+            if e.name not in self.values:
+                raise InternalError(f"index '{e.name}' is neither bound nor a loop index here")
+            return self.values[e.name]
+        if isinstance(e, INeg):
+            return -self.expr(e.operand)
+        lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
+        if e.op is IndexOp.ADD:
+            return lhs + rhs
+        if e.op is IndexOp.SUB:
+            return lhs - rhs
+        if e.op is IndexOp.MUL:
+            return sympy.expand(lhs * rhs)  # one side is a number in a bound, affine program
+        c = int(rhs)
+        q = sympy.Symbol(f"{self.tag}{len(self.existentials)}")
+        self.existentials.append(q)
+        self.rows += [lhs - c * q, c * q + c - 1 - lhs]  # c q <= lhs <= c q + c - 1
+        return q if e.op is IndexOp.FLOORDIV else lhs - c * q

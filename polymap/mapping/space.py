@@ -1,0 +1,295 @@
+"""The decision space of thread mapping: kernels, their decisions, pins, and a Mapping.
+
+Kernels. The top level of a program is cut into kernels: a top-level ``par`` loop starts a
+kernel whose *band* is the chain of par loops perfectly nested under it (at most three: one
+per hardware axis); the band's innermost body runs inside each thread. A top-level ``seq``
+loop that contains par loops becomes a *host loop* launching the kernels of its body once
+per iteration, in order. Any other top-level statement (no par loop around it) is a serial
+kernel: one block of one thread.
+
+Decisions for every band loop ``j`` with extent at most ``N_j`` (Telamon-style, each can be
+pinned):
+
+* ``threads`` T_j, ``seq`` S_j (powers of two) and ``blocks`` G_j = ceil(N_j / (T_j S_j)),
+  so G_j T_j S_j >= N_j, with a guard ``i_j < extent`` where the product overshoots;
+* ``thread_axis`` and ``block_axis`` in {x, y, z}, distinct within a kernel: the linear
+  thread id is tid = t_x + T_x t_y + T_x T_y t_z, so the loop on x has neighbouring lanes;
+* ``distribution`` of the sequential part::
+
+      cyclic:  i_j = g_j * T_j * S_j + s_j * T_j + t_j
+      blocked: i_j = g_j * T_j * S_j + t_j * S_j + s_j
+
+  with 0 <= g_j < G_j, 0 <= t_j < T_j, 0 <= s_j < S_j. Each thread runs its s-points one
+  after another (outer band loops first), the band body at each.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping as MappingABC
+from dataclasses import dataclass
+from typing import Any
+
+from polymap.errors import ArgumentError
+from polymap.ir.nodes import IndexExpr, Loop, New, Program, Stmt
+
+MAX_BAND = 3  # one par loop per hardware axis
+
+
+class Axis(enum.Enum):
+    X = "x"
+    Y = "y"
+    Z = "z"
+
+    @property
+    def position(self) -> int:
+        return "xyz".index(self.value)
+
+
+class Distribution(enum.Enum):
+    CYCLIC = "cyclic"  # i = g*T*S + s*T + t: a thread's points are T apart
+    BLOCKED = "blocked"  # i = g*T*S + t*S + s: a thread's points are consecutive
+
+
+# ------------------------------------------------------------------------ kernels
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """A unit launched on the GPU: ``band`` par loops mapped to blocks and threads,
+    ``body`` run by each thread, inside the top-level seq loops ``host_loops``."""
+
+    name: str
+    band: tuple[Loop, ...]
+    body: tuple[Stmt, ...]
+    host_loops: tuple[Loop, ...]
+
+    @property
+    def indices(self) -> tuple[str, ...]:
+        return tuple(loop.index for loop in self.band)
+
+    @property
+    def is_serial(self) -> bool:
+        return not self.band
+
+
+def kernels(program: Program) -> tuple[Kernel, ...]:
+    """The kernels of a program in launch order (see the module docstring)."""
+    found: list[Kernel] = []
+
+    def contains_par(stmt: Stmt) -> bool:
+        return isinstance(stmt, Loop) and (stmt.is_par or any(contains_par(s) for s in stmt.body))
+
+    def visit(block: tuple[Stmt, ...], host: tuple[Loop, ...]) -> None:
+        for stmt in block:
+            name = f"kernel{len(found)}"
+            if isinstance(stmt, Loop) and stmt.is_par:
+                band = [stmt]
+                while len(band) < MAX_BAND and len(band[-1].body) == 1:
+                    inner = band[-1].body[0]
+                    if not (isinstance(inner, Loop) and inner.is_par):
+                        break
+                    band.append(inner)
+                found.append(Kernel(name, tuple(band), band[-1].body, host))
+            elif isinstance(stmt, Loop) and contains_par(stmt):
+                visit(stmt.body, host + (stmt,))
+            elif not _is_declaration(stmt):
+                found.append(Kernel(name, (), (stmt,), host))
+
+    visit(program.body, ())
+    return tuple(found)
+
+
+def _is_declaration(stmt: Stmt) -> bool:
+    return isinstance(stmt, New)
+
+
+# ---------------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True, slots=True)
+class LoopMapping:
+    """The concrete decisions for one band loop (see the module docstring for the algebra)."""
+
+    index: str
+    thread_axis: Axis
+    block_axis: Axis
+    threads: int  # T: threads along thread_axis
+    seq: int  # S: points each thread runs
+    distribution: Distribution
+    extent: IndexExpr  # the loop's extent (may mention sizes and outer band indices)
+    max_extent: int  # the largest extent over the domain at the sizes mapped for
+    guard: bool = True  # the emitted code tests ``index < extent`` (needed where G*T*S overshoots)
+
+    @property
+    def blocks(self) -> int:
+        """G = ceil(max_extent / (T * S)) at the sizes the mapping was made for."""
+        return max(1, -(-self.max_extent // (self.threads * self.seq)))
+
+    def index_formula(self) -> str:
+        """The index as the emitted code computes it, with factors of 1 left out."""
+        g, t, s = f"blockIdx.{self.block_axis.value}", f"threadIdx.{self.thread_axis.value}", f"s_{self.index}"
+        span = self.threads * self.seq
+        if self.distribution is Distribution.CYCLIC:
+            terms = [(g, span), (s, self.threads), (t, 1)]
+        else:
+            terms = [(g, span), (t, self.seq), (s, 1)]
+        used = [(v, c) for v, c in terms if not (v == s and self.seq == 1) and not (v == t and self.threads == 1)]
+        return f"{self.index} = " + " + ".join(v if c == 1 else f"{v}*{c}" for v, c in used)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelMapping:
+    kernel: Kernel
+    loops: tuple[LoopMapping, ...]  # in band order, outermost first
+
+    @property
+    def threads_per_block(self) -> int:
+        total = 1
+        for loop in self.loops:
+            total *= loop.threads
+        return total
+
+    @property
+    def blocks(self) -> int:
+        total = 1
+        for loop in self.loops:
+            total *= loop.blocks
+        return total
+
+    def block_dim(self) -> tuple[int, int, int]:
+        dims = [1, 1, 1]
+        for loop in self.loops:
+            dims[loop.thread_axis.position] = loop.threads
+        return (dims[0], dims[1], dims[2])
+
+    def grid_dim(self) -> tuple[int, int, int]:
+        dims = [1, 1, 1]
+        for loop in self.loops:
+            dims[loop.block_axis.position] = loop.blocks
+        return (dims[0], dims[1], dims[2])
+
+    def loop(self, index: str) -> LoopMapping:
+        for loop in self.loops:
+            if loop.index == index:
+                return loop
+        raise KeyError(index)
+
+
+# --------------------------------------------------------------------------- pins
+
+
+@dataclass(frozen=True, slots=True)
+class LoopPin:
+    """Decisions fixed by the user for band loops of a given index name (``None``: free).
+
+    Accepted at the API boundary as ``pins={"j": "threadIdx.x", "i": {"threads": 8,
+    "seq": 2, "distribution": "blocked", "block": "y"}}``; a key ``"kernel1.j"`` pins only
+    that kernel's loop ``j``."""
+
+    thread_axis: Axis | None = None
+    block_axis: Axis | None = None
+    threads: int | None = None
+    seq: int | None = None
+    distribution: Distribution | None = None
+
+    def items(self) -> tuple[tuple[str, Any], ...]:
+        return tuple((name, getattr(self, name)) for name in self.__slots__ if getattr(self, name) is not None)
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v.value if isinstance(v, enum.Enum) else v}" for k, v in self.items())
+
+
+@dataclass(frozen=True, slots=True)
+class Pins:
+    """Pins by loop key (``"j"`` or ``"kernel0.j"``), converted once from the user's form."""
+
+    by_key: tuple[tuple[str, LoopPin], ...] = ()
+
+    def for_loop(self, kernel: str, index: str) -> tuple[tuple[str, LoopPin], ...]:
+        """The pins that apply to one band loop, each with the key it was given under."""
+        return tuple((key, pin) for key, pin in self.by_key if key in (index, f"{kernel}.{index}"))
+
+    def keys(self) -> tuple[str, ...]:
+        return tuple(key for key, _ in self.by_key)
+
+    def without(self, key: str) -> Pins:
+        return Pins(tuple((k, p) for k, p in self.by_key if k != key))
+
+
+_AXIS_TEXT = re.compile(r"^(?:(threadidx|blockidx|thread|block|t|b)\.?)?([xyz])$")
+_FIELD_ALIASES = {
+    "thread": "thread_axis", "thread_axis": "thread_axis", "block": "block_axis",
+    "block_axis": "block_axis", "threads": "threads", "seq": "seq", "distribution": "distribution",
+}
+
+
+def parse_pins(pins: Pins | MappingABC[str, Any] | None) -> Pins:
+    """The user's pins as typed values; raises ArgumentError naming the bad pin."""
+    if pins is None:
+        return Pins()
+    if isinstance(pins, Pins):
+        return pins
+    if not isinstance(pins, MappingABC):
+        raise ArgumentError(f"pins must be a dict from loop index to pin, got {type(pins).__name__}")
+    out = []
+    for key, value in pins.items():
+        if not isinstance(key, str) or not re.fullmatch(r"(kernel\d+\.)?[A-Za-z_]\w*", key):
+            raise ArgumentError(f"pin key {key!r} is not a loop index (e.g. 'j' or 'kernel0.j')")
+        out.append((key, _pin(key, value)))
+    return Pins(tuple(out))
+
+
+def _pin(key: str, value: Any) -> LoopPin:
+    if isinstance(value, LoopPin):
+        return value
+    if isinstance(value, (str, Axis, Distribution)):
+        return _pin_from_word(key, value)
+    if not isinstance(value, MappingABC):
+        raise ArgumentError(f"pin for '{key}': expected a string like 'threadIdx.x' or a dict, got {value!r}")
+    fields: dict[str, Any] = {}
+    for name, item in value.items():
+        field_name = _FIELD_ALIASES.get(name)
+        if field_name is None:
+            raise ArgumentError(f"pin for '{key}': unknown decision {name!r} (known: {', '.join(_FIELD_ALIASES)})")
+        fields[field_name] = _pin_value(key, field_name, item)
+    return LoopPin(**fields)
+
+
+def _pin_from_word(key: str, value: str | Axis | Distribution) -> LoopPin:
+    if isinstance(value, Distribution):
+        return LoopPin(distribution=value)
+    if isinstance(value, Axis):
+        return LoopPin(thread_axis=value)
+    word = value.strip().lower()
+    if word in ("cyclic", "blocked"):
+        return LoopPin(distribution=Distribution(word))
+    match = _AXIS_TEXT.match(word)
+    if match is None:
+        raise ArgumentError(
+            f"pin for '{key}': {value!r} is not a hardware axis (threadIdx.x, blockIdx.y, x, ...) "
+            f"or a distribution (cyclic, blocked)"
+        )
+    axis = Axis(match.group(2))
+    kind = match.group(1) or "thread"
+    return LoopPin(block_axis=axis) if kind.startswith("b") else LoopPin(thread_axis=axis)
+
+
+def _pin_value(key: str, name: str, value: Any) -> Any:
+    if name in ("thread_axis", "block_axis"):
+        if isinstance(value, Axis):
+            return value
+        text = str(value).lower()
+        match = _AXIS_TEXT.match(text)
+        if match is None:
+            raise ArgumentError(f"pin for '{key}': {name} must be x, y or z, got {value!r}")
+        return Axis(match.group(2))
+    if name == "distribution":
+        try:
+            return value if isinstance(value, Distribution) else Distribution(str(value).lower())
+        except ValueError:
+            raise ArgumentError(f"pin for '{key}': distribution must be cyclic or blocked, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value & (value - 1):
+        raise ArgumentError(f"pin for '{key}': {name} must be a power of two >= 1, got {value!r}")
+    return value
