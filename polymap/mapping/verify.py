@@ -1,0 +1,667 @@
+"""Proving a concrete thread mapping correct with isl (ARCHITECTURE.md, "verify").
+
+The hardware model
+------------------
+A kernel (``space.kernels``) is launched once per iteration ``h`` of its host loops. Each
+thread has the coordinates ``b = (blockIdx.x, .y, .z)`` and ``t = (threadIdx.x, .y, .z)``
+with ``0 <= b_a < gridDim_a`` and ``0 <= t_a < blockDim_a`` as ``KernelMapping.grid_dim()``
+and ``block_dim()`` give them (an axis no loop uses has extent 1). Band loop ``j`` reads
+its indices from *its* axes, ``g_j = b[block_axis_j]`` and ``t_j = t[thread_axis_j]``,
+runs ``0 <= s_j < S_j`` (outer band loops first) and computes::
+
+    cyclic:  i_j = g_j T_j S_j + s_j T_j + t_j
+    blocked: i_j = g_j T_j S_j + t_j S_j + s_j
+
+running the body only where ``i_j < extent_j`` when the loop has a ``guard``. The loops of
+the body run as written. A statement ``S`` of the kernel is therefore executed at
+
+    R_S = { [h, b, t, s, n] -> S[h, i, n] : the formulas, 0 <= b < gridDim, 0 <= t < blockDim,
+            0 <= s < S, host and body loops in range, guarded band loops in range }
+
+where ``n`` are the indices of S's loops inside the body. Taking ``g_j`` and ``t_j`` from
+the hardware, not one pair per loop, keeps the model exact for wrong mappings too: two
+loops pinned to one axis share its index, as they would in the emitted code.
+
+Grid. A bound program launches ``grid_dim()`` blocks (from ``LoopMapping.max_extent``), so
+the proof is exact for that launch. With symbolic sizes the grid must be a function of the
+sizes: gridDim_a comes from the last loop on block axis ``a`` (as in ``grid_dim()``) and is
+``ceil(N_j^max / (T_j S_j))``, N_j^max being extent_j maximised over the host and outer
+band indices (launch invariant, like ``max_extent``). In isl no max is needed:
+``0 <= b_a and exists x in nest_j : b_a T_j S_j < extent_j(x)``. Code generation must
+launch that grid.
+
+Obligations, per kernel, each the emptiness of an isl set (for every size of the context):
+
+1. in bounds: ``R_S ; A`` inside the buffer's shape for every access ``A`` of ``S``, the
+   access rebuilt without the domain restriction so that points a missing guard runs are
+   checked too;
+2. race free: for accesses ``A1`` of ``S1`` and ``A2`` of ``S2`` to one buffer, one a write,
+   ``(R_S1 ; A1) ; (R_S2 ; A2)^-1`` relates no two hardware points of one launch (same
+   ``h``) in different threads (``(b, t)`` differ). Block-local ``new`` buffers are expanded
+   by their owner loops in the model, so private copies never meet;
+3. exactly once: ``range(R_S) = domain(S)`` (nothing missing, nothing extra) and ``R_S``
+   injective;
+4. dependences (flow, anti, output of the model): the launch of an instance is the vector
+   ``[c_0, h_0, .., c_{H-1}, h_{H-1}, c_H]`` (``c_d``: the rank, in the given kernel order,
+   of the first kernel under the host loop or kernel at depth d), so kernels launch in the
+   order given, inside the host loops. A dependence must never go backwards in launch
+   order; inside one launch its source and sink must run in one thread with the source
+   first in the thread's order ``(s_1 .. s_n, the body's 2d+1 schedule)``.
+
+1 and 2 run over every executed point and come first: they say what the hardware would do
+wrong (fault, race) where a missing guard also makes 3 fail. A failure raises
+VerificationError with the lexicographically smallest witness (sizes first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polymap.errors import InternalError, VerificationError
+from polymap.ir.nodes import Anchor, Assign, Loop, Program, Stmt
+from polymap.mapping.space import Distribution, KernelMapping, LoopMapping
+from polymap.mapping.space import kernels as program_kernels
+from polymap.poly.deps import Dependence
+from polymap.poly.isl_text import evaluate_index, isl_expr
+from polymap.poly.model import Access, PolyModel, StatementModel, analyze
+
+_IN, _OUT, _SET, _PARAM = isl.dim_type.in_, isl.dim_type.out, isl.dim_type.set, isl.dim_type.param
+_HW_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+
+
+# ------------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True, slots=True)
+class KernelProof:
+    """The obligations proved for one kernel, one readable line each."""
+
+    kernel: str
+    obligations: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationReport:
+    """What ``verify`` proved: per kernel its obligations, then the launch-order proofs of
+    dependences between launches. ``parametric`` says the grid was taken as a function of
+    the symbolic sizes (see the module docstring) rather than the mapping's ``blocks``."""
+
+    program: str
+    kernels: tuple[KernelProof, ...]
+    launch_order: tuple[str, ...]
+    parametric: bool
+    context: str | None = None
+
+    def lines(self) -> tuple[str, ...]:
+        return tuple(line for k in self.kernels for line in k.obligations) + self.launch_order
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+# ----------------------------------------------------------------------- entry point
+
+
+def verify(program: Program, kernels, *, context: str | None = None) -> VerificationReport:
+    """Prove a mapping of ``program`` correct for every size of the context.
+
+    ``kernels`` is a tuple of KernelMapping in launch order (one per kernel of
+    ``space.kernels(program)``) or a ``Mapping``. ``context`` narrows the symbolic sizes as in
+    ``analyze``. Raises VerificationError naming the kernel, loop, statement and access
+    that fail with a witness point; program errors of ``analyze`` propagate unchanged."""
+    from polymap.mapping.result import Mapping
+
+    if isinstance(kernels, Mapping):
+        kernels = kernels.kernels
+    model = analyze(program, context=context)
+    try:
+        return _verify(model, tuple(kernels), context)
+    except isl.Error as exc:
+        raise InternalError(
+            f"isl failed while verifying the mapping of program '{program.name}': {exc}",
+            **program.error_context(),
+        ) from exc
+
+
+def _verify(model: PolyModel, mappings: tuple[KernelMapping, ...], context: str | None) -> VerificationReport:
+    program = model.program
+    _check_shape(program, mappings)
+    owner = {name: rank for rank, km in enumerate(mappings) for name in _statement_names(km.kernel.body)}
+    for s in model.statements:
+        if s.name not in owner:
+            raise InternalError(f"{s.label} of program '{program.name}' lies in no kernel")
+    keys = _launch_keys(model, mappings, owner)
+    depth = max((len(km.kernel.host_loops) for km in mappings), default=0)
+    executed: dict[str, _Executed] = {}
+    proofs = []
+    for rank, km in enumerate(mappings):
+        frame = _frame(model, km)
+        mine = [s for s in model.statements if owner[s.name] == rank]
+        width = max((2 * (len(s.loops) - frame.outer) + 1 for s in mine), default=1)
+        ex = tuple(_executed(model, frame, s, keys.get(rank, ()), depth, width) for s in mine)
+        name = km.kernel.name
+        lines = [f"{name}: {_describe(frame)}"]
+        lines += _prove_in_bounds(model, frame, ex)
+        lines += _prove_race_free(model, frame, ex)
+        lines += _prove_exactly_once(model, frame, ex)
+        executed.update((e.stmt.name, e) for e in ex)
+        inside = [d for d in model.dependences.items if owner[d.source] == rank and owner[d.sink] == rank]
+        lines += _prove_thread_order(model, frame, executed, inside)
+        proofs.append(KernelProof(name, tuple(lines)))
+    launch = _prove_launch_order(model, mappings, owner, executed)
+    return VerificationReport(program.name, tuple(proofs), tuple(launch), bool(model.params), context)
+
+
+# ------------------------------------------------------------------ mapping shape
+
+
+def _statement_names(block: tuple[Stmt, ...]) -> list[str]:
+    found = []
+    for stmt in block:
+        if isinstance(stmt, (Assign, Anchor)):
+            found.append(stmt.name)
+        elif isinstance(stmt, Loop):
+            found += _statement_names(stmt.body)
+    return found
+
+
+def _check_shape(program: Program, mappings: tuple[KernelMapping, ...]) -> None:
+    """The mapping has one KernelMapping per kernel of the program, and one LoopMapping
+    per band loop, in band order, with positive counts."""
+    expected = program_kernels(program)
+    seen: set[str] = set()
+    for km in mappings:
+        if not isinstance(km, KernelMapping):
+            raise VerificationError(f"expected KernelMapping values, got {type(km).__name__}")
+        kernel = km.kernel
+        if kernel not in expected:
+            raise VerificationError(
+                f"{kernel.name} (band {', '.join(kernel.indices) or 'none'}) is not a kernel of program "
+                f"'{program.name}'; its kernels are {', '.join(k.name for k in expected)}"
+            )
+        if kernel.name in seen:
+            raise VerificationError(f"{kernel.name} of program '{program.name}' is mapped twice")
+        seen.add(kernel.name)
+        indices = tuple(lm.index for lm in km.loops)
+        if indices != kernel.indices:
+            raise VerificationError(
+                f"{kernel.name}: the mapping gives loops ({', '.join(indices)}) but the band is "
+                f"({', '.join(kernel.indices)}), outermost first"
+            )
+        for lm in km.loops:
+            for what in ("threads", "seq"):
+                value = getattr(lm, what)
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise VerificationError(
+                        f"{kernel.name}, loop '{lm.index}': {what} must be >= 1, got {value!r}"
+                    )
+    missing = [k.name for k in expected if k.name not in seen]
+    if missing:
+        raise VerificationError(
+            f"{', '.join(missing)} of program '{program.name}' {'is' if len(missing) == 1 else 'are'} not "
+            "mapped: its statement instances would never run"
+        )
+
+
+def _launch_keys(model: PolyModel, mappings, owner: dict[str, int]) -> dict[int, tuple[int, ...]]:
+    """``c_0 .. c_H`` per kernel rank: at depth d, the smallest rank among the kernels that
+    share the kernel's block path ``position[:d + 1]`` (its host loop at depth d, or itself).
+    Kernels without statements launch nothing and get no key."""
+    paths: dict[int, tuple[int, ...]] = {}
+    for s in model.statements:
+        rank = owner[s.name]
+        paths[rank] = s.ctx.position[: len(mappings[rank].kernel.host_loops) + 1]
+    keys: dict[int, tuple[int, ...]] = {}
+    for rank, path in paths.items():
+        key = []
+        for d in range(len(path)):
+            under = sorted(r for r, p in paths.items() if p[: d + 1] == path[: d + 1])
+            if under != list(range(under[0], under[0] + len(under))) and d < len(path) - 1:
+                listed = ", ".join(mappings[r].kernel.name for r in sorted(paths))
+                raise VerificationError(
+                    f"kernels listed as {listed}: the kernels inside host loop "
+                    f"'{mappings[rank].kernel.host_loops[d].index}' must be listed together, in the "
+                    "order they launch in each of its iterations"
+                )
+            key.append(under[0])
+        keys[rank] = tuple(key)
+    return keys
+
+
+# ------------------------------------------------------------------ hardware relation
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Frame:
+    """What all statements of a kernel share: ``hw`` are the isl names of the hardware
+    dimensions before the body loops (host indices, b x3, t x3, s per band loop),
+    ``labels`` their names in messages, ``limits`` the isl constraints on b, t and s."""
+
+    mapping: KernelMapping
+    host: int
+    hw: tuple[str, ...]
+    labels: tuple[str, ...]
+    limits: tuple[str, ...]
+    grid: tuple[str, ...]  # gridDim per axis, in words
+
+    @property
+    def outer(self) -> int:
+        """Number of statement dimensions outside the body (host + band)."""
+        return self.host + len(self.mapping.loops)
+
+    def shown(self, k: int) -> bool:
+        """Whether hardware dimension k is worth printing (host, used axes, s)."""
+        if k < self.host:
+            return True
+        if k >= self.host + 6:
+            return self.mapping.loops[k - self.host - 6].seq > 1
+        axis = (k - self.host) % 3
+        used = (lm.block_axis if k - self.host < 3 else lm.thread_axis for lm in self.mapping.loops)
+        return any(a.position == axis for a in used)
+
+
+def _prefix(model: PolyModel) -> str:
+    return "[" + ", ".join(model.names[p] for p in model.params) + "] -> "
+
+
+def _frame(model: PolyModel, km: KernelMapping) -> _Frame:
+    names, params = model.names, model.params
+    kernel = km.kernel
+    host = [names.fresh(f"h_{loop.index}") for loop in kernel.host_loops]
+    blocks = [names.fresh(f"b{a}") for a in "xyz"]
+    threads = [names.fresh(f"t{a}") for a in "xyz"]
+    seqs = [names.fresh(f"s_{lm.index}") for lm in km.loops]
+    limits = [f"0 <= {t} < {n}" for t, n in zip(threads, km.block_dim())]
+    limits += [f"0 <= {s} < {lm.seq}" for s, lm in zip(seqs, km.loops)]
+    last = {lm.block_axis.position: j for j, lm in enumerate(km.loops)}
+    grid = []
+    for a, b in enumerate(blocks):
+        if a not in last:
+            limits.append(f"{b} = 0")
+            grid.append("1")
+        elif not params:
+            limits.append(f"0 <= {b} < {km.grid_dim()[a]}")
+            grid.append(str(km.grid_dim()[a]))
+        else:
+            j = last[a]
+            limits.append(_parametric_grid(model, kernel.host_loops + kernel.band[: j + 1], b, km.loops[j]))
+            span = km.loops[j].threads * km.loops[j].seq
+            grid.append(f"ceil(max({km.loops[j].extent}) / {span})")
+    labels = (
+        [loop.index for loop in kernel.host_loops] + list(_HW_AXES) + [f"s_{lm.index}" for lm in km.loops]
+    )
+    return _Frame(
+        km, len(host), tuple(host + blocks + threads + seqs), tuple(labels), tuple(limits), tuple(grid)
+    )
+
+
+def _parametric_grid(model: PolyModel, nest: tuple[Loop, ...], b: str, lm: LoopMapping) -> str:
+    """``0 <= b and exists x in nest[:-1]: b T S < extent(x)``: b ranges over
+    ceil(N^max / (T S)) blocks, N^max the last loop's extent maximised over the others."""
+    names, params = model.names, model.params
+    env = {p: names[p] for p in params}
+    xs, inside = [], []
+    for loop in nest[:-1]:
+        x = names.fresh(f"x_{loop.index}")
+        inside.append(f"0 <= {x} < {isl_expr(loop.extent, env, params)}")
+        env[loop.index] = x
+        xs.append(x)
+    inside.append(f"{lm.threads * lm.seq}*{b} < {isl_expr(nest[-1].extent, env, params)}")
+    body = " and ".join(inside)
+    return f"0 <= {b} and " + (f"exists ({', '.join(xs)} : {body})" if xs else body)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Executed:
+    """A statement as the hardware runs it: ``relation`` hw -> S (``R_S``), ``time`` the
+    per-thread order ``[hw -> S] -> [s.., body schedule]`` and ``launch`` S -> launch vector."""
+
+    stmt: StatementModel
+    frame: _Frame
+    relation: isl.Map
+    time: isl.Map
+    launch: isl.Map
+    labels: tuple[str, ...]  # every hardware dimension, body loops included
+
+
+def _executed(model: PolyModel, frame: _Frame, s: StatementModel, key, depth: int, width: int) -> _Executed:
+    names, params = model.names, model.params
+    km, h, outer = frame.mapping, frame.host, frame.outer
+    hw_b, hw_t, hw_s = frame.hw[h : h + 3], frame.hw[h + 3 : h + 6], frame.hw[h + 6 :]
+    body = [names.fresh(f"n_{loop.index}") for loop in s.loops[outer:]]
+    env = {p: names[p] for p in params}
+    cons = list(frame.limits)
+    for k, (loop, d) in enumerate(zip(s.loops, s.dims)):
+        extent = isl_expr(loop.extent, env, params)
+        if k < h:
+            cons += [f"{d} = {frame.hw[k]}", f"0 <= {d} < {extent}"]
+        elif k < outer:
+            j = k - h
+            lm = km.loops[j]
+            g, t, sq = hw_b[lm.block_axis.position], hw_t[lm.thread_axis.position], hw_s[j]
+            span = lm.threads * lm.seq
+            if lm.distribution is Distribution.CYCLIC:
+                cons.append(f"{d} = {span}*{g} + {lm.threads}*{sq} + {t}")
+            else:
+                cons.append(f"{d} = {span}*{g} + {lm.seq}*{t} + {sq}")
+            if lm.guard:
+                cons.append(f"{d} < {extent}")
+        else:
+            cons += [f"{d} = {body[k - outer]}", f"0 <= {d} < {extent}"]
+        env[loop.index] = d
+    hw = list(frame.hw) + body
+    tuple_name = s.domain.get_tuple_name()
+    prefix = _prefix(model)
+    relation = isl.Map(
+        f"{prefix}{{ [{', '.join(hw)}] -> {tuple_name}[{', '.join(s.dims)}] : {' and '.join(cons)} }}"
+    ).intersect_params(model.context)
+    position = s.ctx.position
+    order = [str(position[outer])]
+    for n, p in zip(body, position[outer + 1 :]):
+        order += [n, str(p)]
+    order += ["0"] * (width - len(order))
+    clock = isl.Map(f"{prefix}{{ [{', '.join(hw)}] -> [{', '.join(list(hw_s) + order)}] }}")
+    vector = []
+    for d in range(h):
+        vector += [str(key[d]), s.dims[d]]
+    vector.append(str(key[h]))
+    vector += ["0"] * (2 * depth + 1 - len(vector))
+    launch = isl.Map(f"{prefix}{{ {tuple_name}[{', '.join(s.dims)}] -> [{', '.join(vector)}] }}")
+    labels = frame.labels + tuple(loop.index for loop in s.loops[outer:])
+    return _Executed(s, frame, relation, relation.domain_map().apply_range(clock), launch, labels)
+
+
+def _describe(frame: _Frame) -> str:
+    km = frame.mapping
+    if not km.loops:
+        return "serial kernel, one thread"
+    loops = "; ".join(
+        f"{lm.index} -> blockIdx.{lm.block_axis.value}/threadIdx.{lm.thread_axis.value}, "
+        f"T={lm.threads} S={lm.seq} {lm.distribution.value}{'' if lm.guard else ', no guard'}"
+        for lm in km.loops
+    )
+    block = "x".join(map(str, km.block_dim()))
+    return f"grid ({', '.join(frame.grid)}) x block ({block}); {loops}"
+
+
+# ---------------------------------------------------------------------- obligations
+
+
+def _access_map(model: PolyModel, s: StatementModel, a: Access) -> isl.Map:
+    """The access ``S[i] -> B[owner(i), e(i)]`` *not* restricted to S's domain, so that
+    points a missing guard runs are checked too."""
+    names, params = model.names, model.params
+    env = {p: names[p] for p in params}
+    for loop, d in zip(s.loops, s.dims):
+        env[loop.index] = d
+    buffer = _buffer(model, a)
+    exprs = list(s.dims[: len(buffer.owner)]) + [isl_expr(e, env, params) for e in a.indices]
+    return isl.Map(
+        f"{_prefix(model)}{{ {s.domain.get_tuple_name()}[{', '.join(s.dims)}] -> "
+        f"{buffer.isl_name}[{', '.join(exprs)}] }}"
+    )
+
+
+def _buffer(model: PolyModel, a: Access):
+    isl_name = a.relation.get_tuple_name(_OUT)
+    return next(b for b in model.buffers if b.isl_name == isl_name)
+
+
+def _prove_in_bounds(model: PolyModel, frame: _Frame, ex: tuple[_Executed, ...]) -> list[str]:
+    lines = []
+    for e in ex:
+        s = e.stmt
+        for a in s.accesses:
+            buffer = _buffer(model, a)
+            outside = e.relation.range_map().apply_range(_access_map(model, s, a))
+            outside = outside.subtract_range(buffer.in_bounds)
+            if outside.is_empty():
+                continue
+            sizes, coords = _witness(outside.wrap(), model)
+            hw, inst = coords[: len(e.labels)], coords[len(e.labels) : len(e.labels) + len(s.dims)]
+            raise VerificationError(
+                f"{frame.mapping.kernel.name}: {s.label} {a.verb} {a.text} outside the shape of "
+                f"`{buffer.decl}`; e.g. {_sizes(sizes)}{_point(e, hw)} runs {_instance(s, inst)}, which "
+                f"{a.verb} {_address(a, s, sizes, inst)}, outside {a.buffer}'s shape "
+                f"{_shape(buffer.decl, sizes)}{_unguarded(frame)}"
+            )
+        lines.append(f"{frame.mapping.kernel.name}: every access of {s.name} in bounds")
+    return lines
+
+
+def _prove_race_free(model: PolyModel, frame: _Frame, ex: tuple[_Executed, ...]) -> list[str]:
+    accesses = [(e, a) for e in ex for a in e.stmt.accesses]
+    touched: dict[str, bool] = {}
+    for k, (e1, a1) in enumerate(accesses):
+        for e2, a2 in accesses[k:]:
+            if not (a1.is_write or a2.is_write) or _buffer(model, a1) is not _buffer(model, a2):
+                continue
+            p1 = e1.relation.range_map().apply_range(_access_map(model, e1.stmt, a1))
+            p2 = e2.relation.range_map().apply_range(_access_map(model, e2.stmt, a2))
+            pairs = p1.apply_range(p2.reverse())
+            for dim in range(frame.host):
+                pairs = pairs.equate(_IN, dim, _OUT, dim)  # one launch
+            same = pairs
+            for dim in range(frame.host, frame.host + 6):
+                same = same.equate(_IN, dim, _OUT, dim)
+            clash = pairs.subtract(same)
+            touched[a1.buffer] = True
+            if clash.is_empty():
+                continue
+            raise _race(model, frame, (e1, a1), (e2, a2), clash)
+    return [f"{frame.mapping.kernel.name}: no race between threads on {b}" for b in touched]
+
+
+def _race(model, frame, first, second, clash: isl.Map) -> VerificationError:
+    (e1, a1), (e2, a2) = first, second
+    sizes, coords = _witness(clash.wrap(), model)
+    n1 = len(e1.labels) + len(e1.stmt.dims)
+    hw1, x = coords[: len(e1.labels)], coords[len(e1.labels) : n1]
+    hw2, y = coords[n1 : n1 + len(e2.labels)], coords[n1 + len(e2.labels) :]
+    if a1 is a2:
+        what = f"{e1.stmt.label} {a1.verb} {a1.text} in two threads at once"
+    else:
+        what = f"{e1.stmt.label} {a1.verb} {a1.text} and {e2.stmt.label} {a2.verb} {a2.text} in two threads at once"
+    return VerificationError(
+        f"{frame.mapping.kernel.name}: race between threads: {what}; e.g. "
+        f"{_sizes(sizes)}thread ({_point(e1, hw1)}) runs {_instance(e1.stmt, x)} and {a1.verb} "
+        f"{_address(a1, e1.stmt, sizes, x)}, thread ({_point(e2, hw2)}) runs {_instance(e2.stmt, y)} and "
+        f"{a2.verb} {_address(a2, e2.stmt, sizes, y)}{_outside(e1, sizes, x)}{_outside(e2, sizes, y)}{_unguarded(frame)}"
+    )
+
+
+def _prove_exactly_once(model: PolyModel, frame: _Frame, ex: tuple[_Executed, ...]) -> list[str]:
+    name = frame.mapping.kernel.name
+    lines = []
+    for e in ex:
+        s, r = e.stmt, e.relation
+        ran = r.range()
+        extra = ran.subtract(s.domain)
+        if not extra.is_empty():
+            sizes, coords = _witness(r.intersect_range(extra).wrap(), model)
+            hw, inst = coords[: len(e.labels)], coords[len(e.labels) :]
+            raise VerificationError(
+                f"{name}: {s.label} is run outside its domain; e.g. {_sizes(sizes)}{_point(e, hw)} runs "
+                f"{_instance(s, inst)}, which is not an instance of {s.name}{_unguarded(frame)}"
+            )
+        missing = s.domain.subtract(ran)
+        if not missing.is_empty():
+            sizes, inst = _witness(missing, model)
+            raise VerificationError(
+                f"{name}: {s.label}: instance {_instance(s, inst)} is never run{_with(sizes)}; the mapping "
+                f"covers {_coverage(frame)}"
+            )
+        twice = r.range_map().apply_range(r.range_map().reverse())
+        twice = twice.subtract(isl.Map.identity(twice.get_space()))
+        if not twice.is_empty():
+            sizes, coords = _witness(twice.wrap(), model)
+            n = len(e.labels)
+            raise VerificationError(
+                f"{name}: {s.label}: instance {_instance(s, coords[n : n + len(s.dims)])} is run twice{_with(sizes)}, "
+                f"by ({_point(e, coords[:n])}) and by ({_point(e, coords[n + len(s.dims) : 2 * n + len(s.dims)])})"
+            )
+        lines.append(f"{name}: every instance of {s.name} executed exactly once")
+    return lines
+
+
+def _prove_thread_order(model: PolyModel, frame: _Frame, executed, deps: list[Dependence]) -> list[str]:
+    """Dependences inside one launch: source and sink in one thread, source first."""
+    lines = []
+    name = frame.mapping.kernel.name
+    for dep in deps:
+        e1, e2 = executed[dep.source], executed[dep.sink]
+        same_launch = dep.relation.intersect(e1.launch.apply_range(e2.launch.reverse()))
+        if same_launch.is_empty():
+            continue
+        pairs = (
+            e1.relation.range_map().apply_range(same_launch).apply_range(e2.relation.range_map().reverse())
+        )
+        one_thread = pairs
+        for dim in range(frame.host, frame.host + 6):
+            one_thread = one_thread.equate(_IN, dim, _OUT, dim)
+        across = pairs.subtract(one_thread)
+        if not across.is_empty():
+            raise _dep_error(model, name, dep, e1, e2, across, "runs them in different threads of one launch")
+        late = one_thread.intersect(e1.time.lex_ge_map(e2.time))
+        if not late.is_empty():
+            raise _dep_error(
+                model, name, dep, e1, e2, late, "runs the sink no later than the source in its thread"
+            )
+        lines.append(f"{name}: {_dep_name(dep)} kept in one thread, source first")
+    return lines
+
+
+def _dep_error(model, name, dep, e1, e2, pairs: isl.Map, what: str) -> VerificationError:
+    sizes, coords = _witness(pairs.wrap(), model)
+    n1 = len(e1.labels) + len(e1.stmt.dims)
+    x, y = coords[len(e1.labels) : n1], coords[n1 + len(e2.labels) :]
+    return VerificationError(
+        f"{name}: {_dep_name(dep)} is broken: the mapping {what}; e.g. {_sizes(sizes)}"
+        f"{_instance(e1.stmt, x)} on ({_point(e1, coords[: len(e1.labels)])}) and "
+        f"{_instance(e2.stmt, y)} on ({_point(e2, coords[n1 : n1 + len(e2.labels)])})"
+    )
+
+
+def _prove_launch_order(model: PolyModel, mappings, owner, executed) -> list[str]:
+    """A dependence never goes from a later launch to an earlier one."""
+    lines = []
+    for dep in model.dependences.items:
+        e1, e2 = executed[dep.source], executed[dep.sink]
+        across = dep.relation.subtract(dep.relation.intersect(e1.launch.apply_range(e2.launch.reverse())))
+        if across.is_empty():
+            continue
+        k1, k2 = mappings[owner[dep.source]].kernel, mappings[owner[dep.sink]].kernel
+        back = dep.relation.intersect(e1.launch.lex_gt_map(e2.launch))
+        if not back.is_empty():
+            sizes, coords = _witness(back.wrap(), model)
+            x, y = coords[: len(e1.stmt.dims)], coords[len(e1.stmt.dims) :]
+            raise VerificationError(
+                f"launch order breaks {_dep_name(dep)}: the sink runs in an earlier launch than the source; "
+                f"e.g. {_sizes(sizes)}{_instance(e1.stmt, x)} runs in {k1.name}{_host(k1, x)} and "
+                f"{_instance(e2.stmt, y)} in {k2.name}{_host(k2, y)}, launched before it "
+                f"(kernels listed as {', '.join(km.kernel.name for km in mappings)})"
+            )
+        lines.append(
+            f"launch order: {_dep_name(dep)} from {k1.name} to {k2.name} keeps the source's launch first"
+        )
+    return lines
+
+
+# ------------------------------------------------------------------------ messages
+
+
+def _witness(obj: isl.Set, model: PolyModel) -> tuple[dict[str, int], list[int]]:
+    """The lexicographically smallest point, sizes first: (sizes by user name, coordinates)."""
+    flat = obj.flatten()
+    n = flat.dim(_PARAM)
+    sizes = [model.names.user(flat.get_dim_name(_PARAM, k)) for k in range(n)]
+    flat = flat.move_dims(_SET, 0, _PARAM, 0, n)
+    point = flat.lexmin().sample_point()
+    if point.is_void():
+        point = flat.sample_point()
+    values = [int(point.get_coordinate_val(_SET, k).to_python()) for k in range(flat.dim(_SET))]
+    return dict(zip(sizes, values[:n])), values[n:]
+
+
+def _sizes(sizes: dict[str, int]) -> str:
+    return f"with {', '.join(f'{k} = {v}' for k, v in sizes.items())}: " if sizes else ""
+
+
+def _with(sizes: dict[str, int]) -> str:
+    return f" (with {', '.join(f'{k} = {v}' for k, v in sizes.items())})" if sizes else ""
+
+
+def _point(e: _Executed, coords) -> str:
+    shown = [
+        f"{label} = {v}"
+        for k, (label, v) in enumerate(zip(e.labels, coords))
+        if k >= len(e.frame.hw) or e.frame.shown(k)
+    ]
+    return ", ".join(shown) or "the single thread"
+
+
+def _instance(s: StatementModel, coords) -> str:
+    if not s.dims:
+        return s.name
+    return f"{s.name}[{', '.join(f'{n} = {v}' for n, v in zip(s.ctx.indices, coords))}]"
+
+
+def _address(a: Access, s: StatementModel, sizes: dict[str, int], coords) -> str:
+    env = dict(sizes)
+    env.update(zip(s.ctx.indices, coords))
+    if not a.indices:
+        return a.buffer
+    return f"{a.buffer}[{', '.join(str(evaluate_index(i, env)) for i in a.indices)}]"
+
+
+def _shape(decl, sizes: dict[str, int]) -> str:
+    return f"[{', '.join(str(evaluate_index(e, sizes)) for e in decl.shape)}]"
+
+
+def _outside(e: _Executed, sizes: dict[str, int], coords) -> str:
+    """A note when a witness instance lies outside its statement's domain (a missing guard)."""
+    env = dict(sizes)
+    for loop, v in zip(e.stmt.loops, coords):
+        if not 0 <= v < evaluate_index(loop.extent, env):
+            return f" ({_instance(e.stmt, coords)} is outside {e.stmt.name}'s domain: {loop.index} >= {loop.extent})"
+        env[loop.index] = v
+    return ""
+
+
+def _host(kernel, coords) -> str:
+    h = len(kernel.host_loops)
+    if not h:
+        return ""
+    return " at " + ", ".join(f"{loop.index} = {v}" for loop, v in zip(kernel.host_loops, coords[:h]))
+
+
+def _unguarded(frame: _Frame) -> str:
+    loose = [lm.index for lm in frame.mapping.loops if not lm.guard]
+    if not loose:
+        return ""
+    return f" (loop{'s' if len(loose) > 1 else ''} {', '.join(map(repr, loose))} without a guard)"
+
+
+def _coverage(frame: _Frame) -> str:
+    km = frame.mapping
+    if not km.loops:
+        return "one thread"
+    parts = []
+    for lm in km.loops:
+        axis = lm.block_axis.position
+        grid = frame.grid[axis]
+        parts.append(
+            f"loop '{lm.index}' (extent {lm.extent}) on gridDim.{lm.block_axis.value} = {grid} x "
+            f"blockDim.{lm.thread_axis.value} = {km.block_dim()[lm.thread_axis.position]} x seq {lm.seq}"
+            + (f", max_extent {lm.max_extent}" if grid.isdigit() else "")
+        )
+    return "; ".join(parts)
+
+
+def _dep_name(dep: Dependence) -> str:
+    return f"{dep.kind.value} dependence {dep.source} -> {dep.sink} on {dep.buffer}"
+
+
+__all__ = ["KernelProof", "VerificationReport", "verify"]
