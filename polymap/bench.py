@@ -1,0 +1,81 @@
+"""``polymap bench``: measured numbers, written with their raw data under docs/benchmarks/.
+
+Today it measures the optimizer itself: for every model, the wall time of ``optimize``
+(analysis, Farkas linearization, SCIP, certificate checks and the isl proof) and SCIP's own
+status, solve time, objective, dual bound and gap for each kernel. GPU kernel timings join
+this when code generation lands.
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from polymap.errors import NotAffineError
+from polymap.ir.parse import load
+from polymap.mapping.report import solver_line
+from polymap.mapping.solve import optimize
+
+
+@dataclass(frozen=True, slots=True)
+class SolverRun:
+    model: str
+    sizes: str
+    wall_s: float
+    kernels: tuple[tuple[str, str, float, float | None, float, float | None], ...]  # name, status, time, obj, bound, gap
+
+
+def bench_solver(models: list[Path], *, target: str = "h100", repeats: int = 3) -> list[SolverRun]:
+    """Optimize every model ``repeats`` times; keep the median wall time and the last report."""
+    runs = []
+    for path in models:
+        program = load(path)
+        try:
+            optimize(program, target)
+        except NotAffineError:
+            program = program.bind_defaults()  # flat buffers need their sizes
+        walls, mapping = [], None
+        for _ in range(repeats):
+            start = time.perf_counter()
+            mapping = optimize(program, target)
+            walls.append(time.perf_counter() - start)
+        walls.sort()
+        sizes = ", ".join(f"{n}={v}" for n, v in program.bindings + mapping.cost_sizes)
+        kernels = tuple(
+            (k.kernel.name, r.status, r.solve_time_s, r.objective, r.dual_bound, r.gap)
+            for k, r in zip(mapping.kernels, mapping.solver)
+        )
+        runs.append(SolverRun(path.stem, sizes, walls[len(walls) // 2], kernels))
+        print(f"{path.stem}: {walls[len(walls) // 2]:.3f} s; " + "; ".join(
+            solver_line(r) for r in mapping.solver), flush=True)
+    return runs
+
+
+def solver_markdown(runs: list[SolverRun], *, target: str, command: str) -> str:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        f"# Optimizer speed, {now}",
+        "",
+        f"Command: `{command}`. Machine: {platform.machine()}, {platform.processor() or 'unknown CPU'}, "
+        f"Python {platform.python_version()}. Target: {target}.",
+        "",
+        "`wall` is the median of the runs of `optimize` (isl analysis, Farkas linearization, SCIP, exact "
+        "certificate checks and the isl proof of the mapping); the kernel columns are SCIP's own report.",
+        "",
+        "| model | sizes | wall (s) | kernel | SCIP status | SCIP time (s) | objective (us) | dual bound (us) | gap |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for run in runs:
+        for k, (name, status, solve_s, objective, bound, gap) in enumerate(run.kernels):
+            first = k == 0
+            obj = "-" if objective is None else f"{objective:.6g}"
+            gap_text = "-" if gap is None else f"{100 * gap:.2f}%"
+            lines.append(
+                f"| {run.model if first else ''} | {run.sizes if first else ''} | "
+                f"{f'{run.wall_s:.3f}' if first else ''} | {name} | {status} | {solve_s:.3f} | {obj} | "
+                f"{bound:.6g} | {gap_text} |"
+            )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,80 @@
+"""The report a performance engineer reads: the mapped loop nest, the cost table, SCIP's line."""
+
+from __future__ import annotations
+
+from polymap.ir.printer import format_block
+from polymap.mapping.farkas import SolveReport
+from polymap.mapping.result import KernelCost, Mapping
+from polymap.mapping.space import KernelMapping
+
+
+def solver_line(report: SolveReport) -> str:
+    """SCIP's status, time, objective and dual bound as SCIP reported them."""
+    if report.objective is None and report.status.startswith("optimal (no decisions"):
+        return "no decisions to solve (serial kernel: one block of one thread)"
+    obj = "-" if report.objective is None else f"{report.objective:.6g} us"
+    bound = f"{report.dual_bound:.6g} us"
+    gap = "-" if report.gap is None else f"{100 * report.gap:.2f}%"
+    return f"SCIP {report.status} in {report.solve_time_s:.3f} s: objective {obj}, dual bound {bound}, gap {gap}"
+
+
+def format_mapping(mapping: Mapping) -> str:
+    sizes = ", ".join(f"{n} = {v}" for n, v in mapping.program.bindings + mapping.cost_sizes) or "no sizes"
+    lines = [
+        f"mapping of program {mapping.program.name} for {mapping.target.name}",
+        f"  cost estimated at {sizes}",
+    ]
+    for kernel, cost, report in zip(mapping.kernels, mapping.costs, mapping.solver):
+        lines.append("")
+        lines.extend(format_kernel(kernel))
+        lines.extend(format_cost(cost))
+        lines.append("  " + solver_line(report))
+    lines.append("")
+    lines.append(f"predicted time: {mapping.predicted_time_s * 1e6:.4g} us in all")
+    for proof in mapping.proofs:
+        lines.append(f"  proved: {proof}")
+    return "\n".join(lines)
+
+
+def format_kernel(mapped: KernelMapping) -> list[str]:
+    kernel = mapped.kernel
+    lines = []
+    host = " ".join(f"seq {h.extent} {h.index} {{" for h in kernel.host_loops)
+    if host:
+        lines.append(f"{host}  (host loop{'s' if len(kernel.host_loops) > 1 else ''}, a launch per iteration)")
+    if not mapped.loops:
+        lines.append(f"{kernel.name}: serial, grid (1, 1, 1) x block (1, 1, 1)")
+        lines.extend("    " + line for line in format_block(kernel.body, 0))
+        return lines
+    grid, block = mapped.grid_dim(), mapped.block_dim()
+    lines.append(
+        f"{kernel.name}: grid {grid} x block {block} = {mapped.threads_per_block} threads per block, "
+        f"{mapped.blocks} blocks"
+    )
+    depth = 1
+    for loop in mapped.loops:
+        detail = f"T={loop.threads}, S={loop.seq}, {loop.distribution.value}, {loop.blocks} blocks; guard {loop.index} < {loop.extent}"
+        if loop.seq > 1:
+            lines.append("  " * depth + f"for s_{loop.index} in 0..{loop.seq - 1}:")
+            depth += 1
+        lines.append("  " * depth + f"{loop.index_formula()}    # {detail}")
+    lines.extend("  " * depth + line for line in format_block(kernel.body, 0))
+    return lines
+
+
+def format_cost(cost: KernelCost) -> list[str]:
+    header = f"  {'access':<24} {'stmt':<5} {'lane stride':>11} {'sectors/req':>11} {'requests':>12} {'bytes':>14}"
+    lines = [header]
+    for a in cost.accesses:
+        name = f"{'write' if a.is_write else 'read'} {a.access}"
+        lines.append(
+            f"  {name:<24} {a.statement:<5} {a.lane_stride:>11} {a.sectors_per_request:>11} "
+            f"{a.requests:>12} {a.bytes:>14}"
+        )
+    lines.append(
+        f"  {cost.flops} flops; memory {cost.memory_s * 1e6:.4g} us, compute {cost.compute_s * 1e6:.4g} us, "
+        f"GPU filled {100 * cost.fill:.3g}% -> predicted {cost.time_s * 1e6:.4g} us"
+        + (f" per launch x {cost.launches} launches" if cost.launches != 1 else "")
+    )
+    return lines
+

@@ -1,0 +1,452 @@
+"""``optimize``: choose every kernel's thread mapping by solving an integer program with SCIP.
+
+Per kernel, with band loops ``j`` of largest extent ``N_j`` at the cost sizes, the model
+has (binary unless said otherwise):
+
+* ``ax[j,a]``, ``bx[j,a]``: loop j's thread part / block part is on axis a in {x, y, z};
+  every loop has one of each, an axis holds at most one loop, and x holds one;
+* ``ut[j,k]``: T_j = 2^k (k <= 10); ``us[j,m]``: S_j = 2^m (m <= 4); ``cyc[j]``: cyclic;
+* ``step_j = cyc_j + S_j - cyc_j S_j`` (1 if cyclic, S_j if blocked) and the lane step
+  ``delta_j = ax[j,x] * step_j`` (integers, quadratic equalities): moving from lane tid to
+  tid + 1 moves loop j by delta_j (the loop on x has at least 32 threads, so a warp lies
+  along x);
+* per global access r: ``D_r >= |addr_r(x + delta) - addr_r(x)|`` for every point x of the
+  domain, linearized by Farkas (``accesses.py``), and the sectors one warp request touches
+  ``sigma_r in [1, 32]``: ``32 sigma_r >= 31 e D_r + e`` (the span of 32 lanes at stride
+  D_r elements of e bytes) unless ``z_r`` (then ``sigma_r = 32``, one sector per lane);
+* the fraction of the GPU the launch fills, 1/u: ``u >= 1``,
+  ``u >= (SMs * threads per SM) * prod_j S_j / prod_j N_j`` (fewer threads than the GPU
+  holds) and ``u >= threads per SM / (blocks per SM * threads per block)`` (blocks too
+  small to fill an SM's thread slots).
+
+Objective (microseconds): ``time >= u * bytes / bandwidth`` and ``time >= u * flops / peak``
+with ``bytes = sum_r instances_r * sigma_r`` (a warp request of sigma sectors moves
+32 sigma bytes for 32 instances) — a roofline estimate, so the objective value is the
+predicted kernel time. A tiny tie-break prefers block axes equal to thread axes and fewer
+per-thread points. Limits: 32 <= threads per block <= 1024, blockDim.z <= 64, gridDim.y
+and gridDim.z <= 65535, T_j S_j not beyond the next power of two of N_j, at most 64
+points per thread.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import islpy as isl
+from pyscipopt import Model, quicksum
+
+from polymap.errors import ArgumentError, InfeasibleMappingError, InternalError, PolymapError, SolverError
+from polymap.ir.nodes import Program
+from polymap.mapping.accesses import GlobalAccess, kernel_accesses, kernel_statements, statement_flops
+from polymap.mapping.farkas import SolveReport, add_to_scip, exact_certificate, solve
+from polymap.mapping.result import AccessCost, KernelCost, Mapping
+from polymap.mapping.space import (
+    Axis,
+    Distribution,
+    Kernel,
+    KernelMapping,
+    LoopMapping,
+    LoopPin,
+    Pins,
+    kernels,
+    parse_pins,
+)
+from polymap.poly.isl_text import evaluate_index
+from polymap.poly.model import PolyModel, analyze
+from polymap.targets import GpuTarget, get_target
+
+MAX_LOG_THREADS = 10  # 1024 threads per block
+MAX_LOG_SEQ = 4  # 16 points per loop and thread
+MAX_LOG_SEQ_TOTAL = 6  # 64 points per thread (accumulators must fit in registers)
+MAX_LOG_Z = 6  # blockDim.z <= 64
+GRID_YZ = 65535
+TIE_BREAK = 1e-6  # microseconds: never outweighs a real cost difference
+
+
+def optimize(
+    program: Program,
+    target: str | GpuTarget = "h100",
+    *,
+    pins=None,
+    context: str | None = None,
+    time_limit: float | None = None,
+) -> Mapping:
+    """Choose the thread mapping of every kernel of ``program`` with SCIP, prove it with isl,
+    and return it with its predicted cost and SCIP's report.
+
+    Unbound sizes stay symbolic for the proof (every size in ``context``); the cost is
+    estimated at concrete sizes: each size's default, else its smallest value >= 256 in the
+    context (else its smallest value), recorded in ``Mapping.cost_sizes``."""
+    from polymap.mapping.verify import verify
+
+    gpu = get_target(target)
+    pinned = parse_pins(pins)
+    analyze(program, context=context)  # the program itself must be valid
+    sizes = cost_sizes(program, context)
+    bound = program.bind(**sizes)
+    model = analyze(bound)
+    all_kernels = kernels(bound)
+    _check_pin_keys(pinned, all_kernels)
+    mapped, costs, reports = [], [], []
+    for kernel in all_kernels:
+        problem = KernelProblem.build(kernel, model, gpu, pinned, time_limit)
+        report, decisions = problem.solve_or_explain()
+        mapped.append(decisions)
+        costs.append(problem.cost(decisions))
+        reports.append(report)
+    symbolic = tuple(_rebind(k, kernels(program)) for k in mapped)
+    proof = verify(program, symbolic, context=context)
+    return Mapping(program, gpu, symbolic, tuple(costs), tuple(reports), tuple(sizes.items()), proof.lines())
+
+
+def cost_sizes(program: Program, context: str | None) -> dict[str, int]:
+    """Concrete sizes for the cost estimate (see :func:`optimize`)."""
+    sizes = {p.name: p.default for p in program.params if p.default is not None}
+    free = [p for p in program.param_names if p not in sizes]
+    if not free:
+        return sizes
+    model = analyze(program.bind(**sizes), context=context)
+    ctx = model.context
+    for name in free:
+        isl_name = model.names[name]
+        pos = ctx.find_dim_by_name(isl.dim_type.param, isl_name)
+        big = ctx.lower_bound_val(isl.dim_type.param, pos, isl.Val.int_from_si(ctx.get_ctx(), 256))
+        chosen = big if not big.is_empty() else ctx
+        value = chosen.params().lexmin().sample_point().get_coordinate_val(isl.dim_type.param, pos).to_python()
+        sizes[name] = int(value)
+        ctx = ctx.fix_val(isl.dim_type.param, pos, isl.Val.int_from_si(ctx.get_ctx(), int(value)))
+    return sizes
+
+
+def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...]) -> None:
+    known = {i for k in all_kernels for i in k.indices} | {f"{k.name}.{i}" for k in all_kernels for i in k.indices}
+    for key in pins.keys():
+        if key not in known:
+            loops = ", ".join(sorted(known)) or "none"
+            raise ArgumentError(f"pin '{key}' names no par loop mapped to the GPU (band loops: {loops})")
+
+
+def _rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> KernelMapping:
+    """The same decisions on the kernel of the unbound program (same position, same loops)."""
+    kernel = next(k for k in symbolic_kernels if k.name == mapped.kernel.name)
+    loops = tuple(
+        LoopMapping(m.index, m.thread_axis, m.block_axis, m.threads, m.seq, m.distribution, band.extent,
+                    m.max_extent, m.guard)
+        for m, band in zip(mapped.loops, kernel.band)
+    )
+    return KernelMapping(kernel, loops)
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass
+class KernelProblem:
+    """The SCIP model of one kernel and what is needed to read a mapping back from it."""
+
+    kernel: Kernel
+    model: PolyModel
+    target: GpuTarget
+    pins: Pins
+    time_limit: float | None
+    launches: int  # host-loop iterations, one launch each
+    extents: tuple[int, ...]
+    accesses: tuple[GlobalAccess, ...]
+    flops: int
+    certificates_checked: int = 0  # Farkas certificates of the last solution, checked exactly
+
+    @classmethod
+    def build(cls, kernel: Kernel, model: PolyModel, target: GpuTarget, pins: Pins,
+              time_limit: float | None) -> KernelProblem:
+        launches = _launches(kernel)
+        return cls(kernel, model, target, pins, time_limit, launches, _max_extents(kernel, model),
+                   kernel_accesses(kernel, model, launches=launches),
+                   _kernel_flops(kernel, model) // max(1, launches))
+
+    # -- solving
+
+    def solve_or_explain(self) -> tuple[SolveReport, KernelMapping]:
+        """Solve; if the pins make it infeasible, find a minimal set of conflicting pins."""
+        report, decisions = self.solve(self.pins)
+        if decisions is not None:
+            return report, decisions
+        if report.status != "infeasible":
+            raise SolverError(f"{self.kernel.name}: SCIP stopped with status '{report.status}' and no mapping "
+                              f"(time limit {self.time_limit} s); raise time_limit")
+        keys = [k for k, _ in self._pins_here()]
+        if not keys:
+            raise InfeasibleMappingError(f"{self.kernel.name}: no mapping satisfies the limits of {self.target.name}")
+        conflict = list(keys)
+        for key in keys:  # deletion filter: drop every pin the conflict survives without
+            trial = [k for k in conflict if k != key]
+            if self.solve(self._only(trial))[1] is None:
+                conflict = trial
+        described = "; ".join(f"'{k}' ({dict(self._pins_here())[k].describe()})" for k in conflict)
+        raise InfeasibleMappingError(
+            f"{self.kernel.name} (loops {', '.join(self.kernel.indices)}): the pins {described} conflict: "
+            f"no mapping within the limits of {self.target.name} satisfies them together"
+        )
+
+    def _pins_here(self) -> list[tuple[str, LoopPin]]:
+        return [kp for i in self.kernel.indices for kp in self.pins.for_loop(self.kernel.name, i)]
+
+    def _only(self, keys: list[str]) -> Pins:
+        return Pins(tuple((k, p) for k, p in self.pins.by_key if k in keys))
+
+    def solve(self, pins: Pins) -> tuple[SolveReport, KernelMapping | None]:
+        if self.kernel.is_serial:
+            return SolveReport("optimal (no decisions: serial kernel)", 0.0, None, -math.inf, None, 1), \
+                KernelMapping(self.kernel, ())
+        scip = Model(f"polymap.{self.kernel.name}")
+        scip.hideOutput()
+        v = _Variables(self, scip, pins)
+        try:
+            report = solve(scip, time_limit_s=self.time_limit)
+        except PolymapError:
+            raise
+        except Exception as err:  # pyscipopt raises plain exceptions
+            raise SolverError(f"{self.kernel.name}: SCIP failed: {err}") from err
+        if report.n_solutions == 0:
+            return report, None
+        self.certificates_checked = v.check_certificates(scip)
+        return report, v.read(scip)
+
+    # -- cost of a concrete mapping (the same formulas as the model, evaluated)
+
+    def cost(self, mapping: KernelMapping, *, strides: dict[str, int] | None = None) -> KernelCost:
+        """The predicted cost of concrete decisions. Lane strides come from ``strides`` (by
+        access key) or, by default, from the exact maximum over the domain computed here."""
+        t = self.target
+        delta = {m.index: (1 if m.distribution is Distribution.CYCLIC else m.seq) if m.thread_axis is Axis.X else 0
+                 for m in mapping.loops}
+        rows, total_bytes = [], 0
+        for a in self.accesses:
+            stride = a.exact_stride(delta)
+            sectors = sectors_per_request(stride, a.element_bytes)
+            requests = -(-a.instances // t.warp_size)
+            rows.append(AccessCost(a.statement, a.text, a.is_write, stride, sectors, requests,
+                                   sectors * t.sector_bytes * requests))
+            total_bytes += a.instances * sectors
+        threads = mapping.threads_per_block * mapping.blocks if mapping.loops else 1
+        fill = min(1.0, threads / (t.sm_count * t.max_threads_per_sm))
+        if mapping.loops:  # the model's form: prod N / prod S, independent of rounding up
+            fill = min(1.0, math.prod(self.extents) / math.prod(m.seq for m in mapping.loops)
+                       / (t.sm_count * t.max_threads_per_sm),
+                       1 / occupancy_penalty(t, mapping.threads_per_block))
+        memory_s = total_bytes / t.dram_bandwidth
+        compute_s = self.flops / t.peak_fp32_flops
+        launches = self.launches
+        return KernelCost(self.kernel.name, tuple(rows), self.flops, threads, mapping.blocks if mapping.loops else 1,
+                          mapping.threads_per_block if mapping.loops else 1, 0, fill, memory_s, compute_s,
+                          max(memory_s, compute_s) / fill, launches)
+
+
+def occupancy_penalty(target: GpuTarget, threads_per_block: int) -> float:
+    """1 / the fraction of an SM's thread slots that blocks of this size can occupy."""
+    resident = min(target.max_threads_per_sm, target.max_blocks_per_sm * threads_per_block)
+    return target.max_threads_per_sm / resident
+
+
+def sectors_per_request(stride: int, element_bytes: int, *, lanes: int = 32, sector: int = 32) -> int:
+    """32-byte sectors touched by one warp whose lanes are ``stride`` elements apart."""
+    span = (lanes - 1) * abs(stride) * element_bytes + element_bytes
+    return min(lanes, max(1, -(-span // sector)))
+
+
+class _Variables:
+    """Adds the decision variables and constraints of one kernel to a SCIP model."""
+
+    def __init__(self, problem: KernelProblem, scip: Model, pins: Pins) -> None:
+        self.p = problem
+        band = problem.kernel.band
+        axes = list(Axis)
+        pinned = {loop.index: _merge(pins.for_loop(problem.kernel.name, loop.index)) for loop in band}
+        caps = [max(0, math.ceil(math.log2(n))) if n > 1 else 0 for n in problem.extents]
+        for j, loop in enumerate(band):
+            pin = pinned[loop.index]
+            if pin.threads or pin.seq:  # a pinned size may overshoot: the guard handles it
+                caps[j] = max(caps[j], _log2(pin.threads or 1) + _log2(pin.seq or 1))
+        tiny = sum(caps) < 5
+        self.certificates: list = []  # (access, Farkas system, its SCIP variables)
+        self.ax = {(j, a): scip.addVar(f"ax[{loop.index},{a.value}]", vtype="B") for j, loop in enumerate(band)
+                   for a in axes}
+        self.bx = {(j, a): scip.addVar(f"bx[{loop.index},{a.value}]", vtype="B") for j, loop in enumerate(band)
+                   for a in axes}
+        self.ut = {(j, k): scip.addVar(f"ut[{loop.index},{k}]", vtype="B") for j, loop in enumerate(band)
+                   for k in range(MAX_LOG_THREADS + 1)}
+        self.us = {(j, m): scip.addVar(f"us[{loop.index},{m}]", vtype="B") for j, loop in enumerate(band)
+                   for m in range(MAX_LOG_SEQ + 1)}
+        self.cyc = {j: scip.addVar(f"cyclic[{loop.index}]", vtype="B") for j, loop in enumerate(band)}
+        n = len(band)
+        lt = {j: quicksum(k * self.ut[j, k] for k in range(MAX_LOG_THREADS + 1)) for j in range(n)}
+        ls = {j: quicksum(m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) for j in range(n)}
+        seq = {j: scip.addVar(f"S[{band[j].index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ) for j in range(n)}
+        for j in range(n):
+            scip.addCons(quicksum(self.ax[j, a] for a in axes) == 1)
+            scip.addCons(quicksum(self.bx[j, a] for a in axes) == 1)
+            scip.addCons(quicksum(self.ut[j, k] for k in range(MAX_LOG_THREADS + 1)) == 1)
+            scip.addCons(quicksum(self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) == 1)
+            scip.addCons(seq[j] == quicksum(2**m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)))
+            scip.addCons(lt[j] <= MAX_LOG_Z + (MAX_LOG_THREADS - MAX_LOG_Z) * (1 - self.ax[j, Axis.Z]))
+            if tiny:
+                scip.addCons(ls[j] == 0)
+            else:
+                scip.addCons(lt[j] + ls[j] <= caps[j])
+                scip.addCons(lt[j] >= min(5, caps[j]) * self.ax[j, Axis.X])
+            need = max(0, math.ceil(math.log2(problem.extents[j] / GRID_YZ))) if problem.extents[j] > GRID_YZ else 0
+            scip.addCons(lt[j] + ls[j] >= need * (self.bx[j, Axis.Y] + self.bx[j, Axis.Z]))
+            self._pin(scip, j, pinned[band[j].index], lt[j], ls[j])
+        # threadIdx.x always holds a loop: it decides which loop's iterations are neighbours in a warp
+        scip.addCons(quicksum(self.ax[j, Axis.X] for j in range(n)) == 1)
+        for a in axes:
+            scip.addCons(quicksum(self.ax[j, a] for j in range(n)) <= 1)
+            scip.addCons(quicksum(self.bx[j, a] for j in range(n)) <= 1)
+        total_lt = quicksum(lt[j] for j in range(n))
+        if tiny:
+            scip.addCons(total_lt == 5)
+        else:
+            scip.addCons(total_lt >= 5)
+            scip.addCons(total_lt <= MAX_LOG_THREADS)
+        scip.addCons(quicksum(ls[j] for j in range(n)) <= MAX_LOG_SEQ_TOTAL)
+        # lane steps: step_j = 1 (cyclic) or S_j (blocked); delta_j = step_j on the x loop, else 0
+        deltas = {}
+        for j, loop in enumerate(band):
+            step = scip.addVar(f"step[{loop.index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ)
+            scip.addCons(step == self.cyc[j] + seq[j] - self.cyc[j] * seq[j])
+            delta = scip.addVar(f"delta[{loop.index}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ)
+            scip.addCons(delta == self.ax[j, Axis.X] * step)
+            deltas[loop.index] = delta
+        t = problem.target
+        traffic = []
+        for k, access in enumerate(problem.accesses):
+            bound = scip.addVar(f"D[{access.statement}:{access.text}]", vtype="I", lb=0)
+            theta = {access.bound: bound, **{d: deltas[d.name.removeprefix("delta__")] for d in access.deltas}}
+            for system in access.systems:
+                lams = add_to_scip(system, scip, theta, name=f"{access.statement}.{k}.{system.prefix}")
+                self.certificates.append((access, system, {**theta, **lams}))
+            sectors = scip.addVar(f"sigma[{access.statement}:{access.text}]", vtype="I", lb=1, ub=t.warp_size)
+            wide = scip.addVar(f"z[{access.statement}:{access.text}]", vtype="B")
+            e = access.element_bytes
+            big = (t.warp_size - 1) * e * _max_stride(access) + e
+            scip.addCons(sectors >= t.warp_size * wide)
+            scip.addCons(t.sector_bytes * sectors >= (t.warp_size - 1) * e * bound + e - big * wide)
+            traffic.append(access.instances * sectors)
+        # fill: u >= 1 and u >= capacity * prod S_j / prod N_j
+        capacity = t.sm_count * t.max_threads_per_sm
+        prod_s = seq[0]
+        for j in range(1, n):
+            nxt = scip.addVar(f"prodS[{j}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ_TOTAL)
+            scip.addCons(nxt == prod_s * seq[j])
+            prod_s = nxt
+        u = scip.addVar("underfill", vtype="C", lb=1.0)
+        scip.addCons(u >= capacity * prod_s / math.prod(problem.extents))
+        # occupancy: an SM holds at most max_blocks_per_sm blocks, so small blocks leave
+        # thread slots empty: u >= threads per SM / (blocks per SM * threads per block)
+        sizes = range(0, MAX_LOG_THREADS + 1)
+        block = {v: scip.addVar(f"block_log2={v}", vtype="B") for v in sizes}
+        scip.addCons(quicksum(block.values()) == 1)
+        scip.addCons(quicksum(v * block[v] for v in sizes) == total_lt)
+        scip.addCons(u >= quicksum(occupancy_penalty(t, 2**v) * block[v] for v in sizes))
+        time = scip.addVar("time_us", vtype="C", lb=0.0)
+        memory_us = quicksum(traffic) * (1e6 / t.dram_bandwidth)
+        scip.addCons(time >= u * memory_us)
+        scip.addCons(time >= u * (problem.flops * 1e6 / t.peak_fp32_flops))
+        same = [scip.addVar(f"same[{j},{a.value}]", vtype="B") for j in range(n) for a in axes]
+        for idx, var in enumerate(same):
+            j, a = divmod(idx, 3)
+            scip.addCons(var <= self.ax[j, axes[a]])
+            scip.addCons(var <= self.bx[j, axes[a]])
+        tie = TIE_BREAK * (n - quicksum(same) + quicksum(ls[j] for j in range(n)))
+        scip.setObjective(time + tie, "minimize")
+        self.n = n
+
+    def _pin(self, scip: Model, j: int, pin: LoopPin, lt, ls) -> None:
+        if pin.thread_axis is not None:
+            scip.addCons(self.ax[j, pin.thread_axis] == 1)
+        if pin.block_axis is not None:
+            scip.addCons(self.bx[j, pin.block_axis] == 1)
+        if pin.threads is not None:
+            scip.addCons(lt == _log2(pin.threads))
+        if pin.seq is not None:
+            scip.addCons(ls == _log2(pin.seq))
+        if pin.distribution is not None:
+            scip.addCons(self.cyc[j] == (1 if pin.distribution is Distribution.CYCLIC else 0))
+
+    def check_certificates(self, scip: Model) -> int:
+        """Check every Farkas certificate of SCIP's solution by exact substitution: the
+        multipliers, rationalized, must be >= 0 and match every coefficient exactly. A
+        failure is a bug (or a numerical breakdown in SCIP), reported loudly."""
+        for access, system, variables in self.certificates:
+            lams = set(system.multipliers)
+            decisions = {s: round(scip.getVal(v)) for s, v in variables.items() if s not in lams}
+            floats = {s: scip.getVal(v) for s, v in variables.items() if s in lams}
+            if exact_certificate(system, decisions, floats) is None:
+                raise InternalError(
+                    f"{self.p.kernel.name}: SCIP's Farkas certificate for the lane stride of {access.text} "
+                    f"({access.statement}) does not hold exactly at {decisions}"
+                )
+        return len(self.certificates)
+
+    def read(self, scip: Model) -> KernelMapping:
+        band = self.p.kernel.band
+        loops = []
+        for j, loop in enumerate(band):
+            value = scip.getVal
+            thread_axis = next(a for a in Axis if value(self.ax[j, a]) > 0.5)
+            block_axis = next(a for a in Axis if value(self.bx[j, a]) > 0.5)
+            lt = next(k for k in range(MAX_LOG_THREADS + 1) if value(self.ut[j, k]) > 0.5)
+            ls = next(m for m in range(MAX_LOG_SEQ + 1) if value(self.us[j, m]) > 0.5)
+            dist = Distribution.CYCLIC if value(self.cyc[j]) > 0.5 else Distribution.BLOCKED
+            loops.append(LoopMapping(loop.index, thread_axis, block_axis, 2**lt, 2**ls, dist, loop.extent,
+                                     self.p.extents[j]))
+        return KernelMapping(self.p.kernel, tuple(loops))
+
+
+def _merge(pins: tuple[tuple[str, LoopPin], ...]) -> LoopPin:
+    """Several pins on one loop (``"j"`` and ``"kernel0.j"``) combine; a decision pinned to two
+    values stays as the first and the solver's conflict search names both keys."""
+    fields: dict = {}
+    for _, pin in pins:
+        for name, value in pin.items():
+            fields.setdefault(name, value)
+    return LoopPin(**fields)
+
+
+def _log2(value: int) -> int:
+    return value.bit_length() - 1
+
+
+def _max_stride(access: GlobalAccess) -> int:
+    if access.quasi_affine:
+        return 2**31  # unknown in advance; only used as a big-M
+    return sum(abs(c) for _, c in access.coefficients) * 2**MAX_LOG_SEQ
+
+
+def _max_extents(kernel: Kernel, model: PolyModel) -> tuple[int, ...]:
+    """The largest extent of each band loop over the domains of the kernel's statements."""
+    out = []
+    for position, loop in enumerate(kernel.band):
+        depth = len(kernel.host_loops) + position  # statement dims: host loops, then the band
+        best = 0
+        for stmt in model.statements:
+            if len(stmt.ctx.loops) > depth and stmt.ctx.loops[depth] is loop:
+                dim_max = stmt.domain.dim_max(depth)
+                if not stmt.domain.is_empty():
+                    value = dim_max.max_val().to_python()
+                    best = max(best, int(value) + 1)
+        out.append(max(best, 1))
+    return tuple(out)
+
+
+def _kernel_flops(kernel: Kernel, model: PolyModel) -> int:
+    return sum(statement_flops(s) * model.instance_count(s.name) for s in kernel_statements(kernel))
+
+
+def _launches(kernel: Kernel) -> int:
+    """Launches of a kernel: the iterations of its host loops (bound sizes; host loops are
+    top-level seq loops, so their extents are numbers once the sizes are)."""
+    count = 1
+    for loop in kernel.host_loops:
+        count *= max(0, evaluate_index(loop.extent, {}))
+    return count

@@ -1,0 +1,253 @@
+"""Thread mapping by SCIP: known answers, pins, conflicts, Farkas certificates, and the
+optimum against brute-force enumeration of the same cost over the same decisions."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import polymap.mapping.solve as solve_module
+from polymap import parse
+from polymap.errors import ArgumentError, InfeasibleMappingError, InternalError
+from polymap.ir.parse import load
+from polymap.mapping.solve import (
+    GRID_YZ,
+    MAX_LOG_SEQ,
+    MAX_LOG_SEQ_TOTAL,
+    MAX_LOG_THREADS,
+    MAX_LOG_Z,
+    KernelProblem,
+    optimize,
+)
+from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, Pins, kernels
+from polymap.poly.model import analyze
+from polymap.targets import H100
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+
+MATMUL = """
+param M, N, K
+in A: f32[M, K]
+in B: f32[K, N]
+out C: f32[M, N]
+par M i { par N j { C[i, j] = 0; seq K k { C[i, j] += A[i, k] * B[k, j] } } }
+"""
+
+
+def _x_loop(mapping, kernel: int = 0) -> str:
+    return next(m.index for m in mapping.kernels[kernel].loops if m.thread_axis is Axis.X)
+
+
+def _access(mapping, text: str, kernel: int = 0):
+    return next(a for a in mapping.costs[kernel].accesses if a.access == text)
+
+
+# ----------------------------------------------------------------- known answers
+
+
+def test_matmul_puts_j_on_threadIdx_x():
+    mapping = optimize(load(MODELS / "matmul_1024.te"))
+    assert _x_loop(mapping) == "j"
+    assert _access(mapping, "B[k, j]").sectors_per_request == 4  # 32 lanes x 4 bytes: coalesced
+    assert _access(mapping, "A[i, k]").lane_stride == 0  # a broadcast
+    report = mapping.solver[0]
+    assert report.status == "optimal" and report.gap == 0
+    assert report.dual_bound == pytest.approx(report.objective, rel=1e-9)
+
+
+def test_stride_32_matmul_keeps_the_strided_access_off_threadIdx_x():
+    mapping = optimize(load(MODELS / "matmul_strided_a.te"))
+    assert _x_loop(mapping) == "j"
+    assert _access(mapping, "A[i, 32 * k]").lane_stride == 0
+    # on x, i would put 32 * K floats between neighbouring lanes of A: one sector per lane
+    pinned = optimize(load(MODELS / "matmul_strided_a.te"), pins={"i": "threadIdx.x"})
+    assert _access(pinned, "A[i, 32 * k]").sectors_per_request == 32
+    assert pinned.costs[0].time_s > mapping.costs[0].time_s
+
+
+def test_transpose_is_reported_with_its_uncoalesced_cost():
+    mapping = optimize(load(MODELS / "transpose.te"))
+    sectors = sorted(a.sectors_per_request for a in mapping.costs[0].accesses)
+    assert sectors == [4, 32]  # one side coalesced, the other one sector per lane
+    text = str(mapping)
+    assert re.search(r"\s32\s+\d+\s+\d+", text)  # the 32-sector access is in the cost table
+
+
+def test_optimize_report_has_loop_nest_cost_table_and_solver_line():
+    text = str(optimize(parse(MATMUL, name="mm").bind(M=64, N=64, K=16)))
+    assert "j = blockIdx.x" in text and "threadIdx.x" in text
+    assert re.search(r"read B\[k, j\]\s+S1\s+1\s+4", text)
+    assert re.search(r"SCIP optimal in \d+\.\d+ s: objective [\d.e+-]+ us, dual bound [\d.e+-]+ us, gap 0\.00%", text)
+    assert "proved:" in text
+
+
+def test_every_model_maps_to_proven_optimality():
+    for path in sorted(MODELS.glob("*.te")):
+        program = load(path)
+        if path.stem == "transpose_flat":
+            program = program.bind_defaults()
+        mapping = optimize(program)
+        assert all(r.status.startswith("optimal") for r in mapping.solver), path
+        assert mapping.proofs, path
+
+
+# ---------------------------------------------------------------------- pins
+
+
+def test_pins_are_respected():
+    program = parse(MATMUL).bind(M=128, N=128, K=8)
+    mapping = optimize(program, pins={"i": "threadIdx.x", "j": {"threads": 4, "seq": 2, "distribution": "cyclic"}})
+    i, j = mapping.kernels[0].loops
+    assert i.thread_axis is Axis.X
+    assert (j.threads, j.seq, j.distribution) == (4, 2, Distribution.CYCLIC)
+
+
+def test_pinning_everything_reproduces_the_pinned_mapping():
+    program = parse(MATMUL).bind(M=100, N=70, K=8)
+    pins = {
+        "i": {"thread": "y", "block": "x", "threads": 4, "seq": 2, "distribution": "blocked"},
+        "j": {"thread": "x", "block": "y", "threads": 32, "seq": 1, "distribution": "cyclic"},
+    }
+    i, j = optimize(program, pins=pins).kernels[0].loops
+    assert (i.thread_axis, i.block_axis, i.threads, i.seq, i.distribution) == (Axis.Y, Axis.X, 4, 2,
+                                                                                Distribution.BLOCKED)
+    assert (j.thread_axis, j.block_axis, j.threads, j.seq, j.distribution) == (Axis.X, Axis.Y, 32, 1,
+                                                                                Distribution.CYCLIC)
+    assert (i.blocks, j.blocks) == (math.ceil(100 / 8), math.ceil(70 / 32))
+
+
+def test_contradictory_pins_name_the_conflict():
+    program = parse(MATMUL).bind(M=64, N=64, K=8)
+    with pytest.raises(InfeasibleMappingError, match=r"the pins 'i' \(thread_axis=x\); 'j' \(thread_axis=x\) conflict"):
+        optimize(program, pins={"i": "threadIdx.x", "j": "threadIdx.x"})
+    # a pin that is fine alone is left out of the conflict
+    with pytest.raises(InfeasibleMappingError, match=r"'i' \(threads=1024\); 'j' \(threads=64\) conflict") as err:
+        optimize(program, pins={"i": {"threads": 1024}, "j": {"threads": 64}, "kernel0.i": "blocked"})
+    assert "kernel0.i" not in str(err.value)
+
+
+def test_unknown_and_malformed_pins_are_argument_errors():
+    program = parse(MATMUL).bind(M=64, N=64, K=8)
+    with pytest.raises(ArgumentError, match=r"pin 'q' names no par loop mapped to the GPU \(band loops: .*i.*j"):
+        optimize(program, pins={"q": "threadIdx.x"})
+    with pytest.raises(ArgumentError, match=r"pin 'k' names no par loop"):
+        optimize(program, pins={"k": {"threads": 32}})  # k is a seq loop
+    with pytest.raises(ArgumentError, match=r"threads must be a power of two >= 1, got 48"):
+        optimize(program, pins={"j": {"threads": 48}})
+    with pytest.raises(ArgumentError, match=r"not a hardware axis"):
+        optimize(program, pins={"j": "threadIdx.w"})
+    with pytest.raises(ArgumentError, match=r"unknown target 'a100'|known"):
+        optimize(program, "a100")
+
+
+def test_symbolic_sizes_are_mapped_for_every_size_of_the_context():
+    mapping = optimize(parse(MATMUL), context="M >= 256 and N >= 256 and K >= 256")
+    assert dict(mapping.cost_sizes) == {"M": 256, "N": 256, "K": 256}
+    assert _x_loop(mapping) == "j"
+    assert mapping.proofs
+
+
+# ------------------------------------------------------------ Farkas certificates
+
+
+def test_every_farkas_certificate_is_checked_exactly():
+    program = parse(MATMUL).bind(M=64, N=64, K=8)
+    model = analyze(program)
+    kernel = kernels(program)[0]
+    problem = KernelProblem.build(kernel, model, H100, Pins(), None)
+    report, mapping = problem.solve(Pins())
+    assert report.status == "optimal" and mapping is not None
+    assert problem.certificates_checked == sum(len(a.systems) for a in problem.accesses) == 10
+
+
+def test_a_broken_certificate_is_reported_loudly(monkeypatch):
+    monkeypatch.setattr(solve_module, "exact_certificate", lambda *a, **k: None)
+    with pytest.raises(InternalError, match=r"Farkas certificate for the lane stride of .* does not hold"):
+        optimize(parse(MATMUL).bind(M=64, N=64, K=8))
+
+
+# ------------------------------------------- SCIP's optimum against enumeration
+
+def _feasible(extents: tuple[int, ...], loops: tuple[tuple, ...]) -> bool:
+    """The model's limits, restated independently for the oracle."""
+    caps = [math.ceil(math.log2(n)) if n > 1 else 0 for n in extents]
+    tiny = sum(caps) < 5
+    axes = [t for t, *_ in loops]
+    blocks = [b for _, b, *_ in loops]
+    if len(set(axes)) != len(axes) or len(set(blocks)) != len(blocks) or Axis.X not in axes:
+        return False
+    lts = [lt for _, _, lt, _, _ in loops]
+    lss = [ls for _, _, _, ls, _ in loops]
+    if tiny and (sum(lts) != 5 or any(lss)):
+        return False
+    if not tiny and not 5 <= sum(lts) <= MAX_LOG_THREADS:
+        return False
+    if sum(lss) > MAX_LOG_SEQ_TOTAL:
+        return False
+    for (axis, block, lt, ls, _), cap, n in zip(loops, caps, extents):
+        if axis is Axis.Z and lt > MAX_LOG_Z:
+            return False
+        if not tiny and (lt + ls > cap or (axis is Axis.X and lt < min(5, cap))):
+            return False
+        if block in (Axis.Y, Axis.Z) and math.ceil(n / 2 ** (lt + ls)) > GRID_YZ:
+            return False
+    return True
+
+
+def _enumerate_best(problem: KernelProblem) -> float:
+    band = problem.kernel.band
+    choices = itertools.product(list(Axis), list(Axis), range(MAX_LOG_THREADS + 1), range(MAX_LOG_SEQ + 1),
+                                list(Distribution))
+    best = math.inf
+    for combo in itertools.product(list(choices), repeat=len(band)):
+        if not _feasible(problem.extents, combo):
+            continue
+        mapped = KernelMapping(problem.kernel, tuple(
+            LoopMapping(loop.index, t, b, 2**lt, 2**ls, d, loop.extent, n)
+            for loop, (t, b, lt, ls, d), n in zip(band, combo, problem.extents)
+        ))
+        best = min(best, problem.cost(mapped).time_s * 1e6)
+    return best
+
+
+@st.composite
+def small_programs(draw):
+    """One or two par loops over small extents, a few affine reads and one write."""
+    depth = draw(st.integers(1, 2))
+    names = ["i", "j"][:depth]
+    extents = [draw(st.sampled_from([3, 8, 40, 64, 100])) for _ in names]
+    decls = [f"param {', '.join(f'N{k} = {e}' for k, e in enumerate(extents))}"]
+    shape = ", ".join(f"N{k}" for k in range(depth))
+    reads = []
+    for r in range(draw(st.integers(1, 3))):
+        order = draw(st.permutations(names))
+        decls.append(f"in R{r}: f32[{', '.join(f'N{names.index(n)}' for n in order)}]")
+        reads.append(f"R{r}[{', '.join(order)}]")
+    out_order = draw(st.permutations(names))
+    decls.append(f"out W: f32[{', '.join(f'N{names.index(n)}' for n in out_order)}]")
+    body = f"W[{', '.join(out_order)}] = {' + '.join(reads)}"
+    for k, n in reversed(list(enumerate(names))):
+        body = f"par N{k} {n} {{ {body} }}"
+    return "\n".join(decls + [body]), shape
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_programs())
+def test_scip_optimum_equals_enumeration(case):
+    text, _ = case
+    program = parse(text).bind_defaults()
+    model = analyze(program)
+    kernel = kernels(program)[0]
+    problem = KernelProblem.build(kernel, model, H100, Pins(), None)
+    report, mapping = problem.solve(Pins())
+    assert report.status == "optimal"
+    best = _enumerate_best(problem)
+    # SCIP's objective carries a tie-break of at most 1e-6 us per decision
+    assert report.objective == pytest.approx(best, rel=1e-6, abs=1e-4)
+    assert problem.cost(mapping).time_s * 1e6 == pytest.approx(best, rel=1e-6, abs=1e-4)
