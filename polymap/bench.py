@@ -54,13 +54,28 @@ def bench_solver(models: list[Path], *, target: str = "h100", repeats: int = 3) 
     return runs
 
 
+def machine() -> str:
+    """The CPU model and core count, for the record."""
+    import os
+
+    model = platform.processor() or "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.machine()}, {model}, {os.cpu_count()} cores"
+
+
 def solver_markdown(runs: list[SolverRun], *, target: str, command: str) -> str:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         f"# Optimizer speed, {now}",
         "",
-        f"Command: `{command}`. Machine: {platform.machine()}, {platform.processor() or 'unknown CPU'}, "
-        f"Python {platform.python_version()}. Target: {target}.",
+        f"Command: `{command}`. Machine: {machine()}, Python {platform.python_version()}. "
+        f"Target: {target}.",
         "",
         "`wall` is the median of the runs of `optimize` (isl analysis, Farkas linearization, SCIP, exact "
         "certificate checks and the isl proof of the mapping); the kernel columns are SCIP's own report.",
