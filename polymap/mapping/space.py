@@ -214,9 +214,6 @@ class Pins:
     def keys(self) -> tuple[str, ...]:
         return tuple(key for key, _ in self.by_key)
 
-    def without(self, key: str) -> Pins:
-        return Pins(tuple((k, p) for k, p in self.by_key if k != key))
-
 
 _AXIS_TEXT = re.compile(r"^(?:(threadidx|blockidx|thread|block|t|b)\.?)?([xyz])$")
 _FIELD_ALIASES = {
