@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from polymap.errors import NotAffineError
 from polymap.ir.parse import load
 from polymap.mapping.report import solver_line
 from polymap.mapping.solve import optimize
+from polymap.poly.affinity import analyze_binding_defaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +32,7 @@ def bench_solver(models: list[Path], *, target: str = "h100", repeats: int = 3) 
     """Optimize every model ``repeats`` times; keep the median wall time and the last report."""
     runs = []
     for path in models:
-        program = load(path)
-        try:
-            optimize(program, target)
-        except NotAffineError:
-            program = program.bind_defaults()  # flat buffers need their sizes
+        program, _, _ = analyze_binding_defaults(load(path))  # flat buffers need their sizes
         walls, mapping = [], None
         for _ in range(repeats):
             start = time.perf_counter()

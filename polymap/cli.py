@@ -18,8 +18,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from polymap.errors import NotAffineError, PolymapError
-from polymap.ir.nodes import Program
+from polymap.errors import PolymapError
 from polymap.ir.parse import load
 
 
@@ -82,30 +81,19 @@ def _pins(items: list[tuple[str, str, str]]) -> dict:
     return pins
 
 
-def bind_for_affinity(program: Program, analyze, **options):
-    """Analyze ``program``; where a product with a symbolic size is not affine and that size
-    has a default, bind the default and say so (flat buffers such as ``C[i * N + j]`` need
-    N to be a number). Returns the model and the sizes bound this way."""
-    bound: dict[str, int] = {}
-    while True:
-        try:
-            return analyze(program, **options), bound
-        except NotAffineError as err:
-            defaults = {p.name: p.default for p in program.params if p.name in err.params}
-            if not err.params or None in defaults.values():
-                raise
-            bound.update(defaults)
-            program = program.bind(**defaults)
+def _load(args: argparse.Namespace):
+    """The program of ``args.file`` with ``--size`` bound (and the defaults flat indices need)."""
+    from polymap.poly.affinity import analyze_binding_defaults, binding_note
+
+    program = load(args.file).bind(**dict(args.size))
+    program, model, bound = analyze_binding_defaults(program, context=args.context)
+    if bound:
+        print(binding_note(bound))
+    return program, model
 
 
 def _check(args: argparse.Namespace) -> int:
-    from polymap.poly.model import analyze
-
-    program = load(args.file).bind(**dict(args.size))
-    model, bound = bind_for_affinity(program, analyze, context=args.context)
-    if bound:
-        names = ", ".join(f"{n} = {v}" for n, v in bound.items())
-        print(f"note: bound {names} (default) to make flat indices affine; pass --size to choose")
+    _, model = _load(args)
     print(model.describe())
     print(f"{args.file}: valid")
     return 0
@@ -113,14 +101,8 @@ def _check(args: argparse.Namespace) -> int:
 
 def _map(args: argparse.Namespace) -> int:
     from polymap.mapping.solve import optimize
-    from polymap.poly.model import analyze
 
-    program = load(args.file).bind(**dict(args.size))
-    _, bound = bind_for_affinity(program, analyze, context=args.context)
-    if bound:
-        names = ", ".join(f"{n} = {v}" for n, v in bound.items())
-        print(f"note: bound {names} (default) to make flat indices affine; pass --size to choose")
-        program = program.bind(**bound)
+    program, _ = _load(args)
     mapping = optimize(program, args.target, pins=_pins(args.pin), context=args.context,
                        time_limit=args.time_limit)
     print(mapping)

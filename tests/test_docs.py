@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import polymap.errors as errors
-from polymap.cli import bind_for_affinity
 from polymap.ir.parse import parse
+from polymap.poly.affinity import analyze_binding_defaults
 from polymap.poly.model import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def test_the_docs_have_examples():
 
 @pytest.mark.parametrize("where,text", blocks("te"))
 def test_te_example_is_a_valid_program(where, text):
-    bind_for_affinity(parse(text, source=where), analyze)
+    analyze_binding_defaults(parse(text, source=where))
 
 
 @pytest.mark.parametrize("where,text", blocks("te-error"))

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polymap.errors import NotAffineError, PolymapError
+from polymap.errors import NotAffineError
 from polymap.ir.nodes import IConst, Program
-from polymap.ir.parse import load, parse
+from polymap.ir.parse import load
 from polymap.poly.model import analyze
 from polymap.reference import reference
 

@@ -32,7 +32,6 @@ class KernelCost:
     threads: int  # threads launched (all blocks)
     blocks: int
     threads_per_block: int
-    shared_bytes: int
     fill: float  # fraction of the GPU's resident threads the launch fills (<= 1)
     memory_s: float
     compute_s: float

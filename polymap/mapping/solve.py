@@ -214,9 +214,10 @@ class KernelProblem:
 
     # -- cost of a concrete mapping (the same formulas as the model, evaluated)
 
-    def cost(self, mapping: KernelMapping, *, strides: dict[str, int] | None = None) -> KernelCost:
-        """The predicted cost of concrete decisions. Lane strides come from ``strides`` (by
-        access key) or, by default, from the exact maximum over the domain computed here."""
+    def cost(self, mapping: KernelMapping) -> KernelCost:
+        """The predicted cost of concrete decisions, by the model's formulas; lane strides
+        are the exact maxima over the domain (isl), which equal the Farkas bounds for affine
+        accesses."""
         t = self.target
         delta = {m.index: (1 if m.distribution is Distribution.CYCLIC else m.seq) if m.thread_axis is Axis.X else 0
                  for m in mapping.loops}
@@ -228,18 +229,16 @@ class KernelProblem:
             rows.append(AccessCost(a.statement, a.text, a.is_write, stride, sectors, requests,
                                    sectors * t.sector_bytes * requests))
             total_bytes += a.instances * sectors
-        threads = mapping.threads_per_block * mapping.blocks if mapping.loops else 1
-        fill = min(1.0, threads / (t.sm_count * t.max_threads_per_sm))
-        if mapping.loops:  # the model's form: prod N / prod S, independent of rounding up
-            fill = min(1.0, math.prod(self.extents) / math.prod(m.seq for m in mapping.loops)
-                       / (t.sm_count * t.max_threads_per_sm),
-                       1 / occupancy_penalty(t, mapping.threads_per_block))
+        threads = mapping.threads_per_block * mapping.blocks
+        capacity = t.sm_count * t.max_threads_per_sm
+        # the model's form of the fill: prod N / prod S threads, whatever the rounding up
+        fill = min(1.0, math.prod(self.extents) / math.prod(m.seq for m in mapping.loops) / capacity,
+                   1 / occupancy_penalty(t, mapping.threads_per_block))
         memory_s = total_bytes / t.dram_bandwidth
         compute_s = self.flops / t.peak_fp32_flops
-        launches = self.launches
-        return KernelCost(self.kernel.name, tuple(rows), self.flops, threads, mapping.blocks if mapping.loops else 1,
-                          mapping.threads_per_block if mapping.loops else 1, 0, fill, memory_s, compute_s,
-                          max(memory_s, compute_s) / fill, launches)
+        return KernelCost(self.kernel.name, tuple(rows), self.flops, threads, mapping.blocks,
+                          mapping.threads_per_block, fill, memory_s, compute_s,
+                          max(memory_s, compute_s) / fill, self.launches)
 
 
 def occupancy_penalty(target: GpuTarget, threads_per_block: int) -> float:
@@ -359,7 +358,6 @@ class _Variables:
             scip.addCons(var <= self.bx[j, axes[a]])
         tie = TIE_BREAK * (n - quicksum(same) + quicksum(ls[j] for j in range(n)))
         scip.setObjective(time + tie, "minimize")
-        self.n = n
 
     def _pin(self, scip: Model, j: int, pin: LoopPin, lt, ls) -> None:
         if pin.thread_axis is not None:
