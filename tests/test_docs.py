@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import polymap.errors as errors
+from polymap import errors
 from polymap.ir.parse import parse
 from polymap.poly.affinity import analyze_binding_defaults
 from polymap.poly.model import analyze
@@ -26,7 +26,7 @@ def blocks(tag: str) -> list:
     found = []
     for doc in DOCS:
         text = doc.read_text()
-        for match in re.finditer(rf"^```{re.escape(tag)}[ \t]*\n(.*?)^```[ \t]*$", text, re.M | re.S):
+        for match in re.finditer(rf"^```{re.escape(tag)}[ \t]*\n(.*?)^```[ \t]*$", text, re.MULTILINE | re.DOTALL):
             where = f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
             found.append(pytest.param(where, match.group(1), id=where))
     return found

@@ -82,7 +82,9 @@ def test_transpose_is_reported_with_its_uncoalesced_cost():
 def test_optimize_report_has_loop_nest_cost_table_and_solver_line():
     text = str(optimize(parse(MATMUL, name="mm").bind(M=64, N=64, K=16)))
     assert "j = blockIdx.x" in text and "threadIdx.x" in text
-    assert re.search(r"read B\[k, j\]\s+S1\s+1\s+4", text)
+    # the accumulator C[i, j] is kept in a register: B is read by S2 (after C_acc = C[i, j])
+    assert re.search(r"read B\[k, j\]\s+S2\s+1\s+4", text)
+    assert "new C_acc: f32" in text and not re.search(r"read C\[i, j\]\s+S2", text)
     assert re.search(r"SCIP optimal in \d+\.\d+ s: objective [\d.e+-]+ us, dual bound [\d.e+-]+ us, gap 0\.00%", text)
     assert "proved:" in text
 

@@ -72,8 +72,8 @@ def test_model_analyzes_at_default_sizes(path):
 
 def test_shorthand_and_explicit_loops_both_appear():
     """The einsum shorthand (a top-level assignment) and explicit loops are both used."""
-    shorthand = [p.stem for p in MODELS if re.search(r"^[A-Za-z_]\w*\[[^\n]*\]\s*\+?=", p.read_text(), re.M)]
-    explicit = [p.stem for p in MODELS if re.search(r"^par ", p.read_text(), re.M)]
+    shorthand = [p.stem for p in MODELS if re.search(r"^[A-Za-z_]\w*\[[^\n]*\]\s*\+?=", p.read_text(), re.MULTILINE)]
+    explicit = [p.stem for p in MODELS if re.search(r"^par ", p.read_text(), re.MULTILINE)]
     assert shorthand and explicit
 
 

@@ -52,6 +52,7 @@ class Mapping:
     solver: tuple[SolveReport, ...]  # SCIP's report per kernel
     cost_sizes: tuple[tuple[str, int], ...]
     proofs: tuple[str, ...] = ()  # what verify proved, one line per obligation
+    context: str | None = None  # the constraints on the symbolic sizes it was proved for
 
     @property
     def predicted_time_s(self) -> float:

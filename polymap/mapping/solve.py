@@ -38,6 +38,7 @@ from pyscipopt import Model, quicksum
 
 from polymap.errors import ArgumentError, InfeasibleMappingError, InternalError, PolymapError, SolverError
 from polymap.ir.nodes import Program
+from polymap.ir.registers import promote_accumulators
 from polymap.mapping.accesses import GlobalAccess, kernel_accesses, kernel_statements, statement_flops
 from polymap.mapping.farkas import SolveReport, add_to_scip, exact_certificate, solve
 from polymap.mapping.result import AccessCost, KernelCost, Mapping
@@ -71,18 +72,25 @@ def optimize(
     pins=None,
     context: str | None = None,
     time_limit: float | None = None,
+    registers: bool = True,
 ) -> Mapping:
     """Choose the thread mapping of every kernel of ``program`` with SCIP, prove it with isl,
     and return it with its predicted cost and SCIP's report.
 
     Unbound sizes stay symbolic for the proof (every size in ``context``); the cost is
     estimated at concrete sizes: each size's default, else its smallest value >= 256 in the
-    context (else its smallest value), recorded in ``Mapping.cost_sizes``."""
+    context (else its smallest value), recorded in ``Mapping.cost_sizes``.
+
+    With ``registers`` (the default) reductions first get their accumulators in registers
+    (``ir.registers.promote_accumulators``): ``Mapping.program`` is then the rewritten
+    program, the one whose cost is estimated, proved and emitted."""
     from polymap.mapping.verify import verify
 
     gpu = get_target(target)
     pinned = parse_pins(pins)
     analyze(program, context=context)  # the program itself must be valid
+    if registers:
+        program = promote_accumulators(program)
     sizes = cost_sizes(program, context)
     bound = program.bind(**sizes)
     model = analyze(bound)
@@ -97,7 +105,9 @@ def optimize(
         reports.append(report)
     symbolic = tuple(_rebind(k, kernels(program)) for k in mapped)
     proof = verify(program, symbolic, context=context)
-    return Mapping(program, gpu, symbolic, tuple(costs), tuple(reports), tuple(sizes.items()), proof.lines())
+    return Mapping(
+        program, gpu, symbolic, tuple(costs), tuple(reports), tuple(sizes.items()), proof.lines(), context
+    )
 
 
 def cost_sizes(program: Program, context: str | None) -> dict[str, int]:
@@ -342,7 +352,7 @@ class _Variables:
         scip.addCons(u >= capacity * prod_s / math.prod(problem.extents))
         # occupancy: an SM holds at most max_blocks_per_sm blocks, so small blocks leave
         # thread slots empty: u >= threads per SM / (blocks per SM * threads per block)
-        sizes = range(0, MAX_LOG_THREADS + 1)
+        sizes = range(MAX_LOG_THREADS + 1)
         block = {v: scip.addVar(f"block_log2={v}", vtype="B") for v in sizes}
         scip.addCons(quicksum(block.values()) == 1)
         scip.addCons(quicksum(v * block[v] for v in sizes) == total_lt)
@@ -442,9 +452,13 @@ def _kernel_flops(kernel: Kernel, model: PolyModel) -> int:
 
 
 def _launches(kernel: Kernel) -> int:
-    """Launches of a kernel: the iterations of its host loops (bound sizes; host loops are
-    top-level seq loops, so their extents are numbers once the sizes are)."""
-    count = 1
-    for loop in kernel.host_loops:
-        count *= max(0, evaluate_index(loop.extent, {}))
-    return count
+    """Launches of a kernel: the iterations of its host loops at the bound sizes (an inner
+    host loop's extent may depend on the outer host indices)."""
+
+    def count(loops, env: dict) -> int:
+        if not loops:
+            return 1
+        extent = max(0, evaluate_index(loops[0].extent, env))
+        return sum(count(loops[1:], {**env, loops[0].index: v}) for v in range(extent))
+
+    return count(kernel.host_loops, {})

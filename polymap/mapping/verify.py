@@ -61,14 +61,15 @@ import islpy as isl
 
 from polymap.errors import InternalError, VerificationError
 from polymap.ir.nodes import Anchor, Assign, Loop, Program, Stmt
-from polymap.mapping.space import Distribution, KernelMapping, LoopMapping
+from polymap.mapping.hardware import Executed, Frame, executed, frame_of, param_prefix
+from polymap.mapping.space import KernelMapping
 from polymap.mapping.space import kernels as program_kernels
 from polymap.poly.deps import Dependence
 from polymap.poly.isl_text import evaluate_index, isl_expr
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
 
 _IN, _OUT, _SET, _PARAM = isl.dim_type.in_, isl.dim_type.out, isl.dim_type.set, isl.dim_type.param
-_HW_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+HW_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 
 
 # ------------------------------------------------------------------------- report
@@ -114,6 +115,7 @@ def verify(program: Program, kernels, *, context: str | None = None) -> Verifica
     from polymap.mapping.result import Mapping
 
     if isinstance(kernels, Mapping):
+        program = mapped_program(program, kernels)
         kernels = kernels.kernels
     model = analyze(program, context=context)
     try:
@@ -125,6 +127,16 @@ def verify(program: Program, kernels, *, context: str | None = None) -> Verifica
         ) from exc
 
 
+def mapped_program(program: Program, mapping) -> Program:
+    """The program a Mapping maps: ``program`` itself, or ``program`` with its accumulators
+    in registers when ``optimize`` rewrote it so (``Mapping.program``)."""
+    from polymap.ir.registers import promote_accumulators
+
+    if mapping.program == program or mapping.program != promote_accumulators(program):
+        return program
+    return mapping.program
+
+
 def _verify(model: PolyModel, mappings: tuple[KernelMapping, ...], context: str | None) -> VerificationReport:
     program = model.program
     _check_shape(program, mappings)
@@ -134,23 +146,23 @@ def _verify(model: PolyModel, mappings: tuple[KernelMapping, ...], context: str 
             raise InternalError(f"{s.label} of program '{program.name}' lies in no kernel")
     keys = _launch_keys(model, mappings, owner)
     depth = max((len(km.kernel.host_loops) for km in mappings), default=0)
-    executed: dict[str, _Executed] = {}
+    done: dict[str, Executed] = {}
     proofs = []
     for rank, km in enumerate(mappings):
-        frame = _frame(model, km)
+        frame = frame_of(model, km)
         mine = [s for s in model.statements if owner[s.name] == rank]
         width = max((2 * (len(s.loops) - frame.outer) + 1 for s in mine), default=1)
-        ex = tuple(_executed(model, frame, s, keys.get(rank, ()), depth, width) for s in mine)
+        ex = tuple(executed(model, frame, s, keys.get(rank, ()), depth, width) for s in mine)
         name = km.kernel.name
         lines = [f"{name}: {_describe(frame)}"]
         lines += _prove_in_bounds(model, frame, ex)
         lines += _prove_race_free(model, frame, ex)
         lines += _prove_exactly_once(model, frame, ex)
-        executed.update((e.stmt.name, e) for e in ex)
+        done.update((e.stmt.name, e) for e in ex)
         inside = [d for d in model.dependences.items if owner[d.source] == rank and owner[d.sink] == rank]
-        lines += _prove_thread_order(model, frame, executed, inside)
+        lines += _prove_thread_order(model, frame, done, inside)
         proofs.append(KernelProof(name, tuple(lines)))
-    launch = _prove_launch_order(model, mappings, owner, executed)
+    launch = _prove_launch_order(model, mappings, owner, done)
     return VerificationReport(program.name, tuple(proofs), tuple(launch), bool(model.params), context)
 
 
@@ -218,7 +230,9 @@ def _launch_keys(model: PolyModel, mappings, owner: dict[str, int]) -> dict[int,
         key = []
         for d in range(len(path)):
             under = sorted(r for r, p in paths.items() if p[: d + 1] == path[: d + 1])
-            if under != list(range(under[0], under[0] + len(under))) and d < len(path) - 1:
+            # kernels without statements launch nothing and may sit anywhere in between
+            span = [r for r in sorted(paths) if under[0] <= r <= under[-1]]
+            if under != span and d < len(path) - 1:
                 listed = ", ".join(mappings[r].kernel.name for r in sorted(paths))
                 raise VerificationError(
                     f"kernels listed as {listed}: the kernels inside host loop "
@@ -230,150 +244,7 @@ def _launch_keys(model: PolyModel, mappings, owner: dict[str, int]) -> dict[int,
     return keys
 
 
-# ------------------------------------------------------------------ hardware relation
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Frame:
-    """What all statements of a kernel share: ``hw`` are the isl names of the hardware
-    dimensions before the body loops (host indices, b x3, t x3, s per band loop),
-    ``labels`` their names in messages, ``limits`` the isl constraints on b, t and s."""
-
-    mapping: KernelMapping
-    host: int
-    hw: tuple[str, ...]
-    labels: tuple[str, ...]
-    limits: tuple[str, ...]
-    grid: tuple[str, ...]  # gridDim per axis, in words
-
-    @property
-    def outer(self) -> int:
-        """Number of statement dimensions outside the body (host + band)."""
-        return self.host + len(self.mapping.loops)
-
-    def shown(self, k: int) -> bool:
-        """Whether hardware dimension k is worth printing (host, used axes, s)."""
-        if k < self.host:
-            return True
-        if k >= self.host + 6:
-            return self.mapping.loops[k - self.host - 6].seq > 1
-        axis = (k - self.host) % 3
-        used = (lm.block_axis if k - self.host < 3 else lm.thread_axis for lm in self.mapping.loops)
-        return any(a.position == axis for a in used)
-
-
-def _prefix(model: PolyModel) -> str:
-    return "[" + ", ".join(model.names[p] for p in model.params) + "] -> "
-
-
-def _frame(model: PolyModel, km: KernelMapping) -> _Frame:
-    names, params = model.names, model.params
-    kernel = km.kernel
-    host = [names.fresh(f"h_{loop.index}") for loop in kernel.host_loops]
-    blocks = [names.fresh(f"b{a}") for a in "xyz"]
-    threads = [names.fresh(f"t{a}") for a in "xyz"]
-    seqs = [names.fresh(f"s_{lm.index}") for lm in km.loops]
-    limits = [f"0 <= {t} < {n}" for t, n in zip(threads, km.block_dim())]
-    limits += [f"0 <= {s} < {lm.seq}" for s, lm in zip(seqs, km.loops)]
-    last = {lm.block_axis.position: j for j, lm in enumerate(km.loops)}
-    grid = []
-    for a, b in enumerate(blocks):
-        if a not in last:
-            limits.append(f"{b} = 0")
-            grid.append("1")
-        elif not params:
-            limits.append(f"0 <= {b} < {km.grid_dim()[a]}")
-            grid.append(str(km.grid_dim()[a]))
-        else:
-            j = last[a]
-            limits.append(_parametric_grid(model, kernel.host_loops + kernel.band[: j + 1], b, km.loops[j]))
-            span = km.loops[j].threads * km.loops[j].seq
-            grid.append(f"ceil(max({km.loops[j].extent}) / {span})")
-    labels = (
-        [loop.index for loop in kernel.host_loops] + list(_HW_AXES) + [f"s_{lm.index}" for lm in km.loops]
-    )
-    return _Frame(
-        km, len(host), tuple(host + blocks + threads + seqs), tuple(labels), tuple(limits), tuple(grid)
-    )
-
-
-def _parametric_grid(model: PolyModel, nest: tuple[Loop, ...], b: str, lm: LoopMapping) -> str:
-    """``0 <= b and exists x in nest[:-1]: b T S < extent(x)``: b ranges over
-    ceil(N^max / (T S)) blocks, N^max the last loop's extent maximised over the others."""
-    names, params = model.names, model.params
-    env = {p: names[p] for p in params}
-    xs, inside = [], []
-    for loop in nest[:-1]:
-        x = names.fresh(f"x_{loop.index}")
-        inside.append(f"0 <= {x} < {isl_expr(loop.extent, env, params)}")
-        env[loop.index] = x
-        xs.append(x)
-    inside.append(f"{lm.threads * lm.seq}*{b} < {isl_expr(nest[-1].extent, env, params)}")
-    body = " and ".join(inside)
-    return f"0 <= {b} and " + (f"exists ({', '.join(xs)} : {body})" if xs else body)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Executed:
-    """A statement as the hardware runs it: ``relation`` hw -> S (``R_S``), ``time`` the
-    per-thread order ``[hw -> S] -> [s.., body schedule]`` and ``launch`` S -> launch vector."""
-
-    stmt: StatementModel
-    frame: _Frame
-    relation: isl.Map
-    time: isl.Map
-    launch: isl.Map
-    labels: tuple[str, ...]  # every hardware dimension, body loops included
-
-
-def _executed(model: PolyModel, frame: _Frame, s: StatementModel, key, depth: int, width: int) -> _Executed:
-    names, params = model.names, model.params
-    km, h, outer = frame.mapping, frame.host, frame.outer
-    hw_b, hw_t, hw_s = frame.hw[h : h + 3], frame.hw[h + 3 : h + 6], frame.hw[h + 6 :]
-    body = [names.fresh(f"n_{loop.index}") for loop in s.loops[outer:]]
-    env = {p: names[p] for p in params}
-    cons = list(frame.limits)
-    for k, (loop, d) in enumerate(zip(s.loops, s.dims)):
-        extent = isl_expr(loop.extent, env, params)
-        if k < h:
-            cons += [f"{d} = {frame.hw[k]}", f"0 <= {d} < {extent}"]
-        elif k < outer:
-            j = k - h
-            lm = km.loops[j]
-            g, t, sq = hw_b[lm.block_axis.position], hw_t[lm.thread_axis.position], hw_s[j]
-            span = lm.threads * lm.seq
-            if lm.distribution is Distribution.CYCLIC:
-                cons.append(f"{d} = {span}*{g} + {lm.threads}*{sq} + {t}")
-            else:
-                cons.append(f"{d} = {span}*{g} + {lm.seq}*{t} + {sq}")
-            if lm.guard:
-                cons.append(f"{d} < {extent}")
-        else:
-            cons += [f"{d} = {body[k - outer]}", f"0 <= {d} < {extent}"]
-        env[loop.index] = d
-    hw = list(frame.hw) + body
-    tuple_name = s.domain.get_tuple_name()
-    prefix = _prefix(model)
-    relation = isl.Map(
-        f"{prefix}{{ [{', '.join(hw)}] -> {tuple_name}[{', '.join(s.dims)}] : {' and '.join(cons)} }}"
-    ).intersect_params(model.context)
-    position = s.ctx.position
-    order = [str(position[outer])]
-    for n, p in zip(body, position[outer + 1 :]):
-        order += [n, str(p)]
-    order += ["0"] * (width - len(order))
-    clock = isl.Map(f"{prefix}{{ [{', '.join(hw)}] -> [{', '.join(list(hw_s) + order)}] }}")
-    vector = []
-    for d in range(h):
-        vector += [str(key[d]), s.dims[d]]
-    vector.append(str(key[h]))
-    vector += ["0"] * (2 * depth + 1 - len(vector))
-    launch = isl.Map(f"{prefix}{{ {tuple_name}[{', '.join(s.dims)}] -> [{', '.join(vector)}] }}")
-    labels = frame.labels + tuple(loop.index for loop in s.loops[outer:])
-    return _Executed(s, frame, relation, relation.domain_map().apply_range(clock), launch, labels)
-
-
-def _describe(frame: _Frame) -> str:
+def _describe(frame: Frame) -> str:
     km = frame.mapping
     if not km.loops:
         return "serial kernel, one thread"
@@ -399,7 +270,7 @@ def _access_map(model: PolyModel, s: StatementModel, a: Access) -> isl.Map:
     buffer = _buffer(model, a)
     exprs = list(s.dims[: len(buffer.owner)]) + [isl_expr(e, env, params) for e in a.indices]
     return isl.Map(
-        f"{_prefix(model)}{{ {s.domain.get_tuple_name()}[{', '.join(s.dims)}] -> "
+        f"{param_prefix(model)}{{ {s.domain.get_tuple_name()}[{', '.join(s.dims)}] -> "
         f"{buffer.isl_name}[{', '.join(exprs)}] }}"
     )
 
@@ -409,7 +280,7 @@ def _buffer(model: PolyModel, a: Access):
     return next(b for b in model.buffers if b.isl_name == isl_name)
 
 
-def _prove_in_bounds(model: PolyModel, frame: _Frame, ex: tuple[_Executed, ...]) -> list[str]:
+def _prove_in_bounds(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -> list[str]:
     lines = []
     for e in ex:
         s = e.stmt
@@ -431,7 +302,7 @@ def _prove_in_bounds(model: PolyModel, frame: _Frame, ex: tuple[_Executed, ...])
     return lines
 
 
-def _prove_race_free(model: PolyModel, frame: _Frame, ex: tuple[_Executed, ...]) -> list[str]:
+def _prove_race_free(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -> list[str]:
     accesses = [(e, a) for e in ex for a in e.stmt.accesses]
     touched: dict[str, bool] = {}
     for k, (e1, a1) in enumerate(accesses):
@@ -472,7 +343,7 @@ def _race(model, frame, first, second, clash: isl.Map) -> VerificationError:
     )
 
 
-def _prove_exactly_once(model: PolyModel, frame: _Frame, ex: tuple[_Executed, ...]) -> list[str]:
+def _prove_exactly_once(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -> list[str]:
     name = frame.mapping.kernel.name
     lines = []
     for e in ex:
@@ -506,7 +377,7 @@ def _prove_exactly_once(model: PolyModel, frame: _Frame, ex: tuple[_Executed, ..
     return lines
 
 
-def _prove_thread_order(model: PolyModel, frame: _Frame, executed, deps: list[Dependence]) -> list[str]:
+def _prove_thread_order(model: PolyModel, frame: Frame, executed, deps: list[Dependence]) -> list[str]:
     """Dependences inside one launch: source and sink in one thread, source first."""
     lines = []
     name = frame.mapping.kernel.name
@@ -593,7 +464,7 @@ def _with(sizes: dict[str, int]) -> str:
     return f" (with {', '.join(f'{k} = {v}' for k, v in sizes.items())})" if sizes else ""
 
 
-def _point(e: _Executed, coords) -> str:
+def _point(e: Executed, coords) -> str:
     shown = [
         f"{label} = {v}"
         for k, (label, v) in enumerate(zip(e.labels, coords))
@@ -620,7 +491,7 @@ def _shape(decl, sizes: dict[str, int]) -> str:
     return f"[{', '.join(str(evaluate_index(e, sizes)) for e in decl.shape)}]"
 
 
-def _outside(e: _Executed, sizes: dict[str, int], coords) -> str:
+def _outside(e: Executed, sizes: dict[str, int], coords) -> str:
     """A note when a witness instance lies outside its statement's domain (a missing guard)."""
     env = dict(sizes)
     for loop, v in zip(e.stmt.loops, coords):
@@ -637,14 +508,14 @@ def _host(kernel, coords) -> str:
     return " at " + ", ".join(f"{loop.index} = {v}" for loop, v in zip(kernel.host_loops, coords[:h]))
 
 
-def _unguarded(frame: _Frame) -> str:
+def _unguarded(frame: Frame) -> str:
     loose = [lm.index for lm in frame.mapping.loops if not lm.guard]
     if not loose:
         return ""
     return f" (loop{'s' if len(loose) > 1 else ''} {', '.join(map(repr, loose))} without a guard)"
 
 
-def _coverage(frame: _Frame) -> str:
+def _coverage(frame: Frame) -> str:
     km = frame.mapping
     if not km.loops:
         return "one thread"

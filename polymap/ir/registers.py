@@ -1,0 +1,266 @@
+"""Register promotion: a reduction keeps its accumulator in a register, not in global memory.
+
+``C[i, j] += A[i, k] * B[k, j]`` inside ``seq K k`` reads and writes ``C[i, j]`` in global
+memory on every iteration of k, although the element never changes within the loop. The
+pass :func:`promote_accumulators` rewrites, inside the body of each kernel::
+
+    seq K k { ... C[i, j] ... }
+
+into (in the block where the loop stands)::
+
+    new C_acc: f32                  # a block-local 0-d buffer: one register per thread
+    C_acc = C[i, j]                 # load
+    seq K k { ... C_acc ... }       # every C[i, j] of the loop replaced
+    C[i, j] = C_acc                 # store back
+
+It runs before code generation so that the program the cost model and the polyhedral
+proof see is exactly what the emitted code does (one load and one store per reduction,
+a 0-d local the code generator keeps in a register), instead of an optimization the
+backend would make behind their back.
+
+When. A ``seq`` loop L and a top-level buffer X (``in``/``out``/``inout``/program-wide
+``new``; block-local buffers already are registers) qualify when L is inside a kernel (in
+the thread body of a band of ``par`` loops, or strictly inside a serial kernel's top-level
+statement: the load and store must not become kernels of their own), L contains no
+``par`` loop, some statement in L writes X, every access to X in L (reads, update reads,
+writes) has one and the same index tuple E, and E mentions no index of L or of a loop
+inside L (only sizes and indices of the loops around L). Loops are tried outermost first;
+a loop that does not qualify leaves its inner loops as candidates, and once X lives in a
+register for L it is not promoted again inside L.
+
+Why it is legal. The input is race free (proved by ``analyze``), so no other thread
+touches X[E] while this thread runs L unless it did so in the original too; E is the same
+element on every iteration of L (it mentions only indices fixed for the whole loop); and
+distinct TE buffers never alias, while condition 2 rules out a second, structurally
+different index of X that might denote the same element. So within L the element behaves
+as a private scalar: loading it before L, working on the copy and storing it after gives
+every statement the same values in the same order, bit for bit (the copy has X's dtype).
+
+Zero-iteration loops. Where L runs no iteration (a triangular extent such as ``seq i k``
+at i = 0) the load and store still run: harmless for the value (the element is written
+back unchanged), but the store is a write the original did not make, which can race with
+another thread that does write X[E] (``par 2 p { seq p k { y[0] += x[k] } }``: only p = 1
+wrote y[0]), or reach an element out of bounds. Therefore every promotion is tried one at a
+time on the program built so far, and the candidate is proved with
+``polymap.poly.model.analyze`` (symbolically where sizes are unbound); a promotion that
+makes it raise (RaceError, BoundsError, any ProgramError) is dropped and the loops inside
+stay candidates. A program that does not analyze to begin with is returned unchanged.
+
+Statements are renumbered S0, S1, ... in textual order afterwards (the invariant
+``walk.statements`` and the model rely on); the load and store carry the loop's ``loc``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from polymap.errors import ProgramError
+from polymap.ir.nodes import (
+    Anchor,
+    Assign,
+    AssignOp,
+    Binary,
+    BufferDecl,
+    BufferKind,
+    Call,
+    IndexExpr,
+    Loop,
+    Neg,
+    New,
+    Program,
+    Read,
+    Stmt,
+    ValueExpr,
+    index_vars,
+    reads_of,
+)
+
+__all__ = ["promote_accumulators", "renumber_statements"]
+
+# A promotion: the block positions from the program body down to the loop, and the buffer.
+_Key = tuple[tuple[int, ...], str]
+
+
+def promote_accumulators(program: Program) -> Program:
+    """Keep reduction accumulators in registers (see the module docstring).
+
+    Returns ``program`` itself when nothing qualifies or when ``program`` does not analyze
+    (race, bounds or affinity errors are the caller's to report)."""
+    from polymap.poly.model import analyze  # lazy: the model imports isl
+
+    try:
+        analyze(program)
+    except ProgramError:
+        return program
+    chosen: list[_Key] = []
+    rejected: set[_Key] = set()
+    while True:
+        pending = [k for k in _candidates(program, chosen) if k not in chosen and k not in rejected]
+        if not pending:
+            break
+        trial = _rewrite(program, chosen + [pending[0]])
+        try:
+            analyze(trial)
+        except ProgramError:
+            rejected.add(pending[0])
+        else:
+            chosen.append(pending[0])
+    return _rewrite(program, chosen) if chosen else program
+
+
+def renumber_statements(program: Program) -> Program:
+    """Rename every Assign and Anchor S0, S1, ... in textual order."""
+    count = 0
+
+    def block(stmts: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        nonlocal count
+        out: list[Stmt] = []
+        for stmt in stmts:
+            if isinstance(stmt, (Assign, Anchor)):
+                stmt = replace(stmt, name=f"S{count}")
+                count += 1
+            elif isinstance(stmt, Loop):
+                stmt = replace(stmt, body=block(stmt.body))
+            out.append(stmt)
+        return tuple(out)
+
+    return replace(program, body=block(program.body))
+
+
+# ------------------------------------------------------------------- candidates
+
+
+def _has_par(stmt: Stmt) -> bool:
+    return isinstance(stmt, Loop) and (stmt.is_par or any(_has_par(s) for s in stmt.body))
+
+
+def _kernel_loops(program: Program):
+    """Every loop with its path, and whether it may be promoted: a seq loop without par
+    loops inside a kernel (not a host loop, not a serial kernel's top-level statement).
+    Yields (loop, path, candidate) in textual order, outer loops first."""
+
+    def visit(block: tuple[Stmt, ...], path: tuple[int, ...], in_kernel: bool):
+        for pos, stmt in enumerate(block):
+            if isinstance(stmt, Loop):
+                where = path + (pos,)
+                flat = not _has_par(stmt)
+                yield stmt, where, in_kernel and flat
+                # Below a par loop, or inside a serial kernel, is thread code.
+                yield from visit(stmt.body, where, in_kernel or stmt.is_par or flat)
+
+    yield from visit(program.body, (), False)
+
+
+def _accesses(stmts: tuple[Stmt, ...], buffer: str) -> tuple[list[tuple[IndexExpr, ...]], bool, set[str]]:
+    """The index tuples of every access to ``buffer`` in ``stmts``, whether one writes it,
+    and the indices of the loops among ``stmts``."""
+    found: list[tuple[IndexExpr, ...]] = []
+    written = False
+    indices: set[str] = set()
+
+    def visit(block: tuple[Stmt, ...]) -> None:
+        nonlocal written
+        for stmt in block:
+            if isinstance(stmt, Loop):
+                indices.add(stmt.index)
+                visit(stmt.body)
+            elif isinstance(stmt, (Assign, Anchor)):
+                found.extend(r.indices for r in reads_of(stmt.value) if r.buffer == buffer)
+                if isinstance(stmt, Assign) and stmt.buffer == buffer:
+                    found.append(stmt.indices)
+                    written = True
+
+    visit(stmts)
+    return found, written, indices
+
+
+def _element(loop: Loop, buffer: str) -> tuple[IndexExpr, ...] | None:
+    """The one element of ``buffer`` that ``loop`` works on, if it qualifies."""
+    found, written, indices = _accesses((loop,), buffer)
+    if not written or any(e != found[0] for e in found):
+        return None
+    if any(index_vars(e) & indices for e in found[0]):
+        return None
+    return found[0]
+
+
+def _candidates(program: Program, chosen: list[_Key]) -> list[_Key]:
+    """Every (loop, buffer) that qualifies, outermost loops first, leaving out a buffer
+    already promoted by a chosen loop around it."""
+    out: list[_Key] = []
+    for loop, path, candidate in _kernel_loops(program):
+        if not candidate:
+            continue
+        for decl in program.buffers:
+            taken = any(b == decl.name and path[: len(p)] == p and path != p for p, b in chosen)
+            if not taken and _element(loop, decl.name) is not None:
+                out.append((path, decl.name))
+    return out
+
+
+# ---------------------------------------------------------------------- rewrite
+
+
+def _rewrite(program: Program, chosen: list[_Key]) -> Program:
+    """Apply exactly the promotions ``chosen`` and renumber the statements."""
+    used = set(program.param_names) | {n for n, _ in program.bindings}
+    used |= {b.name for b in program.all_buffers()}
+    used |= {loop.index for loop, _, _ in _kernel_loops(program)}
+    decls = {b.name: b for b in program.buffers}
+
+    def fresh(buffer: str) -> str:
+        name, n = f"{buffer}_acc", 2
+        while name in used:
+            name, n = f"{buffer}_acc{n}", n + 1
+        used.add(name)
+        return name
+
+    def block(stmts: tuple[Stmt, ...], path: tuple[int, ...]) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for pos, stmt in enumerate(stmts):
+            if not isinstance(stmt, Loop):
+                out.append(stmt)
+                continue
+            where = path + (pos,)
+            loop = replace(stmt, body=block(stmt.body, where))
+            promoted = [decls[b] for b in decls if (where, b) in chosen]
+            loads, stores = [], []
+            for decl in promoted:
+                element = _element(stmt, decl.name)
+                register = fresh(decl.name)
+                loop = replace(loop, body=tuple(_replace_stmt(s, decl.name, register) for s in loop.body))
+                out.append(New(BufferDecl(register, BufferKind.NEW, decl.dtype, (), stmt.loc)))
+                loads.append(Assign("", register, (), AssignOp.SET, Read(decl.name, element, stmt.loc), stmt.loc))
+                stores.append(Assign("", decl.name, element, AssignOp.SET, Read(register, (), stmt.loc), stmt.loc))
+            out.extend(loads)
+            out.append(loop)
+            out.extend(stores)
+        return tuple(out)
+
+    return renumber_statements(replace(program, body=block(program.body, ())))
+
+
+def _replace_stmt(stmt: Stmt, buffer: str, register: str) -> Stmt:
+    """``stmt`` with every access to ``buffer`` (all to one element) made to ``register``."""
+    if isinstance(stmt, Loop):
+        return replace(stmt, body=tuple(_replace_stmt(s, buffer, register) for s in stmt.body))
+    if isinstance(stmt, Assign):
+        value = _replace_value(stmt.value, buffer, register)
+        if stmt.buffer == buffer:
+            return replace(stmt, buffer=register, indices=(), value=value)
+        return replace(stmt, value=value)
+    if isinstance(stmt, Anchor):
+        return replace(stmt, value=_replace_value(stmt.value, buffer, register))
+    return stmt
+
+
+def _replace_value(expr: ValueExpr, buffer: str, register: str) -> ValueExpr:
+    if isinstance(expr, Read):
+        return Read(register, (), expr.loc) if expr.buffer == buffer else expr
+    if isinstance(expr, Neg):
+        return Neg(_replace_value(expr.operand, buffer, register))
+    if isinstance(expr, Binary):
+        return Binary(expr.op, _replace_value(expr.lhs, buffer, register), _replace_value(expr.rhs, buffer, register))
+    if isinstance(expr, Call):
+        return Call(expr.fn, tuple(_replace_value(a, buffer, register) for a in expr.args))
+    return expr
