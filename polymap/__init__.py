@@ -8,6 +8,8 @@ from polymap.errors import (
     ArgumentError,
     ArityError,
     BoundsError,
+    CodegenError,
+    CudaCompileError,
     DeclarationError,
     InfeasibleMappingError,
     InternalError,
@@ -25,6 +27,7 @@ from polymap.errors import (
 )
 from polymap.ir.nodes import Program
 from polymap.ir.parse import load, parse
+from polymap.kernel import Kernel, compile
 from polymap.mapping.result import Mapping
 from polymap.mapping.solve import optimize
 from polymap.mapping.space import Axis, Distribution, LoopPin
@@ -32,27 +35,27 @@ from polymap.mapping.verify import verify
 from polymap.poly.model import analyze
 from polymap.reference import reference
 from polymap.targets import H100, H200, GpuTarget
+from polymap.version import __version__
 
 __all__ = [
-    "Axis",
-    "Distribution",
-    "GpuTarget",
     "H100",
     "H200",
-    "InfeasibleMappingError",
-    "LoopPin",
-    "Mapping",
-    "MappingError",
-    "SolverError",
-    "VerificationError",
-    "optimize",
-    "verify",
     "AccessError",
     "ArgumentError",
     "ArityError",
+    "Axis",
     "BoundsError",
+    "CodegenError",
+    "CudaCompileError",
     "DeclarationError",
+    "Distribution",
+    "GpuTarget",
+    "InfeasibleMappingError",
     "InternalError",
+    "Kernel",
+    "LoopPin",
+    "Mapping",
+    "MappingError",
     "NotAffineError",
     "ParseError",
     "PolymapError",
@@ -60,10 +63,16 @@ __all__ = [
     "ProgramError",
     "RaceError",
     "ShapeError",
+    "SolverError",
     "SourceLoc",
     "UndeclaredError",
+    "VerificationError",
+    "__version__",
     "analyze",
+    "compile",
     "load",
+    "optimize",
     "parse",
     "reference",
+    "verify",
 ]

@@ -155,3 +155,18 @@ class VerificationError(MappingError):
     """A concrete mapping failed its isl proof: an instance run twice or never, an access out
     of bounds, a race between threads, or a dependence the launch or thread order breaks.
     The message names the kernel, loop, statement and access, with a witness point."""
+
+
+class CodegenError(PolymapError):
+    """A program or mapping that code generation cannot express (e.g. a block-local buffer
+    whose shape is not a constant, so it cannot live in registers)."""
+
+
+class CudaCompileError(PolymapError):
+    """The emitted CUDA C did not compile (NVRTC or the host C++ compiler). ``log`` is the
+    compiler's own log; ``line`` the emitted source line it points at, when it names one."""
+
+    def __init__(self, message: str, *, log: str = "", line: str | None = None, **kwargs) -> None:
+        self.log = log
+        self.line = line
+        super().__init__(message, **kwargs)

@@ -1,0 +1,217 @@
+"""Printing IR index and value expressions and statements as C, with the reference
+executor's typing (``polymap/reference.py``), so that the emitted code computes what the
+ground truth computes:
+
+* a statement computes in its *compute type*: the widest element type among the buffers it
+  reads (i32 < f32 < f64), else the type of the buffer it writes (f32 for an ``anchor``);
+* a literal takes the compute type, except that a fractional literal among i32 values is
+  f32 (as in C, ``2 * 2.5`` is 5.0); an index used as a value is converted to it;
+* a binary operation converts both sides to the wider type; i32 ``/`` truncates toward zero;
+  ``exp log sqrt tanh`` of an i32 value work in f32;
+* ``t op= v`` computes ``t op v`` in the wider of the two types and converts the result to
+  ``t``'s type (a float stored into i32 truncates toward zero).
+
+Indices are quasi-affine: ``//`` and ``%`` use the floor helpers of
+``cuda_templates/polymap_helpers.cuh`` (C's own ``/`` and ``%`` truncate). A buffer access
+is flattened row-major: ``A[i, k]`` of shape ``[M, K]`` is ``A[i * K + k]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from polymap.errors import InternalError
+from polymap.ir.nodes import (
+    Anchor,
+    Assign,
+    AssignOp,
+    Binary,
+    BufferDecl,
+    Call,
+    Const,
+    DType,
+    Fn,
+    IBin,
+    IConst,
+    IndexExpr,
+    IndexOp,
+    IndexValue,
+    INeg,
+    IVar,
+    Neg,
+    Read,
+    ValueExpr,
+    ValueOp,
+    reads_of,
+)
+
+C_TYPE = {DType.F32: "float", DType.F64: "double", DType.I32: "int"}
+_RANK = {DType.I32: 0, DType.F32: 1, DType.F64: 2}
+_FLOAT_FN = {Fn.EXP: "exp", Fn.LOG: "log", Fn.SQRT: "sqrt", Fn.TANH: "tanh"}
+_UPDATE = {AssignOp.ADD: "+", AssignOp.SUB: "-", AssignOp.MUL: "*"}
+
+# C precedence levels (higher binds tighter): what needs parentheses inside what.
+_ATOM, _UNARY, _MUL, _ADD, _CMP, _AND, _OR, _COND = 16, 15, 13, 12, 10, 5, 4, 3
+
+
+def widest(*dtypes: DType) -> DType:
+    return max(dtypes, key=_RANK.__getitem__)
+
+
+def paren(text: str, prec: int, need: int) -> str:
+    return f"({text})" if prec < need else text
+
+
+class StatementPrinter:
+    """Prints statements of one program. ``name`` gives the C identifier of a user name
+    (size, loop index or buffer); ``decls`` the declaration of every buffer by name;
+    ``scalars`` the 0-d buffers that are plain C variables (a thread's registers)."""
+
+    def __init__(self, name: Callable[[str], str], decls: dict[str, BufferDecl], scalars=frozenset()) -> None:
+        self.name = name
+        self.decls = decls
+        self.scalars = scalars  # 0-d buffers held in a C variable rather than behind a pointer
+
+    # -- indices
+
+    def index(self, e: IndexExpr) -> tuple[str, int]:
+        """C text of an index expression and its precedence."""
+        if isinstance(e, IConst):
+            return (str(e.value), _ATOM) if e.value >= 0 else (str(e.value), _UNARY)
+        if isinstance(e, IVar):
+            return self.name(e.name), _ATOM
+        if isinstance(e, INeg):
+            text, prec = self.index(e.operand)
+            return negate(text, prec), _UNARY
+        if isinstance(e, IBin):
+            if e.op in (IndexOp.FLOORDIV, IndexOp.MOD):
+                fn = "pm_floord" if e.op is IndexOp.FLOORDIV else "pm_mod"
+                return f"{fn}({self.index(e.lhs)[0]}, {self.index(e.rhs)[0]})", _ATOM
+            level = _MUL if e.op is IndexOp.MUL else _ADD
+            lhs, lp = self.index(e.lhs)
+            rhs, rp = self.index(e.rhs)
+            # left-associative: the right operand of - needs parentheses at its own level
+            return f"{paren(lhs, lp, level)} {e.op.value} {paren(rhs, rp, level + 1)}", level
+        raise InternalError(f"unknown index expression {e!r}")
+
+    def flat(self, decl: BufferDecl, indices: tuple[IndexExpr, ...]) -> str:
+        """The row-major offset of an element (Horner form)."""
+        if not indices:
+            return "0"
+        text, prec = self.index(indices[0])
+        for extent, idx in zip(decl.shape[1:], indices[1:]):
+            ext, ep = self.index(extent)
+            i, ip = self.index(idx)
+            text = f"{paren(text, prec, _MUL)} * {paren(ext, ep, _MUL + 1)} + {paren(i, ip, _ADD + 1)}"
+            prec = _ADD
+        return text
+
+    def access(self, buffer: str, indices: tuple[IndexExpr, ...]) -> str:
+        if buffer in self.scalars:
+            return self.name(buffer)
+        return f"{self.name(buffer)}[{self.flat(self.decls[buffer], indices)}]"
+
+    # -- values
+
+    def compute_type(self, stmt: Assign | Anchor) -> DType:
+        read = [self.decls[r.buffer].dtype for r in reads_of(stmt.value)]
+        if read:
+            return widest(*read)
+        return self.decls[stmt.buffer].dtype if isinstance(stmt, Assign) else DType.F32
+
+    def value(self, e: ValueExpr, compute: DType) -> tuple[str, DType, int]:
+        """C text of a value expression, its type and precedence."""
+        if isinstance(e, Const):
+            dtype = DType.F32 if compute is DType.I32 and not float(e.value).is_integer() else compute
+            text = literal(e.value, dtype)
+            return text, dtype, _UNARY if text.startswith("-") else _ATOM
+        if isinstance(e, IndexValue):
+            text, prec = self.index(e.expr)
+            return convert(text, prec, DType.I32, compute), compute, _UNARY if compute is not DType.I32 else prec
+        if isinstance(e, Read):
+            return self.access(e.buffer, e.indices), self.decls[e.buffer].dtype, _ATOM
+        if isinstance(e, Neg):
+            text, dtype, prec = self.value(e.operand, compute)
+            return negate(text, prec), dtype, _UNARY
+        if isinstance(e, Binary):
+            lhs, lt, lp = self.value(e.lhs, compute)
+            rhs, rt, rp = self.value(e.rhs, compute)
+            common = widest(lt, rt)
+            lhs, lp = convert(lhs, lp, lt, common), (lp if lt is common else _UNARY)
+            rhs, rp = convert(rhs, rp, rt, common), (rp if rt is common else _UNARY)
+            level = _ADD if e.op in (ValueOp.ADD, ValueOp.SUB) else _MUL
+            return f"{paren(lhs, lp, level)} {e.op.value} {paren(rhs, rp, level + 1)}", common, level
+        if isinstance(e, Call):
+            return self.call(e, compute)
+        raise InternalError(f"unknown value expression {e!r}")
+
+    def call(self, e: Call, compute: DType) -> tuple[str, DType, int]:
+        args = [self.value(a, compute) for a in e.args]
+        if e.fn in _FLOAT_FN:
+            text, dtype, prec = args[0]
+            if dtype is DType.I32:
+                text, dtype = convert(text, prec, DType.I32, DType.F32), DType.F32
+            suffix = "f" if dtype is DType.F32 else ""
+            return f"{_FLOAT_FN[e.fn]}{suffix}({text})", dtype, _ATOM
+        if e.fn is Fn.ABS:
+            text, dtype, _ = args[0]
+            fn = {DType.I32: "pm_abs", DType.F32: "fabsf", DType.F64: "fabs"}[dtype]
+            return f"{fn}({text})", dtype, _ATOM
+        (a, at, ap), (b, bt, bp) = args
+        common = widest(at, bt)
+        fn = "pm_max" if e.fn is Fn.MAX else "pm_min"
+        return f"{fn}({convert(a, ap, at, common)}, {convert(b, bp, bt, common)})", common, _ATOM
+
+    # -- statements
+
+    def statement(self, stmt: Assign | Anchor) -> str:
+        """One C statement (ends with ``;``)."""
+        compute = self.compute_type(stmt)
+        value, vtype, vprec = self.value(stmt.value, compute)
+        if isinstance(stmt, Anchor):
+            return f"(void)({value});"
+        target = self.access(stmt.buffer, stmt.indices)
+        ttype = self.decls[stmt.buffer].dtype
+        if stmt.op is AssignOp.SET:
+            return f"{target} = {convert(value, vprec, vtype, ttype)};"
+        common = widest(ttype, vtype)
+        old = convert(target, _ATOM, ttype, common)
+        new = convert(value, vprec, vtype, common)
+        if stmt.op in _UPDATE:
+            if common is ttype is vtype:
+                return f"{target} {stmt.op.value} {value};"
+            result = f"{old} {_UPDATE[stmt.op]} {paren(new, _UNARY if vtype is not common else vprec, _MUL + 1)}"
+        else:
+            result = f"{'pm_max' if stmt.op is AssignOp.MAX else 'pm_min'}({old}, {new})"
+        return f"{target} = {convert(result, _ATOM if stmt.op not in _UPDATE else _ADD, common, ttype)};"
+
+
+def negate(text: str, prec: int) -> str:
+    """``-text``; never ``--x``, which C reads as a decrement."""
+    inner = paren(text, prec, _UNARY)
+    return f"-({inner})" if inner.startswith("-") else f"-{inner}"
+
+
+def convert(text: str, prec: int, src: DType, dst: DType) -> str:
+    """``text`` (of type src, at precedence prec) converted to dst."""
+    if src is dst:
+        return text
+    return f"({C_TYPE[dst]}){paren(text, prec, _UNARY)}"
+
+
+def literal(value: float, dtype: DType) -> str:
+    """An exact C literal of ``value`` converted to ``dtype`` (as NumPy converts it)."""
+    if dtype is DType.I32:
+        return str(int(np.asarray(value).astype(np.int32)))
+    exact = float(np.asarray(value).astype(dtype.numpy))
+    if not np.isfinite(exact):
+        text = "INFINITY" if exact > 0 else "-INFINITY" if exact < 0 else "NAN"
+        return text if dtype is DType.F32 else f"(double){text}"
+    # repr is the shortest decimal that reads back as this double; the double is exactly
+    # a float32 value for f32, so the f-suffixed decimal reads back as that float.
+    text = repr(exact)
+    if "e" not in text and "." not in text:
+        text += ".0"
+    return text + ("f" if dtype is DType.F32 else "")

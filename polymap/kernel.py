@@ -1,0 +1,99 @@
+"""``polymap.compile``: a mapped program as a CUDA kernel you can read, run and export.
+
+``Kernel.source`` is the CUDA C text (``codegen/cuda.py``). Calling the kernel runs it on
+the GPU through CuPy; ``run_host`` runs the same text on the host (``runtime/host.py``);
+``ptx`` compiles it with NVRTC for an sm_XX target without needing a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from polymap.codegen.cuda import CudaProgram, emit_cuda
+from polymap.errors import ArgumentError
+from polymap.ir.nodes import Program
+from polymap.mapping.result import Mapping
+from polymap.mapping.solve import optimize
+from polymap.mapping.verify import mapped_program, verify
+from polymap.targets import GpuTarget
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Kernel:
+    """A compiled program: its mapping, its CUDA C, and ways to run it."""
+
+    cuda: CudaProgram
+
+    @property
+    def source(self) -> str:
+        return self.cuda.source
+
+    @property
+    def mapping(self) -> Mapping:
+        return self.cuda.mapping
+
+    @property
+    def program(self) -> Program:
+        return self.cuda.program
+
+    @property
+    def launcher(self) -> str:
+        """The ``extern "C"`` function that runs the whole program (see the emitted file)."""
+        return self.cuda.launcher
+
+    def __call__(self, **arrays: Any) -> dict[str, Any]:
+        """Run on the GPU (CuPy): NumPy inputs give NumPy outputs, CuPy inputs CuPy outputs."""
+        from polymap.runtime.gpu import run_gpu
+
+        return run_gpu(self.cuda, arrays)
+
+    def run_host(self, **arrays: Any) -> dict[str, Any]:
+        """Run the same source on the host C++ compiler's build (no GPU needed)."""
+        from polymap.runtime.host import run_host
+
+        return run_host(self.cuda, arrays)
+
+    def time(self, *, repeat: int = 20, **arrays: Any) -> list[float]:
+        """Seconds per run on the GPU, one CUDA-event sample per repetition."""
+        from polymap.runtime.gpu import time_gpu
+
+        return time_gpu(self.cuda, arrays, repeat=repeat)
+
+    def ptx(self, arch: str = "sm_90") -> str:
+        """The PTX NVRTC makes of the source (raises CudaCompileError with NVRTC's log)."""
+        from polymap.runtime.nvrtc import compile_ptx
+
+        return compile_ptx(self.source, name=f"{self.launcher}.cu", arch=arch)
+
+    def __str__(self) -> str:
+        return self.source
+
+
+def compile(
+    program: Program,
+    mapping: Mapping | None = None,
+    target: str | GpuTarget = "h100",
+    *,
+    pins=None,
+    context: str | None = None,
+    time_limit: float | None = None,
+) -> Kernel:
+    """Compile ``program`` to CUDA C. Without a ``mapping``, ``optimize`` chooses one (with
+    ``pins``, ``context`` and ``time_limit``); a given mapping is proved again with isl
+    before any code is generated, so a hand-made mapping cannot produce wrong code."""
+    if mapping is None:
+        mapping = optimize(program, target, pins=pins, context=context, time_limit=time_limit)
+    else:
+        if not isinstance(mapping, Mapping):
+            raise ArgumentError(f"mapping must be a polymap Mapping (from optimize), got {type(mapping).__name__}")
+        program = mapped_program(program, mapping)
+        if mapping.program != program:
+            raise ArgumentError(
+                f"the mapping is for program '{mapping.program.name}', not for this program '{program.name}' "
+                "(optimize this program, or pass mapping.program)"
+            )
+        if pins is not None or context is not None:
+            raise ArgumentError("pins and context belong to optimize; a given mapping already fixes them")
+        verify(program, mapping.kernels, context=mapping.context)
+    return Kernel(emit_cuda(mapping))

@@ -1,0 +1,74 @@
+"""The arrays a compiled program runs on: checked like the reference executor checks them
+(same dtype, shape, sizes inferred from the inputs), then laid out as the emitted code
+expects them (contiguous, row-major) next to freshly made outputs and temporaries.
+
+Inputs may be NumPy arrays or device arrays (anything with ``shape``, ``dtype`` and
+``__cuda_array_interface__``, e.g. CuPy): a device array is checked through a zero-stride
+stand-in of its shape and dtype, so nothing is copied to the host for the check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from polymap.errors import ArgumentError
+from polymap.ir.nodes import BufferDecl, Program
+from polymap.reference import _as_array, _infer_sizes, _shape
+
+INT_MAX = 2**31 - 1  # the emitted code indexes with int
+
+
+@dataclass(frozen=True, slots=True)
+class BoundArguments:
+    """``sizes``: a value for each unbound size of the program; ``shapes``: the concrete
+    shape of every buffer the launcher takes; ``inputs``: the caller's arrays by name."""
+
+    sizes: dict[str, int]
+    shapes: dict[str, tuple[int, ...]]
+    inputs: dict[str, Any]
+
+
+def is_device_array(value: Any) -> bool:
+    return hasattr(value, "__cuda_array_interface__")
+
+
+def bind_arguments(program: Program, buffers: tuple[BufferDecl, ...], arrays: dict[str, Any]) -> BoundArguments:
+    """Check ``arrays`` against ``program``'s inputs and compute every size and shape of
+    ``buffers`` (the launcher's buffer arguments); raises ArgumentError naming the buffer."""
+    ctx = program.error_context()
+    inputs = {b.name: b for b in program.inputs}
+    for name in arrays:
+        if name not in inputs:
+            known = ", ".join(inputs) or "none"
+            raise ArgumentError(f"'{name}' is not an input of program '{program.name}' (inputs: {known})", **ctx)
+    for name, decl in inputs.items():
+        if name not in arrays:
+            raise ArgumentError(f"missing input '{name}' ({decl}) of program '{program.name}'", **ctx)
+    views = {name: _as_array(inputs[name], _stand_in(value), ctx) for name, value in arrays.items()}
+    sizes = _infer_sizes(program, views, ctx)
+    bound = program.bind(**sizes)
+    decls = {d.name: d for d in bound.all_buffers()}
+    shapes = {d.name: _shape(decls[d.name], ctx) for d in buffers}
+    for name, view in views.items():
+        if view.shape != shapes[name]:
+            raise ArgumentError(
+                f"input '{name}' ({inputs[name]}) has the wrong shape: expected {shapes[name]}, got {view.shape}",
+                **ctx,
+            )
+    for name, shape in shapes.items():
+        if int(np.prod(shape, dtype=np.int64)) > INT_MAX:
+            raise ArgumentError(
+                f"buffer '{name}' has {int(np.prod(shape, dtype=np.int64))} elements at these sizes; the emitted "
+                f"code indexes with 32-bit int (at most {INT_MAX} elements)",
+                **ctx,
+            )
+    return BoundArguments(sizes, shapes, dict(arrays))
+
+
+def _stand_in(value: Any) -> Any:
+    if not is_device_array(value):
+        return value
+    shape, dtype = tuple(value.shape), np.dtype(value.dtype)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, (0,) * len(shape))

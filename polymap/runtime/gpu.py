@@ -1,0 +1,129 @@
+"""Running emitted CUDA C on a GPU through CuPy: the source is compiled by CuPy's
+``RawModule`` (NVRTC, the same compiler the CI compile check uses), and the kernels are
+launched from Python in the order and with the grids ``launches.py`` computes.
+
+NumPy inputs are copied to the device and the outputs back; CuPy inputs stay on the device
+and the outputs are CuPy arrays."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from polymap.codegen.cuda import CudaProgram
+from polymap.errors import ArgumentError, CudaCompileError, PolymapError
+from polymap.ir.nodes import BufferKind
+from polymap.runtime.arguments import bind_arguments, is_device_array
+from polymap.runtime.launches import launches
+
+
+class DeviceUnavailableError(PolymapError):
+    """No usable GPU (CuPy missing, or no device): run on the host instead."""
+
+
+def cupy_module():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise DeviceUnavailableError(
+            f"CuPy is not installed ({exc}); install polymap with the gpu extra (pip install -e '.[gpu]') "
+            "or run on the host (Kernel.run_host)"
+        ) from None
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise DeviceUnavailableError("CuPy found no CUDA device; run on the host (Kernel.run_host)")
+    except cupy.cuda.runtime.CUDARuntimeError as exc:
+        raise DeviceUnavailableError(f"CuPy cannot use a CUDA device ({exc}); run on the host") from None
+    return cupy
+
+
+def gpu_available() -> bool:
+    try:
+        cupy_module()
+    except DeviceUnavailableError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=64)
+def _module(source: str):
+    cupy = cupy_module()
+    try:
+        module = cupy.RawModule(code=source, options=("-std=c++17",))
+        module.compile()
+    except cupy.cuda.compiler.CompileException as exc:
+        raise CudaCompileError(f"NVRTC (through CuPy) could not compile the emitted code: {exc}", log=str(exc)) from None
+    return module
+
+
+def prepare_gpu(cuda: CudaProgram, arrays: dict[str, Any]):
+    """Device buffers for every launcher argument and the sizes; returns (buffers, sizes,
+    on_device) where on_device says whether the caller passed device arrays."""
+    cupy = cupy_module()
+    program = cuda.program
+    decls = {d.name: d for d in program.all_buffers()}
+    buffer_args = tuple(decls[a.name] for a in cuda.arguments if a.kind == "buffer")
+    bound = bind_arguments(program, buffer_args, arrays)
+    on_device = any(is_device_array(v) for v in arrays.values())
+    storage = {}
+    for decl in buffer_args:
+        shape, dtype = bound.shapes[decl.name], decl.dtype.numpy
+        if decl.kind is BufferKind.IN:
+            storage[decl.name] = cupy.ascontiguousarray(cupy.asarray(bound.inputs[decl.name], dtype=dtype))
+        elif decl.kind is BufferKind.INOUT:  # written: never the caller's own array
+            storage[decl.name] = cupy.array(bound.inputs[decl.name], dtype=dtype, order="C", copy=True)
+        elif decl.kind is BufferKind.OUT:
+            storage[decl.name] = cupy.zeros(shape, dtype)
+        else:
+            storage[decl.name] = cupy.empty(shape, dtype)
+    return storage, bound.sizes, on_device
+
+
+def launch_all(cuda: CudaProgram, storage: dict, sizes: dict[str, int]) -> None:
+    """Launch every kernel in order on the current stream."""
+    module = _module(cuda.source)
+    for launch in launches(cuda, sizes):
+        function = module.get_function(launch.kernel.function)
+        args = []
+        for a in launch.kernel.arguments:
+            if a.kind == "buffer":
+                args.append(storage[a.name])
+            elif a.kind == "size":
+                args.append(np.int32(sizes[a.name]))
+            else:
+                args.append(np.int32(launch.host[a.name]))
+        function(launch.grid, launch.kernel.block, tuple(args))
+
+
+def run_gpu(cuda: CudaProgram, arrays: dict[str, Any]) -> dict[str, Any]:
+    """Run the program on the GPU and return its ``out`` and ``inout`` buffers."""
+    storage, sizes, on_device = prepare_gpu(cuda, arrays)
+    launch_all(cuda, storage, sizes)
+    outputs = {d.name: storage[d.name] for d in cuda.program.outputs}
+    if on_device:
+        return outputs
+    return {name: array.get() for name, array in outputs.items()}
+
+
+def time_gpu(cuda: CudaProgram, arrays: dict[str, Any], *, repeat: int = 20, warmup: int = 3) -> list[float]:
+    """Seconds per run of the whole program (all launches), timed with CUDA events, one
+    sample per repetition. Outputs are re-zeroed outside the timed region."""
+    cupy = cupy_module()
+    if repeat < 1:
+        raise ArgumentError(f"repeat must be >= 1, got {repeat}")
+    storage, sizes, _ = prepare_gpu(cuda, arrays)
+    outs = [d.name for d in cuda.program.buffers if d.kind is BufferKind.OUT]
+    samples = []
+    for k in range(warmup + repeat):
+        for name in outs:
+            storage[name].fill(0)
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        launch_all(cuda, storage, sizes)
+        stop.record()
+        stop.synchronize()
+        if k >= warmup:
+            samples.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return samples

@@ -1,0 +1,136 @@
+"""Running emitted CUDA C on the host: the same source text compiled by the host C++
+compiler after ``cuda_templates/polymap_host.h`` (blocks one after another, the threads of
+a block as real threads at real barriers, see the header), loaded with ctypes, and called
+through its ``extern "C"`` launcher, exactly as a C++ project would call it on a GPU.
+
+Built libraries are cached by a hash of the source, the header and the command line
+(``$POLYMAP_CACHE_DIR``, else ``~/.cache/polymap``), so a test suite compiles each kernel
+once. The compiler is ``$CXX``, else ``c++``; it must support C++20 (``<barrier>``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from polymap.codegen.cuda import ERROR_CONTEXT, ERROR_GRID, TEMPLATES, CudaProgram
+from polymap.errors import ArgumentError, CudaCompileError, InternalError
+from polymap.ir.nodes import BufferKind
+from polymap.runtime.arguments import bind_arguments
+
+# -fwrapv: i32 overflow wraps, as in NumPy (and in practice on the GPU)
+FLAGS = ("-std=c++20", "-O2", "-fwrapv", "-fPIC", "-shared", "-pthread", "-w")
+HEADER = TEMPLATES / "polymap_host.h"
+
+
+def compiler() -> str:
+    found = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++") or shutil.which("clang++")
+    if found is None:
+        raise CudaCompileError("no host C++ compiler found (set $CXX, or install g++) to run kernels on the host")
+    return found
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("POLYMAP_CACHE_DIR") or Path.home() / ".cache" / "polymap"
+    path = Path(root) / "host"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def build_library(source: str, name: str = "kernel") -> Path:
+    """Compile ``source`` for the host into a shared library (cached) and return its path."""
+    cxx = compiler()
+    key = hashlib.sha256("\0".join([source, HEADER.read_text(), cxx, *FLAGS]).encode()).hexdigest()[:24]
+    library = cache_dir() / f"{name}-{key}.so"
+    if library.exists():
+        return library
+    with tempfile.TemporaryDirectory(prefix="polymap-") as tmp:
+        cu = Path(tmp) / f"{name}.cu"
+        cu.write_text(source)
+        out = Path(tmp) / library.name
+        command = [cxx, *FLAGS, "-x", "c++", "-include", str(precompiled_header(cxx)), str(cu), "-o", str(out)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            log = done.stderr.strip()
+            first = next((line for line in log.splitlines() if "error" in line), log[:200])
+            raise CudaCompileError(
+                f"the host C++ compiler could not compile the emitted code of {name}: {first}", log=log
+            )
+        os.replace(out, library)  # atomic: parallel runs never load a half-written file
+    return library
+
+
+def precompiled_header(cxx: str) -> Path:
+    """The host header, next to its precompiled form when the compiler can make one: the
+    standard headers it pulls in (<thread>, <barrier>) are most of a kernel's build time.
+    The compiler uses ``polymap_host.h.gch`` in place of the header when its flags match,
+    and silently reads the header itself otherwise, so a failure here only costs time."""
+    text = HEADER.read_text()
+    key = hashlib.sha256("\0".join([text, cxx, *FLAGS]).encode()).hexdigest()[:16]
+    folder = cache_dir() / f"pch-{key}"
+    header = folder / HEADER.name
+    if (folder / (HEADER.name + ".gch")).exists():
+        return header
+    folder.mkdir(exist_ok=True)
+    if not header.exists():
+        partial = folder / f".{os.getpid()}.h"
+        partial.write_text(text)
+        os.replace(partial, header)
+    pch_flags = [f for f in FLAGS if f != "-shared"]
+    partial = folder / f".{os.getpid()}.gch"
+    done = subprocess.run([cxx, *pch_flags, "-x", "c++-header", str(header), "-o", str(partial)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode == 0:
+        os.replace(partial, folder / (HEADER.name + ".gch"))
+    else:
+        partial.unlink(missing_ok=True)
+    return header
+
+
+def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
+    """Run the program on the host and return its ``out`` and ``inout`` buffers."""
+    program = cuda.program
+    decls = {d.name: d for d in program.all_buffers()}
+    buffer_args = tuple(decls[a.name] for a in cuda.arguments if a.kind == "buffer")
+    for name, value in arrays.items():
+        if hasattr(value, "__cuda_array_interface__"):
+            raise ArgumentError(f"run_host takes NumPy arrays; '{name}' is a device array (call the kernel instead)")
+    bound = bind_arguments(program, buffer_args, arrays)
+    storage: dict[str, np.ndarray] = {}
+    for decl in buffer_args:
+        shape, dtype = bound.shapes[decl.name], decl.dtype.numpy
+        if decl.kind in (BufferKind.IN, BufferKind.INOUT):
+            storage[decl.name] = np.array(bound.inputs[decl.name], dtype=dtype, order="C", copy=True)
+        elif decl.kind is BufferKind.OUT:
+            storage[decl.name] = np.zeros(shape, dtype)
+        else:
+            storage[decl.name] = np.empty(shape, dtype)
+    library = ctypes.CDLL(str(build_library(cuda.source, cuda.launcher)))
+    launcher = getattr(library, cuda.launcher)
+    launcher.restype = ctypes.c_int
+    values = []
+    for a in cuda.arguments:
+        if a.kind == "buffer":
+            values.append(ctypes.c_void_p(storage[a.name].ctypes.data))
+        else:
+            values.append(ctypes.c_int(bound.sizes[a.name]))
+    values.append(ctypes.c_void_p(None))  # the stream
+    status = launcher(*values)
+    if status == ERROR_CONTEXT:
+        raise ArgumentError(
+            f"sizes {bound.sizes} are outside the context the kernel of '{program.name}' was proved for "
+            f"({cuda.mapping.context or 'every size >= 1'})",
+            **program.error_context(),
+        )
+    if status == ERROR_GRID:
+        raise ArgumentError(f"sizes {bound.sizes} need more blocks than a grid dimension allows")
+    if status != 0:
+        raise InternalError(f"the host launcher of '{program.name}' returned {status}")
+    return {d.name: storage[d.name] for d in program.outputs}

@@ -1,0 +1,83 @@
+"""The launches of a program at concrete sizes, computed in Python: what the emitted
+``extern "C"`` launcher does in C, for runtimes that launch kernels themselves (CuPy).
+Both walk the kernels in order inside their host loops and take each grid from the same
+isl functions (``codegen.schedule.grid_dims``), so they launch the same grid."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polymap.codegen.cuda import GRID_X_MAX, GRID_YZ_MAX, CudaProgram, KernelLaunch
+from polymap.errors import ArgumentError
+from polymap.ir.nodes import Loop
+from polymap.poly.isl_text import evaluate_index
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    kernel: KernelLaunch
+    grid: tuple[int, int, int]
+    host: dict[str, int]  # host-loop index values by the program's names
+
+
+def launches(cuda: CudaProgram, sizes: dict[str, int]) -> Iterator[Launch]:
+    """Every launch in order, at ``sizes`` (a value for each unbound size)."""
+    if not _in_context(cuda, sizes):
+        raise ArgumentError(
+            f"sizes {sizes} are outside the context the kernels of '{cuda.program.name}' were proved for "
+            f"({cuda.mapping.context or 'every size >= 1'})"
+        )
+    yield from _walk(cuda, list(cuda.launches), (), dict(sizes))
+
+
+def _walk(cuda: CudaProgram, pending: list[KernelLaunch], outer: tuple[Loop, ...], env: dict) -> Iterator[Launch]:
+    depth = len(outer)
+    k = 0
+    while k < len(pending):
+        launch = pending[k]
+        host = launch.mapping.kernel.host_loops
+        if len(host) == depth:
+            yield _at(cuda, launch, env)
+            k += 1
+            continue
+        loop = host[depth]  # the kernels of this host loop come one after another
+        group = []
+        while k < len(pending) and len(pending[k].mapping.kernel.host_loops) > depth and \
+                pending[k].mapping.kernel.host_loops[depth] is loop:
+            group.append(pending[k])
+            k += 1
+        for value in range(evaluate_index(loop.extent, env)):
+            yield from _walk(cuda, group, outer + (loop,), {**env, loop.index: value})
+
+
+def _at(cuda: CudaProgram, launch: KernelLaunch, env: dict) -> Launch:
+    names = cuda.model.names
+    values = {names[p]: env[p] for p in cuda.program.param_names}
+    values.update((isl_name, env[loop.index]) for loop, isl_name in
+                  zip(launch.mapping.kernel.host_loops, launch.host_params))
+    grid = tuple(g if isinstance(g, int) else evaluate(g, values) for g in launch.grid)
+    if grid[0] > GRID_X_MAX or grid[1] > GRID_YZ_MAX or grid[2] > GRID_YZ_MAX:
+        raise ArgumentError(f"{launch.function}: grid {grid} exceeds the hardware's grid limits at sizes {env}")
+    host = {loop.index: env[loop.index] for loop in launch.mapping.kernel.host_loops}
+    return Launch(launch, grid, host)
+
+
+def evaluate(pa: isl.PwAff, values: dict[str, int]) -> int:
+    """A piecewise affine function of parameters at a point (isl names -> values)."""
+    space = pa.get_domain_space()
+    point = isl.Point.zero(space)
+    for k in range(space.dim(isl.dim_type.param)):
+        value = isl.Val.int_from_si(pa.get_ctx(), values[space.get_dim_name(isl.dim_type.param, k)])
+        point = point.set_coordinate_val(isl.dim_type.param, k, value)
+    return int(pa.eval(point).to_python())
+
+
+def _in_context(cuda: CudaProgram, sizes: dict[str, int]) -> bool:
+    context = cuda.model.context
+    for k in range(context.dim(isl.dim_type.param)):
+        user = cuda.model.names.user(context.get_dim_name(isl.dim_type.param, k))
+        context = context.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(context.get_ctx(), sizes[user]))
+    return not context.is_empty()
