@@ -8,6 +8,19 @@ each statement's domain and accesses, the dependences and the par loops proved r
 chooses the thread mapping with SCIP, proves it with isl and prints the mapped loop nest,
 the cost table and SCIP's status, time, objective and dual bound.
 
+``polymap emit FILE [-o OUT.cu] [--target h100] [--size ...] [--context ...] [--pin ...]``
+optimizes like ``map``, compiles the mapping to CUDA C and writes the standalone,
+deterministic source (nvcc-compilable, one ``extern "C"`` launcher) to OUT or stdout; a
+line names the launcher and its signature.
+
+``polymap run FILE [--size ...] [--context ...] [--pin ...] [--target h100] [--host]
+[--seed 0] [--repeat 10]`` optimizes and compiles like ``emit``, runs the kernel on random
+inputs (on the GPU when there is one, else on the host's C++ emulation of the same source)
+and compares every output with the NumPy reference; exit status 1 on a mismatch.
+
+``polymap bench [MODELS ...] [-o FILE]`` measures the optimizer on models/ and records the
+raw results.
+
 Exit status: 0 on success, 1 with the error message for an invalid program or mapping,
 2 for a bad command line.
 """
@@ -16,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 
 from polymap.errors import PolymapError
@@ -47,12 +61,44 @@ def _parser() -> argparse.ArgumentParser:
     mapper.add_argument("--pin", action="append", type=_pin, default=[], metavar="LOOP=DECISION",
                         help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2")
     mapper.add_argument("--time-limit", type=float, default=None, help="SCIP time limit per kernel (s)")
+    emit = commands.add_parser("emit", help="optimize, compile and write the CUDA C source")
+    emit.add_argument("file", help="a .te program")
+    emit.add_argument("-o", "--output", default=None, metavar="OUT.cu", help="file for the source (default: stdout)")
+    _mapping_options(emit)
+    run = commands.add_parser("run", help="optimize, compile, run on random inputs and compare with the reference")
+    run.add_argument("file", help="a .te program")
+    _mapping_options(run)
+    run.add_argument("--host", action="store_true",
+                     help="run on the host (C++ emulation of the CUDA source) even when a GPU is available")
+    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    run.add_argument("--repeat", type=_positive, default=10, help="timed GPU runs (default 10)")
     bench = commands.add_parser("bench", help="measure the optimizer on models/ and record the raw results")
     bench.add_argument("models", nargs="*", help=".te files (default: every file in models/)")
     bench.add_argument("--target", default="h100")
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("-o", "--output", default=None, help="markdown file for the results")
+    bench.add_argument("--kernels", action="store_true",
+                       help="time the generated kernels against cuBLAS and copies on the GPU (on the host "
+                            "without one: correctness only, GPU figures pending)")
+    bench.add_argument("--host", action="store_true", help="with --kernels: the host correctness run only")
     return parser
+
+
+def _mapping_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``map``, shared by ``emit`` and ``run``."""
+    parser.add_argument("--target", default="h100", help="GPU: h100 or h200 (default h100)")
+    parser.add_argument("--size", action="append", type=_size, default=[], metavar="NAME=N",
+                        help="bind a size parameter (repeatable)")
+    parser.add_argument("--context", default=None, help="constraints on the unbound sizes (isl syntax)")
+    parser.add_argument("--pin", action="append", type=_pin, default=[], metavar="LOOP=DECISION",
+                        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2")
+    parser.add_argument("--time-limit", type=float, default=None, help="SCIP time limit per kernel (s)")
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
 
 
 def _pin(text: str) -> tuple[str, str, str]:
@@ -81,14 +127,15 @@ def _pins(items: list[tuple[str, str, str]]) -> dict:
     return pins
 
 
-def _load(args: argparse.Namespace):
-    """The program of ``args.file`` with ``--size`` bound (and the defaults flat indices need)."""
+def _load(args: argparse.Namespace, note=None):
+    """The program of ``args.file`` with ``--size`` bound (and the defaults flat indices need);
+    the note saying which defaults were bound goes to ``note`` (default: stdout)."""
     from polymap.poly.affinity import analyze_binding_defaults, binding_note
 
     program = load(args.file).bind(**dict(args.size))
     program, model, bound = analyze_binding_defaults(program, context=args.context)
     if bound:
-        print(binding_note(bound))
+        print(binding_note(bound), file=note or sys.stdout)
     return program, model
 
 
@@ -109,11 +156,162 @@ def _map(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compile(args: argparse.Namespace, program):
+    """The kernel of ``program`` (as ``_load`` returns it): optimized with the command's
+    target, pins, context and time limit, then compiled to CUDA C."""
+    import polymap
+    from polymap.mapping.solve import optimize
+
+    mapping = optimize(program, args.target, pins=_pins(args.pin), context=args.context,
+                       time_limit=args.time_limit)
+    return polymap.compile(program, mapping)
+
+
+def _signature(kernel) -> str:
+    """The launcher's C signature, as a C++ caller declares it."""
+    params = [f"{a.c_type.replace(' __restrict__', '')} {a.c_name}" for a in kernel.cuda.arguments]
+    return f"int {kernel.launcher}({', '.join([*params, 'cudaStream_t stream'])})"
+
+
+def _emit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from polymap.errors import ArgumentError
+
+    to_stdout = args.output is None
+    program, _ = _load(args, note=sys.stderr if to_stdout else sys.stdout)
+    kernel = _compile(args, program)
+    count = len(kernel.mapping.kernels)
+    if to_stdout:
+        sys.stdout.write(kernel.source)
+        sys.stdout.flush()
+    else:
+        try:
+            Path(args.output).write_text(kernel.source)
+        except OSError as exc:
+            raise ArgumentError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    line = (f"wrote {'<stdout>' if to_stdout else args.output}: {count} kernel{'s' if count != 1 else ''}, "
+            f"launcher {_signature(kernel)}")
+    print(line, file=sys.stderr if to_stdout else sys.stdout)
+    return 0
+
+
+def _concrete_sizes(program) -> dict[str, int]:
+    """A value for every size still unbound: its default; a size without one is an error."""
+    from polymap.errors import ArgumentError
+
+    missing = [p.name for p in program.params if p.default is None]
+    if missing:
+        names = ", ".join(missing)
+        raise ArgumentError(
+            f"size{'s' if len(missing) > 1 else ''} {names} of program '{program.name}' "
+            f"{'have' if len(missing) > 1 else 'has'} no default and {'were' if len(missing) > 1 else 'was'} "
+            f"not given: pass --size {missing[0]}=VALUE" + (" (one --size per size)" if len(missing) > 1 else ""),
+            **program.error_context(),
+        )
+    return {p.name: p.default for p in program.params}
+
+
+def _random_inputs(program, sizes: dict[str, int], seed: int) -> dict:
+    """Random arrays for every in and inout buffer at ``sizes``: standard normal for floats,
+    integers in [1, 5] for i32 (never 0, so an integer division in the program cannot trap)."""
+    import numpy as np
+
+    from polymap.errors import InternalError
+    from polymap.ir.nodes import IConst
+
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for decl in program.bind(**sizes).inputs:
+        if not all(isinstance(e, IConst) for e in decl.shape):  # pragma: no cover - bind folds every size
+            raise InternalError(f"shape of '{decl.name}' is not constant after binding every size: {decl}")
+        shape = tuple(max(e.value, 0) for e in decl.shape)
+        if decl.dtype.is_float:
+            inputs[decl.name] = rng.standard_normal(shape).astype(decl.dtype.numpy)
+        else:
+            inputs[decl.name] = rng.integers(1, 6, size=shape).astype(decl.dtype.numpy)
+    return inputs
+
+
+def _compare(name: str, dtype, got, want) -> tuple[bool, str]:
+    """Whether ``got`` matches the reference ``want`` and the line that says so."""
+    import numpy as np
+
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return False, f"{name}: shape {got.shape}, reference shape {want.shape}, MISMATCH"
+    if dtype.is_float:
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        scale = float(np.nanmax(np.abs(w))) if w.size and not np.isnan(w).all() else 0.0
+        same_nan = np.isnan(g) & np.isnan(w)  # NaN where the reference has NaN is a match
+        error = float(np.max(np.where(same_nan, 0.0, np.abs(g - w)))) if w.size else 0.0
+        ok = bool(np.allclose(g, w, rtol=1e-4, atol=1e-5 * max(1.0, scale), equal_nan=True))
+        text = f"max abs error {error:.1e} (max |reference| {scale:.3g})"
+    else:
+        g, w = got.astype(np.int64), want.astype(np.int64)
+        scale = int(np.max(np.abs(w))) if w.size else 0
+        error = int(np.max(np.abs(g - w))) if w.size else 0
+        ok = bool(np.array_equal(g, w))
+        text = f"max abs error {error} (max |reference| {scale}, exact match required)"
+    return ok, f"{name}: {text}, {'OK' if ok else 'MISMATCH'}"
+
+
+def _gpu_name() -> str:
+    try:
+        import cupy
+
+        name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - the name is only for the report
+        return "(unknown)"
+
+
+def _run(args: argparse.Namespace) -> int:
+    import statistics
+
+    from polymap.reference import reference  # looked up per call: tests replace it
+    from polymap.runtime.gpu import gpu_available
+
+    program, _ = _load(args)
+    sizes = _concrete_sizes(program)  # before optimizing: a missing size fails fast
+    kernel = _compile(args, program)
+    print(kernel.mapping)
+    inputs = _random_inputs(program, sizes, args.seed)
+    on_gpu = not args.host and gpu_available()
+    if not args.host and not on_gpu:
+        print("note: no usable GPU here (CuPy or a CUDA device missing): running on the host instead")
+    if on_gpu:
+        outputs = kernel(**inputs)
+    else:
+        start = time.perf_counter()
+        outputs = kernel.run_host(**inputs)
+        seconds = time.perf_counter() - start
+    want = reference(program, **inputs)
+    ok = True
+    for decl in program.outputs:
+        matches, line = _compare(decl.name, decl.dtype, outputs[decl.name], want[decl.name])
+        ok &= matches
+        print(line)
+    if on_gpu:
+        samples = kernel.time(repeat=args.repeat, **inputs)
+        median = statistics.median(samples) * 1e6
+        print(f"ran on GPU {_gpu_name()}: median {median:.3g} us over {len(samples)} runs (kernel.time)")
+    else:
+        print(f"ran on the host (C++ emulation of the CUDA source): {seconds:.2f} s")
+        print("note: the host run checks correctness only; its time (C++ build included) is not GPU performance")
+    if not ok:
+        print("MISMATCH")
+        return 1
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from polymap.bench import bench_solver, solver_markdown
 
+    if args.kernels:
+        return _bench_kernels(args)
     models = [Path(m) for m in args.models] or sorted(Path("models").glob("*.te"))
     if not models:
         print("error: no models given and no models/*.te here", file=sys.stderr)
@@ -128,10 +326,41 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_kernels(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from polymap.bench import machine
+    from polymap.bench_kernels import kernels_markdown, run_gpu_cases, run_host_cases
+    from polymap.runtime.gpu import gpu_available
+
+    root = Path(".")
+    if not (root / "models").is_dir():
+        print("error: run from the polymap checkout (models/ not found)", file=sys.stderr)
+        return 1
+    on_gpu = gpu_available() and not args.host
+    if on_gpu:
+        import cupy
+
+        results = run_gpu_cases(root)
+        device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    else:
+        print("no GPU (or --host): correctness on the host only; GPU figures pending")
+        results = run_host_cases(root)
+        device = "none (host run)"
+    text = kernels_markdown(results, device=device, command="polymap " + " ".join(sys.argv[1:]), machine=machine())
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}")
+    else:
+        print(text)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"check": _check, "map": _map, "bench": _bench}[args.command](args)
+        commands = {"check": _check, "map": _map, "emit": _emit, "run": _run, "bench": _bench}
+        return commands[args.command](args)
     except PolymapError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

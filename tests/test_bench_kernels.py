@@ -1,0 +1,30 @@
+"""``polymap bench --kernels`` without a GPU: the correctness part runs on the host and the
+record says that the GPU figures are pending (no number is invented)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from polymap.bench_kernels import CASES, Result, kernels_markdown, run_host_cases
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_host_cases_match_the_reference_and_the_record_says_gpu_pending():
+    cases = tuple(c for c in CASES if c.name in ("axpy 2^26", "matmul stride-32 A"))
+    results = run_host_cases(ROOT, cases)
+    assert [r.case for r in results] == ["axpy 2^26", "matmul stride-32 A"]
+    for r in results:
+        assert r.where == "host" and r.max_error < 1e-4 and r.samples_s == ()
+        assert r.predicted_s > 0
+    text = kernels_markdown(results, device="none", command="polymap bench --kernels", machine="test")
+    assert "GPU timings are pending" in text
+    assert "| axpy 2^26 | {'N': 1000} |" in text
+
+
+def test_gpu_record_shows_ratio_to_the_baseline_and_every_sample():
+    result = Result("matmul 1024^3", {"M": 1024}, "gpu", 1e-5, 2e-3, (1e-3, 3e-3, 2e-3),
+                    {"cublas": (1e-3, 1e-3, 1e-3)})
+    text = kernels_markdown([result], device="H100", command="c", machine="m")
+    assert "| matmul 1024^3 | 2000.00 | 2000 | cublas | 1000.00 | 0.500 |" in text
+    assert "polymap [1000.0, 3000.0, 2000.0]" in text
