@@ -200,6 +200,7 @@ def test_mapping_with_all_three_axes_and_a_blocked_sequential_part():
     )
     kernel = polymap.compile(program, replace(mapping, kernels=(KernelMapping(km.kernel, loops),)))
     assert "dim3(8, 4, 2)" in kernel.source
+    assert re.search(r"#pragma unroll\n\s*for \(int s_c = 0;", kernel.source), "a thread's points: unrolled"
     x = np.random.default_rng(1).standard_normal((3, 5, 37))
     assert_matches(kernel.run_host(x=x), reference(program, x=x), program)
 
@@ -224,6 +225,7 @@ def _check_random(text: str, seed: int) -> None:
         return
     kernel = polymap.compile(program)
     note(kernel.source)
+    assert ".target sm_90" in compile_ptx(kernel.source)
     got = kernel.run_host(**inputs)
     with np.errstate(invalid="ignore"):
         for name, expected in want.items():

@@ -32,9 +32,12 @@ class AstPrinter:
     """``names`` maps isl identifiers to C; ``leaf(name, args)`` prints a statement
     instance (a list of C lines) given its isl tuple name and index expressions."""
 
-    def __init__(self, names: Callable[[str], str], leaf: Callable[[str, list[str]], list[str]]) -> None:
+    def __init__(
+        self, names: Callable[[str], str], leaf: Callable[[str, list[str]], list[str]], unroll=frozenset()
+    ) -> None:
         self.names = names
         self.leaf = leaf
+        self.unroll = unroll  # iterators whose loops the compiler should unroll (a thread's s_j)
 
     # -- expressions
 
@@ -88,7 +91,8 @@ class AstPrinter:
             cond = self.expr(node.for_get_cond())
             inc = self.expr(node.for_get_inc())
             step = f"++{it}" if inc == "1" else f"{it} += {inc}"
-            return [f"{pad}for (int {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
+            pragma = [f"{pad}#pragma unroll"] if it in self.unroll else []
+            return [*pragma, f"{pad}for (int {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
         if kind == _N.if_:
             lines = [f"{pad}if ({self.expr(node.if_get_cond())}) {{", *self.node(node.if_get_then_node(), indent + 1)]
             if node.if_has_else_node():
