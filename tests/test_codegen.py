@@ -336,3 +336,31 @@ def test_golden_text(model):
     assert path.exists(), f"missing {path}: run with POLYMAP_REGEN_GOLDEN=1"
     assert source == path.read_text(), f"{model}: emitted text changed; regenerate if intended"
 
+
+
+def test_program_names_that_spell_c_macros_or_polymap_names_are_renamed():
+    text = """
+    param INT_MAX
+    in NULL: f32[INT_MAX]
+    out fnclash_kernel0: f32[INT_MAX]
+    out errno: f32[INT_MAX]
+    par INT_MAX M_PI { fnclash_kernel0[M_PI] = NULL[M_PI] + 1; errno[M_PI] = -(-NULL[M_PI]) }
+    """
+    program = parse(text, name="fnclash")
+    kernel = polymap.compile(program)
+    x = np.arange(40, dtype=np.float32)
+    assert_matches(kernel.run_host(NULL=x), reference(program, NULL=x), program)
+    assert ".entry" in kernel.ptx()
+
+
+def test_an_empty_nest_is_not_launched():
+    """The C launcher skips a grid with no blocks; the Python launch plan (CuPy) must too."""
+    from polymap.runtime.launches import launches
+
+    program = parse("param N\nin x: f32[N]\nout y: f32[N]\npar N - 5 i { y[i] = x[i] }\npar N i { y[i] += 1 }",
+                    name="e")
+    kernel = polymap.compile(program)
+    planned = [(launch.kernel.function, launch.grid) for launch in launches(kernel.cuda, {"N": 3})]
+    assert len(planned) == 1 and planned[0][0].endswith("kernel1") and min(planned[0][1]) > 0
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(kernel.run_host(x=x)["y"], np.ones(3, np.float32))

@@ -9,9 +9,27 @@ from __future__ import annotations
 
 import re
 
-RESERVED = frozenset(
-    ["alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "restrict", "main", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "dim3", "uint3", "cudaStream_t", "cudaError_t", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "fabs", "fabsf", "abs", "max", "min", "std", "INFINITY", "NAN", "stream"]
-)
+_WORDS = """
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+    extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq
+    nullptr operator or or_eq private protected public register reinterpret_cast requires return
+    short signed sizeof static static_assert static_cast struct switch template this thread_local
+    throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t while
+    xor xor_eq restrict main
+    threadIdx blockIdx blockDim gridDim warpSize dim3 uint3
+    exp expf log logf sqrt sqrtf tanh tanhf fabs fabsf abs max min std stream
+    INFINITY NAN NULL EOF errno assert INT_MAX INT_MIN UINT_MAX LONG_MAX LONG_MIN LLONG_MAX HUGE_VAL
+    HUGE_VALF M_PI M_E M_SQRT2 FLT_MAX FLT_MIN DBL_MAX DBL_MIN RAND_MAX EXIT_SUCCESS EXIT_FAILURE
+    stdin stdout stderr printf malloc free size_t
+"""
+# C/C++ keywords, CUDA builtins, the math functions and the macros of the headers the
+# emitted code sees (<cmath>, <cstdlib>, <climits> on the host; NVRTC's builtins): a
+# macro cannot be shadowed, so a program name spelled like one must be renamed.
+RESERVED = frozenset(_WORDS.split())
+# prefixes of polymap's helpers and of CUDA's own names
+RESERVED_PREFIXES = ("pm_", "polymap", "POLYMAP", "__", "cuda", "CUDA", "NVRTC")
 
 
 class CNames:
@@ -32,7 +50,7 @@ class CNames:
         base = re.sub(r"\W", "_", hint) or "v"
         if base[0].isdigit():
             base = "v" + base
-        if base in RESERVED or base.startswith(("pm_", "polymap", "__")):
+        if base in RESERVED or base.startswith(RESERVED_PREFIXES):
             base += "_"
         name, k = base, 1
         while name in self._taken:

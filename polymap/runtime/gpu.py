@@ -115,10 +115,14 @@ def time_gpu(cuda: CudaProgram, arrays: dict[str, Any], *, repeat: int = 20, war
         raise ArgumentError(f"repeat must be >= 1, got {repeat}")
     storage, sizes, _ = prepare_gpu(cuda, arrays)
     outs = [d.name for d in cuda.program.buffers if d.kind is BufferKind.OUT]
+    # inout buffers are read and written: every repetition starts from the caller's values
+    initial = {d.name: storage[d.name].copy() for d in cuda.program.buffers if d.kind is BufferKind.INOUT}
     samples = []
     for k in range(warmup + repeat):
         for name in outs:
             storage[name].fill(0)
+        for name, values in initial.items():
+            storage[name][...] = values
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
         start.record()
         launch_all(cuda, storage, sizes)

@@ -40,7 +40,9 @@ def _walk(cuda: CudaProgram, pending: list[KernelLaunch], outer: tuple[Loop, ...
         launch = pending[k]
         host = launch.mapping.kernel.host_loops
         if len(host) == depth:
-            yield _at(cuda, launch, env)
+            at = _at(cuda, launch, env)
+            if min(at.grid) > 0:  # an empty nest launches nothing (as in the C launcher)
+                yield at
             k += 1
             continue
         loop = host[depth]  # the kernels of this host loop come one after another
