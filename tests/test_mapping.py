@@ -26,6 +26,7 @@ from polymap.mapping.solve import (
     optimize,
 )
 from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, Pins, kernels
+from polymap.mapping.verify import verify
 from polymap.poly.model import analyze
 from polymap.targets import H100
 
@@ -253,3 +254,14 @@ def test_scip_optimum_equals_enumeration(case):
     # SCIP's objective carries a tie-break of at most 1e-6 us per decision
     assert report.objective == pytest.approx(best, rel=1e-6, abs=1e-4)
     assert problem.cost(mapping).time_s * 1e6 == pytest.approx(best, rel=1e-6, abs=1e-4)
+
+
+def test_accumulators_go_to_registers_unless_asked_not_to():
+    program = parse(MATMUL, name="mm").bind(M=64, N=64, K=16)
+    promoted = optimize(program)
+    as_written = optimize(program, registers=False)
+    assert as_written.program == program and promoted.program != program
+    c_bytes = lambda m: sum(a.bytes for a in m.costs[0].accesses if a.access.startswith("C["))
+    # as written, C[i, j] is read and written once per k (K = 16) plus the initial store
+    assert c_bytes(as_written) > 10 * c_bytes(promoted) > 0
+    assert verify(program, promoted).lines() and verify(program, as_written).lines()
