@@ -28,7 +28,9 @@ import numpy as np
 from polymap.ir.parse import load
 from polymap.kernel import Kernel
 from polymap.kernel import compile as compile_program
+from polymap.poly.affinity import analyze_binding_defaults
 from polymap.reference import reference
+from polymap.runtime.arguments import random_inputs
 
 NAIVE_STRIDED = r"""
 extern "C" __global__ void naive_strided(const float* A, const float* B, float* C, int M, int N, int K) {
@@ -84,19 +86,11 @@ def _sizes(program, given: dict[str, int]) -> dict[str, int]:
 
 
 def _inputs(program, sizes: dict[str, int], xp=np, seed: int = 0) -> dict:
-    bound = program.bind(**{k: v for k, v in sizes.items() if k in program.param_names})
-    rng = np.random.default_rng(seed)
-    arrays = {}
-    for decl in bound.inputs:
-        shape = tuple(e.value for e in decl.shape)
-        arrays[decl.name] = xp.asarray(rng.standard_normal(shape).astype(decl.dtype.numpy))
-    return arrays
+    return {name: xp.asarray(a) for name, a in random_inputs(program, sizes, seed).items()}
 
 
 def _compile(case: Case, root: Path) -> tuple[object, Kernel]:
     program = load(root / "models" / case.model)
-    from polymap.poly.affinity import analyze_binding_defaults
-
     program, _, _ = analyze_binding_defaults(program)  # flat buffers need their sizes bound
     if case.sizes:
         program = program.bind(**{k: v for k, v in case.sizes.items() if k in program.param_names})
@@ -112,8 +106,6 @@ def run_host_cases(root: Path, cases=CASES) -> list[Result]:
     results = []
     for case in cases:
         program = load(root / "models" / case.model)
-        from polymap.poly.affinity import analyze_binding_defaults
-
         bound_defaults, _, _ = analyze_binding_defaults(program)
         if bound_defaults is not program:  # flat indices: bind the small sizes instead
             program = program.bind(**{k: v for k, v in case.host_sizes.items() if k in program.param_names})

@@ -212,27 +212,6 @@ def _concrete_sizes(program) -> dict[str, int]:
     return {p.name: p.default for p in program.params}
 
 
-def _random_inputs(program, sizes: dict[str, int], seed: int) -> dict:
-    """Random arrays for every in and inout buffer at ``sizes``: standard normal for floats,
-    integers in [1, 5] for i32 (never 0, so an integer division in the program cannot trap)."""
-    import numpy as np
-
-    from polymap.errors import InternalError
-    from polymap.ir.nodes import IConst
-
-    rng = np.random.default_rng(seed)
-    inputs = {}
-    for decl in program.bind(**sizes).inputs:
-        if not all(isinstance(e, IConst) for e in decl.shape):  # pragma: no cover - bind folds every size
-            raise InternalError(f"shape of '{decl.name}' is not constant after binding every size: {decl}")
-        shape = tuple(max(e.value, 0) for e in decl.shape)
-        if decl.dtype.is_float:
-            inputs[decl.name] = rng.standard_normal(shape).astype(decl.dtype.numpy)
-        else:
-            inputs[decl.name] = rng.integers(1, 6, size=shape).astype(decl.dtype.numpy)
-    return inputs
-
-
 def _compare(name: str, dtype, got, want) -> tuple[bool, str]:
     """Whether ``got`` matches the reference ``want`` and the line that says so."""
     import numpy as np
@@ -270,13 +249,14 @@ def _run(args: argparse.Namespace) -> int:
     import statistics
 
     from polymap.reference import reference  # looked up per call: tests replace it
+    from polymap.runtime.arguments import random_inputs
     from polymap.runtime.gpu import gpu_available
 
     program, _ = _load(args)
     sizes = _concrete_sizes(program)  # before optimizing: a missing size fails fast
     kernel = _compile(args, program)
     print(kernel.mapping)
-    inputs = _random_inputs(program, sizes, args.seed)
+    inputs = random_inputs(program, sizes, args.seed)
     on_gpu = not args.host and gpu_available()
     if not args.host and not on_gpu:
         print("note: no usable GPU here (CuPy or a CUDA device missing): running on the host instead")

@@ -8,6 +8,7 @@ code. Golden files pin the emitted text of a few kernels: regenerate them with
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -103,13 +104,9 @@ def test_one_symbolic_matmul_kernel_runs_at_any_size(sizes):
     np.testing.assert_allclose(got["C"], a @ b, rtol=1e-4, atol=1e-4)
 
 
-_CACHE: dict[str, polymap.Kernel] = {}
-
-
+@functools.cache
 def _matmul_kernel():
-    if "mm" not in _CACHE:
-        _CACHE["mm"] = polymap.compile(load(ROOT / "models" / "matmul_1024.te"))
-    return _CACHE["mm"]
+    return polymap.compile(load(ROOT / "models" / "matmul_1024.te"))
 
 
 def test_accumulator_lives_in_a_register():
@@ -136,7 +133,9 @@ par N i { par i + 1 j {
 """
 
 
-_TRIANGLE_MAPPING: list = []
+@functools.cache
+def _triangle_mapping():
+    return polymap.optimize(parse(TRIANGLE, name="tri"))
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -150,9 +149,7 @@ def test_any_valid_mapping_of_a_triangular_nest_runs_correctly(ti, si, di, tj, s
     guards come from the isl AST): proved, emitted, and equal to the reference at a size
     that divides nothing."""
     program = parse(TRIANGLE, name="tri")
-    if not _TRIANGLE_MAPPING:
-        _TRIANGLE_MAPPING.append(polymap.optimize(program))
-    mapping = _TRIANGLE_MAPPING[0]
+    mapping = _triangle_mapping()
     (km,) = mapping.kernels
     i, j = km.loops
     x, y = (Axis.X, Axis.Y) if swap else (Axis.Y, Axis.X)

@@ -202,7 +202,7 @@ class _Emitter:
         for decl in _news(kernel.body):
             lines.append(f"  {self.local_declaration(decl)}")
         # a thread's sequential part has at most 16 points (the optimizer's limit): unrolled
-        unroll = frozenset(self.seq_iterators[: len(km.loops)])
+        unroll = frozenset(schedule.iterators[: len(km.loops)])
         printer = AstPrinter(self.isl_to_c, lambda name, args: self.leaf(schedule, name, args), unroll)
         lines += printer.node(schedule.ast, 1)
         lines.append("}")
@@ -233,7 +233,6 @@ class _Emitter:
         the loop's own index when every statement agrees on it (else ``c<k>``)."""
         km = frame.mapping
         names = [self.cn.fresh(f"s_{lm.index}") for lm in km.loops]
-        self.seq_iterators = tuple(names)
         used = set()
         for k in range(width):
             depth = k // 2

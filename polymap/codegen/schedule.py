@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polymap.ir.nodes import Loop
+from polymap.mapping.accesses import kernel_statements as thread_statements
 from polymap.mapping.hardware import Executed, Frame, executed, frame_of, param_prefix
 from polymap.mapping.space import KernelMapping
 from polymap.poly.isl_text import isl_expr
@@ -49,21 +50,12 @@ class KernelSchedule:
     hardware: tuple[str, ...]
     statements: dict[str, StatementModel]
     context: isl.Set  # sizes, host indices, b, t: what the launch guarantees
+    iterators: tuple[str, ...]  # the schedule dimensions: s_1 .. s_m, then the body's order
 
 
 def kernel_statements(model: PolyModel, km: KernelMapping) -> tuple[StatementModel, ...]:
-    names = set(_names(km.kernel.body))
+    names = {stmt.name for stmt in thread_statements(km.kernel)}
     return tuple(s for s in model.statements if s.name in names)
-
-
-def _names(block) -> list[str]:
-    found = []
-    for stmt in block:
-        if isinstance(stmt, Loop):
-            found += _names(stmt.body)
-        elif hasattr(stmt, "name"):
-            found.append(stmt.name)
-    return found
 
 
 def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> KernelSchedule:
@@ -90,7 +82,8 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
     build = isl.AstBuild.from_context(context)
     dims = len(km.loops) + width
     ids = isl.IdList.alloc(context.get_ctx(), dims)
-    for name in iterator_names(frame, mine, width):
+    iterators = tuple(iterator_names(frame, mine, width))
+    for name in iterators:
         ids = ids.add(isl.Id(name, context=context.get_ctx()))
     build = build.set_iterators(ids)
     if schedule is None:  # a kernel without statements: nothing to run
@@ -98,25 +91,20 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
     else:
         ast = build.node_from_schedule_map(schedule.intersect_params(context))
     return KernelSchedule(
-        km, frame, ast, frame.hw[:fixed], {s.domain.get_tuple_name(): s for s in mine}, context
+        km, frame, ast, frame.hw[:fixed], {s.domain.get_tuple_name(): s for s in mine}, context, iterators
     )
 
 
 def launch_context(model: PolyModel, frame: Frame) -> isl.Set:
-    """What holds inside every thread of a launch: the sizes' context, the host indices in
-    their loops' ranges, the thread and block coordinates in the launch's ranges."""
+    """What holds inside every thread of a launch: the launcher's view (``host_context``)
+    and the thread and block coordinates in the launch's ranges."""
     km = frame.mapping
-    names, params = model.names, model.params
-    fixed = frame.hw[: frame.host + 6]
+    host, coordinates = frame.hw[: frame.host], frame.hw[frame.host : frame.host + 6]
     seqs = set(frame.hw[frame.host + 6 :])
     cons = [c for c in frame.limits if not any(s in c.split() for s in seqs)]
-    env = {p: names[p] for p in params}
-    for loop, h in zip(km.kernel.host_loops, fixed):
-        cons.append(f"0 <= {h} < {isl_expr(loop.extent, env, params)}")
-        env[loop.index] = h
-    all_params = [names[p] for p in params] + list(fixed)
-    text = f"[{', '.join(all_params)}] -> {{ : {' and '.join(cons) or 'true'} }}"
-    return isl.Set(text).intersect_params(model.context)
+    all_params = [model.names[p] for p in model.params] + list(host) + list(coordinates)
+    limits = isl.Set(f"[{', '.join(all_params)}] -> {{ : {' and '.join(cons) or 'true'} }}")
+    return limits.intersect(host_context(model, km.kernel.host_loops, host))
 
 
 def host_context(model: PolyModel, host_loops: tuple[Loop, ...], host_names: tuple[str, ...]) -> isl.Set:

@@ -60,7 +60,8 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polymap.errors import InternalError, VerificationError
-from polymap.ir.nodes import Anchor, Assign, Loop, Program, Stmt
+from polymap.ir.nodes import Program
+from polymap.mapping.accesses import kernel_statements
 from polymap.mapping.hardware import Executed, Frame, executed, frame_of, param_prefix
 from polymap.mapping.space import KernelMapping
 from polymap.mapping.space import kernels as program_kernels
@@ -140,7 +141,7 @@ def mapped_program(program: Program, mapping) -> Program:
 def _verify(model: PolyModel, mappings: tuple[KernelMapping, ...], context: str | None) -> VerificationReport:
     program = model.program
     _check_shape(program, mappings)
-    owner = {name: rank for rank, km in enumerate(mappings) for name in _statement_names(km.kernel.body)}
+    owner = {name: rank for rank, km in enumerate(mappings) for name in (s.name for s in kernel_statements(km.kernel))}
     for s in model.statements:
         if s.name not in owner:
             raise InternalError(f"{s.label} of program '{program.name}' lies in no kernel")
@@ -167,16 +168,6 @@ def _verify(model: PolyModel, mappings: tuple[KernelMapping, ...], context: str 
 
 
 # ------------------------------------------------------------------ mapping shape
-
-
-def _statement_names(block: tuple[Stmt, ...]) -> list[str]:
-    found = []
-    for stmt in block:
-        if isinstance(stmt, (Assign, Anchor)):
-            found.append(stmt.name)
-        elif isinstance(stmt, Loop):
-            found += _statement_names(stmt.body)
-    return found
 
 
 def _check_shape(program: Program, mappings: tuple[KernelMapping, ...]) -> None:

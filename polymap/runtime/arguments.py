@@ -9,22 +9,27 @@ stand-in of its shape and dtype, so nothing is copied to the host for the check.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from polymap.errors import ArgumentError
-from polymap.ir.nodes import BufferDecl, Program
+from polymap.errors import ArgumentError, InternalError
+from polymap.ir.nodes import BufferDecl, IConst, Program
 from polymap.reference import _as_array, _infer_sizes, _shape
+
+if TYPE_CHECKING:
+    from polymap.codegen.cuda import CudaProgram
 
 INT_MAX = 2**31 - 1  # the emitted code indexes with int
 
 
 @dataclass(frozen=True, slots=True)
 class BoundArguments:
-    """``sizes``: a value for each unbound size of the program; ``shapes``: the concrete
-    shape of every buffer the launcher takes; ``inputs``: the caller's arrays by name."""
+    """``buffers``: the declarations of the launcher's buffer arguments, in order;
+    ``sizes``: a value for each unbound size of the program; ``shapes``: the concrete shape
+    of every buffer in ``buffers``; ``inputs``: the caller's arrays by name."""
 
+    buffers: tuple[BufferDecl, ...]
     sizes: dict[str, int]
     shapes: dict[str, tuple[int, ...]]
     inputs: dict[str, Any]
@@ -34,9 +39,12 @@ def is_device_array(value: Any) -> bool:
     return hasattr(value, "__cuda_array_interface__")
 
 
-def bind_arguments(program: Program, buffers: tuple[BufferDecl, ...], arrays: dict[str, Any]) -> BoundArguments:
-    """Check ``arrays`` against ``program``'s inputs and compute every size and shape of
-    ``buffers`` (the launcher's buffer arguments); raises ArgumentError naming the buffer."""
+def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
+    """Check ``arrays`` against the program's inputs and compute every size and the shape
+    of every buffer argument of the launcher; raises ArgumentError naming the buffer."""
+    program = cuda.program
+    every = {d.name: d for d in program.all_buffers()}
+    buffers = tuple(every[a.name] for a in cuda.arguments if a.kind == "buffer")
     ctx = program.error_context()
     inputs = {b.name: b for b in program.inputs}
     for name in arrays:
@@ -64,7 +72,7 @@ def bind_arguments(program: Program, buffers: tuple[BufferDecl, ...], arrays: di
                 f"code indexes with 32-bit int (at most {INT_MAX} elements)",
                 **ctx,
             )
-    return BoundArguments(sizes, shapes, dict(arrays))
+    return BoundArguments(buffers, sizes, shapes, dict(arrays))
 
 
 def _stand_in(value: Any) -> Any:
@@ -72,3 +80,20 @@ def _stand_in(value: Any) -> Any:
         return value
     shape, dtype = tuple(value.shape), np.dtype(value.dtype)
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, (0,) * len(shape))
+
+
+def random_inputs(program: Program, sizes: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
+    """Random arrays for every in and inout buffer at ``sizes`` (values for the program's
+    sizes; other names are ignored): standard normal for floats, integers in [1, 5] for i32
+    (never 0, so an integer division in the program cannot trap)."""
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for decl in program.bind(**{k: v for k, v in sizes.items() if k in program.param_names}).inputs:
+        if not all(isinstance(e, IConst) for e in decl.shape):  # pragma: no cover - bind folds every size
+            raise InternalError(f"shape of '{decl.name}' is not constant after binding every size: {decl}")
+        shape = tuple(max(e.value, 0) for e in decl.shape)
+        if decl.dtype.is_float:
+            inputs[decl.name] = rng.standard_normal(shape).astype(decl.dtype.numpy)
+        else:
+            inputs[decl.name] = rng.integers(1, 6, size=shape).astype(decl.dtype.numpy)
+    return inputs

@@ -62,13 +62,10 @@ def prepare_gpu(cuda: CudaProgram, arrays: dict[str, Any]):
     """Device buffers for every launcher argument and the sizes; returns (buffers, sizes,
     on_device) where on_device says whether the caller passed device arrays."""
     cupy = cupy_module()
-    program = cuda.program
-    decls = {d.name: d for d in program.all_buffers()}
-    buffer_args = tuple(decls[a.name] for a in cuda.arguments if a.kind == "buffer")
-    bound = bind_arguments(program, buffer_args, arrays)
+    bound = bind_arguments(cuda, arrays)
     on_device = any(is_device_array(v) for v in arrays.values())
     storage = {}
-    for decl in buffer_args:
+    for decl in bound.buffers:
         shape, dtype = bound.shapes[decl.name], decl.dtype.numpy
         if decl.kind is BufferKind.IN:
             storage[decl.name] = cupy.ascontiguousarray(cupy.asarray(bound.inputs[decl.name], dtype=dtype))

@@ -23,7 +23,7 @@ import numpy as np
 from polymap.codegen.cuda import ERROR_CONTEXT, ERROR_GRID, TEMPLATES, CudaProgram
 from polymap.errors import ArgumentError, CudaCompileError, InternalError
 from polymap.ir.nodes import BufferKind
-from polymap.runtime.arguments import bind_arguments
+from polymap.runtime.arguments import bind_arguments, is_device_array
 
 # -fwrapv: i32 overflow wraps, as in NumPy (and in practice on the GPU)
 FLAGS = ("-std=c++20", "-O2", "-fwrapv", "-fPIC", "-shared", "-pthread", "-w")
@@ -97,14 +97,12 @@ def precompiled_header(cxx: str) -> Path:
 def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
     """Run the program on the host and return its ``out`` and ``inout`` buffers."""
     program = cuda.program
-    decls = {d.name: d for d in program.all_buffers()}
-    buffer_args = tuple(decls[a.name] for a in cuda.arguments if a.kind == "buffer")
     for name, value in arrays.items():
-        if hasattr(value, "__cuda_array_interface__"):
+        if is_device_array(value):
             raise ArgumentError(f"run_host takes NumPy arrays; '{name}' is a device array (call the kernel instead)")
-    bound = bind_arguments(program, buffer_args, arrays)
+    bound = bind_arguments(cuda, arrays)
     storage: dict[str, np.ndarray] = {}
-    for decl in buffer_args:
+    for decl in bound.buffers:
         shape, dtype = bound.shapes[decl.name], decl.dtype.numpy
         if decl.kind in (BufferKind.IN, BufferKind.INOUT):
             storage[decl.name] = np.array(bound.inputs[decl.name], dtype=dtype, order="C", copy=True)
