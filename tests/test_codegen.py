@@ -110,12 +110,25 @@ def _matmul_kernel():
 
 
 def test_accumulator_lives_in_a_register():
-    source = _matmul_kernel().source
+    mapping = polymap.optimize(load(ROOT / "models" / "matmul_1024.te"), staging=False)
+    source = polymap.compile(mapping.program, mapping).source
     assert re.search(r"\n  float C_acc;\n", source), "a 0-d block-local buffer is a C variable"
     assert "C_acc += A[" in source
     loop = source[source.index("for (int k"):]
     loop = loop[: loop.index("}")]
     assert "C[" not in loop, "no global access to C inside the k loop"
+
+
+def test_staged_accumulator_is_held_per_point_of_the_thread():
+    kernel = _matmul_kernel()
+    km = kernel.mapping.kernels[0]
+    points = km.loops[0].seq * km.loops[1].seq
+    assert km.staging is not None
+    if points > 1:
+        assert re.search(rf"\n  float C_acc\[{points}\];", kernel.source)
+    loop = kernel.source[kernel.source.index("for (int k = "):]
+    loop = loop[: loop.index("}")]
+    assert "C[" not in loop and "A_sh[" in loop and "B_sh[" in loop
 
 
 # ----------------------------------------------------------- mappings by hand

@@ -21,11 +21,14 @@ from polymap.mapping.solve import (
     MAX_LOG_SEQ,
     MAX_LOG_SEQ_TOTAL,
     MAX_LOG_THREADS,
+    MAX_LOG_TILE,
     MAX_LOG_Z,
+    PADDING,
     KernelProblem,
     optimize,
+    shared_capacity,
 )
-from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, Pins, kernels
+from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, Pins, Staging, kernels
 from polymap.mapping.verify import verify
 from polymap.poly.model import analyze
 from polymap.targets import H100
@@ -72,8 +75,23 @@ def test_stride_32_matmul_keeps_the_strided_access_off_threadIdx_x():
     assert pinned.costs[0].time_s > mapping.costs[0].time_s
 
 
-def test_transpose_is_reported_with_its_uncoalesced_cost():
+def test_transpose_stages_its_tile_in_shared_memory():
     mapping = optimize(load(MODELS / "transpose.te"))
+    staging = mapping.kernels[0].staging
+    assert staging is not None and staging.buffers == ("A",) and staging.loop is None
+    rows = {a.access: a for a in mapping.costs[0].accesses}
+    assert rows["A[i, j]"].from_shared and rows["A[i, j]"].bytes == 0
+    assert rows["B[j, i]"].sectors_per_request == 4  # the write is coalesced
+    # the copy moves each element of A once: 4096 x 4096 floats
+    copy = next(a for a in mapping.costs[0].accesses if a.statement == "copy")
+    assert copy.bytes == 4096 * 4096 * 4
+    unstaged = optimize(load(MODELS / "transpose.te"), staging=False)
+    assert mapping.costs[0].time_s < unstaged.costs[0].time_s
+    assert "shared memory: A staged in shared memory over the whole body" in str(mapping)
+
+
+def test_transpose_without_staging_is_reported_with_its_uncoalesced_cost():
+    mapping = optimize(load(MODELS / "transpose.te"), staging=False)
     sectors = sorted(a.sectors_per_request for a in mapping.costs[0].accesses)
     assert sectors == [4, 32]  # one side coalesced, the other one sector per lane
     text = str(mapping)
@@ -84,7 +102,7 @@ def test_optimize_report_has_loop_nest_cost_table_and_solver_line():
     text = str(optimize(parse(MATMUL, name="mm").bind(M=64, N=64, K=16)))
     assert "j = blockIdx.x" in text and "threadIdx.x" in text
     # the accumulator C[i, j] is kept in a register: B is read by S2 (after C_acc = C[i, j])
-    assert re.search(r"read B\[k, j\]\s+S2\s+1\s+4", text)
+    assert re.search(r"read B\[k, j\](?: \(shared\))?\s+S2\s+1\s+4", text)
     assert "new C_acc: f32" in text and not re.search(r"read C\[i, j\]\s+S2", text)
     assert re.search(r"SCIP optimal in \d+\.\d+ s: objective [\d.e+-]+ us, dual bound [\d.e+-]+ us, gap 0\.00%", text)
     assert "proved:" in text
@@ -139,7 +157,7 @@ def test_unknown_and_malformed_pins_are_argument_errors():
     program = parse(MATMUL).bind(M=64, N=64, K=8)
     with pytest.raises(ArgumentError, match=r"pin 'q' names no par loop mapped to the GPU \(band loops: .*i.*j"):
         optimize(program, pins={"q": "threadIdx.x"})
-    with pytest.raises(ArgumentError, match=r"pin 'k' names no par loop"):
+    with pytest.raises(ArgumentError, match=r"pin 'k': 'k' is a seq loop .* only its 'tile' and 'stage' can be pinned"):
         optimize(program, pins={"k": {"threads": 32}})  # k is a seq loop
     with pytest.raises(ArgumentError, match=r"threads must be a power of two >= 1, got 48"):
         optimize(program, pins={"j": {"threads": 48}})
@@ -203,6 +221,30 @@ def _feasible(extents: tuple[int, ...], loops: tuple[tuple, ...]) -> bool:
     return True
 
 
+def _stagings(problem: KernelProblem, mapped: KernelMapping):
+    """Every staging the model allows for a mapping, restated for the oracle: one scope,
+    K = 2^m up to the loop's extent (1 for the whole body), any non-empty set of its
+    candidates whose tile rows are a sector wide and whose tiles (counted with the model's
+    padding allowance) fit the block's shared-memory capacity."""
+    yield None
+    extents = dict(problem.scope_extents)
+    scopes = dict.fromkeys(c.loop for c in problem.candidates)
+    for scope in scopes:
+        cands = [c for c in problem.candidates if c.loop == scope]
+        top = 0 if scope is None else min(MAX_LOG_TILE, math.ceil(math.log2(extents[scope])) if extents[scope] > 1 else 0)
+        for m in range(top + 1):
+            def width(v, m=m, scope=scope):
+                return 2**m if v == scope else mapped.loop(v).threads * mapped.loop(v).seq
+            for r in range(1, len(cands) + 1):
+                for subset in itertools.combinations(cands, r):
+                    if any(width(c.dims[-1]) * c.element_bytes < 32 for c in subset):
+                        continue
+                    used = sum(c.element_bytes * PADDING * math.prod(width(v) for v in c.loops) for c in subset)
+                    if used > shared_capacity(H100, mapped.threads_per_block):
+                        continue
+                    yield Staging(scope, 2**m, tuple(c.buffer for c in subset))
+
+
 def _enumerate_best(problem: KernelProblem) -> float:
     band = problem.kernel.band
     choices = itertools.product(list(Axis), list(Axis), range(MAX_LOG_THREADS + 1), range(MAX_LOG_SEQ + 1),
@@ -215,7 +257,9 @@ def _enumerate_best(problem: KernelProblem) -> float:
             LoopMapping(loop.index, t, b, 2**lt, 2**ls, d, loop.extent, n)
             for loop, (t, b, lt, ls, d), n in zip(band, combo, problem.extents)
         ))
-        best = min(best, problem.cost(mapped).time_s * 1e6)
+        for staging in _stagings(problem, mapped):
+            staged = KernelMapping(mapped.kernel, mapped.loops, staging)
+            best = min(best, problem.cost(staged).time_s * 1e6)
     return best
 
 

@@ -73,6 +73,9 @@ class StatementPrinter:
         self.name = name
         self.decls = decls
         self.scalars = scalars  # 0-d buffers held in a C variable rather than behind a pointer
+        # buffers read or written elsewhere than their own array in the statement being
+        # printed (a shared-memory tile, an accumulator held per s-point): name -> printer
+        self.redirect: dict[str, Callable[[tuple[IndexExpr, ...]], str]] = {}
 
     # -- indices
 
@@ -109,6 +112,8 @@ class StatementPrinter:
         return text
 
     def access(self, buffer: str, indices: tuple[IndexExpr, ...]) -> str:
+        if buffer in self.redirect:
+            return self.redirect[buffer](indices)
         if buffer in self.scalars:
             return self.name(buffer)
         return f"{self.name(buffer)}[{self.flat(self.decls[buffer], indices)}]"

@@ -24,13 +24,20 @@ import islpy as isl
 from polymap.codegen.ast_c import AstPrinter
 from polymap.codegen.cexpr import C_TYPE, StatementPrinter
 from polymap.codegen.cnames import CNames
-from polymap.codegen.schedule import KernelSchedule, grid_dims, host_context, schedule_kernel
+from polymap.codegen.schedule import (
+    KernelSchedule,
+    barriers_unconditional,
+    grid_dims,
+    host_context,
+    schedule_kernel,
+)
 from polymap.errors import CodegenError, InternalError
 from polymap.ir import walk
 from polymap.ir.nodes import BufferDecl, BufferKind, Loop, New, Program, Stmt
 from polymap.mapping.hardware import Frame
 from polymap.mapping.result import Mapping
-from polymap.mapping.space import KernelMapping
+from polymap.mapping.shared import CopyRelation
+from polymap.mapping.space import Distribution, KernelMapping
 from polymap.poly.isl_text import const_value
 from polymap.poly.model import PolyModel, StatementModel, analyze
 from polymap.version import __version__
@@ -176,6 +183,8 @@ class _Emitter:
                         f"  {lm.index_formula()}  (T={lm.threads}, S={lm.seq}, {lm.distribution.value}; "
                         f"{lm.index} < {lm.extent})"
                     )
+                if km.staging is not None:
+                    lines.append(f"  {km.staging.describe()} ({cost.shared_bytes} bytes per block)")
             at = ", ".join(f"{n} = {v}" for n, v in m.cost_sizes)
             lines.append(
                 f"  predicted {cost.time_s * 1e6:.4g} us per launch (memory {cost.memory_s * 1e6:.4g} us, "
@@ -197,20 +206,55 @@ class _Emitter:
             f'extern "C" __global__ void __launch_bounds__({km.threads_per_block}) {function}(',
             "    " + ", ".join(map(str, arguments)) + ") {",
         ]
+        plan = schedule.shared
         for isl_name, hw in used_axes:
             lines.append(f"  const int {self.hw_names[isl_name]} = {hw};")
+        self.shared_names = {}
+        if plan is not None:
+            self.check_barriers(schedule)
+            for copy in plan.copies:
+                c_name = self.shared_names[copy.buffer.name] = self.cn.fresh(f"{copy.buffer.name}_sh")
+                decl = self.program.buffer(copy.buffer.name)
+                dims = "".join(f"[{w}]" for w in copy.buffer.padded)
+                lines.append(f"  __shared__ {C_TYPE[decl.dtype]} {c_name}{dims};  // {copy.buffer.name}'s tile")
+        self.expanded = self.expanded_locals(km)
         for decl in _news(kernel.body):
-            lines.append(f"  {self.local_declaration(decl)}")
+            lines.append(f"  {self.local_declaration(decl, self.expanded.get(decl.name, 1))}")
         # a thread's sequential part has at most 16 points (the optimizer's limit): unrolled
-        unroll = frozenset(schedule.iterators[: len(km.loops)])
+        lead = 3 if plan is not None else 0
+        unroll = frozenset(schedule.iterators[lead : lead + len(km.loops)])
         printer = AstPrinter(self.isl_to_c, lambda name, args: self.leaf(schedule, name, args), unroll)
         lines += printer.node(schedule.ast, 1)
         lines.append("}")
         host_params = tuple(self.model.names[loop.index] for loop in kernel.host_loops)
         launch = KernelLaunch(
-            km, function, arguments, km.block_dim(), grid_dims(self.model, km, host_params), host_params, False
+            km, function, arguments, km.block_dim(), grid_dims(self.model, km, host_params), host_params,
+            plan is not None,
         )
         return "\n".join(lines), launch
+
+    def check_barriers(self, schedule: KernelSchedule) -> None:
+        threads = tuple(schedule.frame.hw[schedule.frame.host + 3 : schedule.frame.host + 6])
+        names = {b.name for b in schedule.shared.barriers}
+        if not barriers_unconditional(schedule.ast, threads, names):
+            raise InternalError(
+                f"{schedule.mapping.kernel.name}: isl placed a barrier under a condition on the thread; "
+                "not every thread of a block would meet it"
+            )
+
+    def expanded_locals(self, km: KernelMapping) -> dict[str, int]:
+        """Block-local buffers held once per s-point: in a kernel whose tiled loop runs
+        outside the thread's s-points, those declared in the body outside that loop."""
+        staging = km.staging
+        if staging is None or staging.loop is None:
+            return {}
+        points = 1
+        for lm in km.loops:
+            points *= lm.seq
+        if points == 1:
+            return {}
+        outside = [s for s in km.kernel.body if not (isinstance(s, Loop) and s.index == staging.loop)]
+        return {d.name: points for d in _news(tuple(outside))}
 
     def bind_hardware(self, frame: Frame) -> list[tuple[str, str]]:
         """C names for the host indices, block and thread coordinates of a kernel; returns
@@ -229,10 +273,12 @@ class _Emitter:
         return used
 
     def iterators(self, frame: Frame, statements: tuple[StatementModel, ...], width: int) -> list[str]:
-        """Names of the schedule dimensions: ``s_<index>`` per band loop, then per body depth
-        the loop's own index when every statement agrees on it (else ``c<k>``)."""
+        """Names of the schedule dimensions: in a staged kernel ``phase``, ``kt`` (the tile)
+        and ``part`` first; ``s_<index>`` per band loop, then per body depth the loop's own
+        index when every statement agrees on it (else ``c<k>``)."""
         km = frame.mapping
-        names = [self.cn.fresh(f"s_{lm.index}") for lm in km.loops]
+        names = [self.cn.fresh(n) for n in ("phase", "kt", "part")] if km.staging is not None else []
+        names += [self.cn.fresh(f"s_{lm.index}") for lm in km.loops]
         used = set()
         for k in range(width):
             depth = k // 2
@@ -259,9 +305,10 @@ class _Emitter:
         qualifier = "const " if decl.kind is BufferKind.IN else ""
         return Argument("buffer", decl.name, f"{qualifier}{C_TYPE[decl.dtype]}* __restrict__", self.cn[decl.name])
 
-    def local_declaration(self, decl: BufferDecl) -> str:
+    def local_declaration(self, decl: BufferDecl, points: int = 1) -> str:
         """A block-local buffer of a kernel: private to each thread (registers), one copy
-        reused by the thread's points one after another (each sees a fresh buffer)."""
+        reused by the thread's points one after another (each sees a fresh buffer), or one
+        per point (``points``) where the points interleave (``expanded_locals``)."""
         count = 1
         for extent in decl.shape:
             value = const_value(extent)
@@ -274,18 +321,111 @@ class _Emitter:
                 )
             count *= value
         c_type, c_name = C_TYPE[decl.dtype], self.cn[decl.name]
+        if points > 1:
+            return f"{c_type} {c_name}[{max(count, 1) * points}];  // one per point of the thread"
         return f"{c_type} {c_name};" if not decl.shape else f"{c_type} {c_name}[{max(count, 1)}];"
 
     def leaf(self, schedule: KernelSchedule, tuple_name: str, args: list[str]) -> list[str]:
+        plan = schedule.shared
+        if plan is not None:
+            if any(b.name == tuple_name for b in plan.barriers):
+                return ["__syncthreads();"]
+            for copy in plan.copies:
+                if copy.name == tuple_name:
+                    return self.copy_leaf(schedule, copy, args)
         s = schedule.statements[tuple_name]
         stmt = s.stmt
         lines = [f"const int {self.cn[loop.index]} = {arg};" for loop, arg in zip(s.loops, args)
                  if arg != self.cn[loop.index]]
-        body = self.printer.statement(stmt)
+        self.printer.redirect = self.redirects(schedule, s)
+        try:
+            body = self.printer.statement(stmt)
+        finally:
+            self.printer.redirect = {}
         comment = f"// {s.name}: {stmt}"
         if not lines:
             return [comment, body]
         return ["{  " + comment, *("  " + line for line in lines), "  " + body, "}"]
+
+    def redirects(self, schedule: KernelSchedule, s: StatementModel) -> dict:
+        """Where this statement's staged reads and per-point locals live (see ``leaf``)."""
+        km = schedule.mapping
+        out = {}
+        plan = schedule.shared
+        if plan is not None:
+            for copy in plan.copies:
+                if s.name in copy.buffer.candidate.reads:
+                    out[copy.buffer.name] = self.shared_reader(copy)
+        if self.expanded:
+            point = self.point_index(km)
+            for name in self.expanded:
+                out[name] = self.point_accessor(name, point)
+        return out
+
+    def shared_reader(self, copy: CopyRelation):
+        """``X[e]`` read from the tile: ``X_sh[e_0 - lo_0]..``, i.e. ``X_sh[v_0 % W_0]..``
+        (``v`` the loop the dimension follows: ``v - lo`` runs over [0, W) in the tile)."""
+        c_name = self.shared_names[copy.buffer.name]
+        dims = copy.buffer.candidate.dims
+        widths = copy.buffer.widths
+
+        def read(indices) -> str:
+            parts = []
+            for v, w in zip(dims, widths):
+                parts.append("0" if v is None or w == 1 else f"{self.cn[v]} % {w}")
+            return c_name + "".join(f"[{p}]" for p in parts)
+
+        return read
+
+    def point_index(self, km: KernelMapping) -> str:
+        """The C expression of the thread's s-point (linear, outer band loops first), from the
+        band indices: ``s_j = (i_j / T_j) % S_j`` (cyclic) or ``i_j % S_j`` (blocked)."""
+        terms, scale = [], 1
+        for lm in reversed(km.loops):
+            if lm.seq > 1:
+                i = self.cn[lm.index]
+                s_j = f"({i} / {lm.threads}) % {lm.seq}" if lm.distribution is Distribution.CYCLIC else f"{i} % {lm.seq}"
+                terms.append(f"({s_j})" if scale == 1 else f"({s_j}) * {scale}")
+            scale *= lm.seq
+        return " + ".join(reversed(terms)) or "0"
+
+    def point_accessor(self, name: str, point: str):
+        decl = next(d for d in self.program.all_buffers() if d.name == name)
+        count = 1
+        for extent in decl.shape:
+            count *= const_value(extent) or 1
+
+        def access(indices) -> str:
+            inner = self.printer.flat(decl, indices) if indices else "0"
+            base = f"({point})" if count == 1 else f"({point}) * {count}"
+            return f"{self.cn[name]}[{base}{'' if inner == '0' else f' + {inner}'}]"
+
+        return access
+
+    def copy_leaf(self, schedule: KernelSchedule, copy: CopyRelation, args: list[str]) -> list[str]:
+        """One element of a tile: ``X_sh[o] = X[lo + o]`` (``mapping.shared``); the instance
+        is ``[h, b, kt, o]``."""
+        km = schedule.mapping
+        h = schedule.frame.host
+        blocks, kt, offsets = args[h : h + 3], args[h + 3], args[h + 4 :]
+        c = copy.buffer.candidate
+        decl = self.program.buffer(c.buffer)
+        index = []
+        for v, r, o in zip(c.dims, c.offsets, offsets):
+            rest = self.printer.index(r)[0]
+            if v is None:
+                lo = rest
+            elif v == km.staging.loop:
+                lo = f"{km.staging.tile} * {kt}" + ("" if rest == "0" else f" + ({rest})")
+            else:
+                lm = km.loop(v)
+                lo = f"{lm.threads * lm.seq} * {blocks[lm.block_axis.position]}" + ("" if rest == "0" else f" + ({rest})")
+            index.append(f"{lo} + {o}" if lo != "0" else o)
+        flat = index[0] if index else "0"
+        for extent, e in zip(decl.shape[1:], index[1:]):
+            flat = f"({flat}) * {self.printer.index(extent)[0]} + {e}"
+        target = self.shared_names[c.buffer] + "".join(f"[{o}]" for o in offsets)
+        return [f"{target} = {self.cn[c.buffer]}[{flat}];  // copy of {c.buffer}'s tile"]
 
     # -- the launcher
 

@@ -22,18 +22,21 @@ sizes and host indices, printed as C for the launcher and evaluated by isl for C
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import islpy as isl
 
 from polymap.ir.nodes import Loop
 from polymap.mapping.accesses import kernel_statements as thread_statements
-from polymap.mapping.hardware import Executed, Frame, executed, frame_of, param_prefix
+from polymap.mapping.hardware import Executed, Frame, executed, frame_of, param_prefix, time_width
+from polymap.mapping.shared import SharedPlan, shared_plan
 from polymap.mapping.space import KernelMapping
 from polymap.poly.isl_text import isl_expr
 from polymap.poly.model import PolyModel, StatementModel
 
 _PARAM, _OUT = isl.dim_type.param, isl.dim_type.out
+_N = isl.ast_node_type
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -50,7 +53,8 @@ class KernelSchedule:
     hardware: tuple[str, ...]
     statements: dict[str, StatementModel]
     context: isl.Set  # sizes, host indices, b, t: what the launch guarantees
-    iterators: tuple[str, ...]  # the schedule dimensions: s_1 .. s_m, then the body's order
+    iterators: tuple[str, ...]  # the schedule dimensions: [phase, tile, part], s_1 .. s_m, the body's order
+    shared: SharedPlan | None = None  # copies and barriers of a staged kernel
 
 
 def kernel_statements(model: PolyModel, km: KernelMapping) -> tuple[StatementModel, ...]:
@@ -60,7 +64,13 @@ def kernel_statements(model: PolyModel, km: KernelMapping) -> tuple[StatementMod
 
 def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> KernelSchedule:
     """Build the AST of one kernel. ``iterator_names(frame, statements, width)`` returns the
-    names of the schedule dimensions ``[s_1 .. s_m, p_0, n_1, ..]`` (C identifiers)."""
+    names of the schedule dimensions ``[s_1 .. s_m, p_0, n_1, ..]`` (C identifiers), led by
+    three more (phase, tile, part) in a staged kernel.
+
+    A staged kernel also schedules its copies and barriers (``mapping.shared``); every
+    dimension is generated *atomic* (one loop per dimension, never split in pieces), so the
+    tile loop around the barriers is one loop that all threads run alike, and the barriers,
+    whose domains do not mention the thread, sit under no condition on it (checked here)."""
     frame = frame_of(model, km)
     mine = kernel_statements(model, km)
     width = max((2 * (len(s.loops) - frame.outer) + 1 for s in mine), default=1)
@@ -78,9 +88,19 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
             sched = sched.set_dim_name(_PARAM, n + k, frame.hw[k])
         part = isl.UnionMap.from_map(sched)
         schedule = part if schedule is None else schedule.union(part)
+    plan = shared_plan(model, frame, width)
+    if plan is not None:
+        for copy in plan.copies:
+            schedule = schedule.union(_extra_schedule(prefix, copy.relation, copy.time, fixed, frame))
+        for barrier in plan.barriers:
+            timed = barrier.relation.range_map().apply_range(barrier.time)  # [hw -> Sync] -> time
+            schedule = schedule.union(_extra_schedule(prefix, barrier.relation, timed, fixed, frame))
     context = launch_context(model, frame)
     build = isl.AstBuild.from_context(context)
-    dims = len(km.loops) + width
+    dims = time_width(km, width)
+    if plan is not None:
+        build = build.set_options(isl.UnionMap(f"{{ [{', '.join(f'c{k}' for k in range(dims))}] -> atomic[x] : "
+                                               f"0 <= x < {dims} }}"))
     ids = isl.IdList.alloc(context.get_ctx(), dims)
     iterators = tuple(iterator_names(frame, mine, width))
     for name in iterators:
@@ -91,8 +111,25 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
     else:
         ast = build.node_from_schedule_map(schedule.intersect_params(context))
     return KernelSchedule(
-        km, frame, ast, frame.hw[:fixed], {s.domain.get_tuple_name(): s for s in mine}, context, iterators
+        km, frame, ast, frame.hw[:fixed], {s.domain.get_tuple_name(): s for s in mine}, context, iterators, plan
     )
+
+
+def _extra_schedule(prefix: str, relation: isl.Map, timed: isl.Map, fixed: int, frame: Frame) -> isl.UnionMap:
+    """The schedule of a copy or barrier ``X``: ``X -> [h, b, t, time]`` from its relation
+    ``hw -> X`` and its time ``[hw -> X] -> time``; h, b, t then become parameters."""
+    to_time = relation.range_map().reverse().apply_range(timed)  # X -> time
+    to_hw = relation.reverse()
+    to_hw = to_hw.project_out(_OUT, fixed, to_hw.dim(_OUT) - fixed)  # X -> [h, b, t]
+    return isl.UnionMap.from_map(_fix_params(to_hw.range_product(to_time).flatten_range(), fixed, frame))
+
+
+def _fix_params(sched: isl.Map, fixed: int, frame: Frame) -> isl.Map:
+    n = sched.dim(_PARAM)
+    sched = sched.move_dims(_PARAM, n, _OUT, 0, fixed)
+    for k in range(fixed):
+        sched = sched.set_dim_name(_PARAM, n + k, frame.hw[k])
+    return sched
 
 
 def launch_context(model: PolyModel, frame: Frame) -> isl.Set:
@@ -152,3 +189,31 @@ def grid_dims(model: PolyModel, km: KernelMapping, host_names: tuple[str, ...]) 
         zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(context.get_space())).intersect_domain(context)
         dims.append(blocks.union_max(zero).coalesce())
     return tuple(dims)
+
+
+def barriers_unconditional(ast: isl.AstNode, threads: tuple[str, ...], barriers: set[str]) -> bool:
+    """Whether no barrier of the AST lies under a loop bound or condition that mentions a
+    thread coordinate (every thread of a block must meet every barrier)."""
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, threads)) + r")\b")
+
+    def visit(node: isl.AstNode, conditioned: bool) -> bool:
+        kind = node.get_type()
+        if kind == _N.block:
+            children = node.block_get_children()
+            return all(visit(children.get_at(k), conditioned) for k in range(children.n_ast_node()))
+        if kind == _N.for_:
+            exprs = [node.for_get_init(), node.for_get_inc()] + ([] if node.for_is_degenerate() else [node.for_get_cond()])
+            inner = conditioned or any(pattern.search(e.to_C_str()) for e in exprs)
+            return visit(node.for_get_body(), inner)
+        if kind == _N.if_:
+            inner = conditioned or bool(pattern.search(node.if_get_cond().to_C_str()))
+            ok = visit(node.if_get_then_node(), inner)
+            return ok and (not node.if_has_else_node() or visit(node.if_get_else_node(), inner))
+        if kind == _N.user:
+            name = node.user_get_expr().get_op_arg(0).get_id().get_name()
+            return not (conditioned and name in barriers)
+        if kind == _N.mark:
+            return visit(node.mark_get_node(), conditioned)
+        return True
+
+    return visit(ast, False)

@@ -11,6 +11,7 @@ import islpy as isl
 
 from polymap.ir.nodes import Loop
 from polymap.mapping.space import Distribution, KernelMapping, LoopMapping
+from polymap.mapping.staging import scope_position
 from polymap.poly.isl_text import isl_expr
 from polymap.poly.model import PolyModel, StatementModel
 
@@ -99,6 +100,29 @@ def _parametric_grid(model: PolyModel, nest: tuple[Loop, ...], b: str, lm: LoopM
     return f"0 <= {b} and " + (f"exists ({', '.join(xs)} : {body})" if xs else body)
 
 
+def phase_prefix(km: KernelMapping, position: int, first_body_dim: str | None) -> list[str]:
+    """The three leading coordinates of a statement's time in a staged kernel
+    (``staging.py``): ``[0, 0, 0]`` before the tiled loop, ``[1, kt, 1]`` inside it
+    (``kt = floor(k / K)``, k its first body dimension), ``[2, 0, 0]`` after it; nothing
+    in a kernel without staging."""
+    staging = km.staging
+    if staging is None:
+        return []
+    scope = scope_position(km)
+    if scope is None:
+        return ["1", "0", "1"]
+    if position < scope:
+        return ["0", "0", "0"]
+    if position > scope:
+        return ["2", "0", "0"]
+    return ["1", f"floor({first_body_dim}/{staging.tile})", "1"]
+
+
+def time_width(km: KernelMapping, body_width: int) -> int:
+    """The length of a thread's time vector: phases, s-points, the body's order."""
+    return (3 if km.staging is not None else 0) + len(km.loops) + body_width
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Executed:
     """A statement as the hardware runs it: ``relation`` hw -> S (``R_S``), ``time`` the
@@ -146,11 +170,13 @@ def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int,
         f"{prefix}{{ [{', '.join(hw)}] -> {tuple_name}[{', '.join(s.dims)}] : {' and '.join(cons)} }}"
     ).intersect_params(model.context)
     position = s.ctx.position
-    order = [str(position[outer])]
+    order = phase_prefix(km, position[outer], body[0] if body else None)
+    order += [str(position[outer])]
     for n, p in zip(body, position[outer + 1 :]):
         order += [n, str(p)]
-    order += ["0"] * (width - len(order))
-    clock_exprs = tuple(hw_s) + tuple(order)
+    order += ["0"] * (width + (3 if km.staging is not None else 0) - len(order))
+    lead = 3 if km.staging is not None else 0
+    clock_exprs = tuple(order[:lead]) + tuple(hw_s) + tuple(order[lead:])
     clock = isl.Map(f"{prefix}{{ [{', '.join(hw)}] -> [{', '.join(clock_exprs)}] }}")
     vector = []
     for d in range(h):

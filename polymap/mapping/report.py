@@ -59,14 +59,28 @@ def format_kernel(mapped: KernelMapping) -> list[str]:
             depth += 1
         lines.append("  " * depth + f"{loop.index_formula()}    # {detail}")
     lines.extend("  " * depth + line for line in format_block(kernel.body, 0))
+    if mapped.staging is not None:
+        lines.extend(format_staging(mapped))
     return lines
+
+
+def format_staging(mapped: KernelMapping) -> list[str]:
+    """How a staged kernel runs its tiles (``mapping/staging.py``), in words."""
+    staging = mapped.staging
+    if staging.loop is None:
+        order = "each block copies its tile, meets at __syncthreads(), then runs the body"
+    else:
+        order = (f"loop {staging.loop} runs in tiles of {staging.tile}: per tile the block copies the tiles, "
+                 f"meets at __syncthreads(), runs the tile's iterations for each of the thread's points, and "
+                 f"meets again before the next tile's copy")
+    return [f"  shared memory: {staging.describe()}", f"    {order}"]
 
 
 def format_cost(cost: KernelCost) -> list[str]:
     header = f"  {'access':<24} {'stmt':<5} {'lane stride':>11} {'sectors/req':>11} {'requests':>12} {'bytes':>14}"
     lines = [header]
     for a in cost.accesses:
-        name = f"{'write' if a.is_write else 'read'} {a.access}"
+        name = f"{'write' if a.is_write else 'read'} {a.access}" + (" (shared)" if a.from_shared else "")
         lines.append(
             f"  {name:<24} {a.statement:<5} {a.lane_stride:>11} {a.sectors_per_request:>11} "
             f"{a.requests:>12} {a.bytes:>14}"
@@ -74,6 +88,7 @@ def format_cost(cost: KernelCost) -> list[str]:
     lines.append(
         f"  {cost.flops} flops; memory {cost.memory_s * 1e6:.4g} us, compute {cost.compute_s * 1e6:.4g} us, "
         f"GPU filled {100 * cost.fill:.3g}% -> predicted {cost.time_s * 1e6:.4g} us"
+        + (f"; {cost.shared_bytes} bytes of shared memory per block" if cost.shared_bytes else "")
         + (f" per launch x {cost.launches} launches" if cost.launches != 1 else "")
     )
     return lines

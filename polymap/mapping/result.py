@@ -21,7 +21,8 @@ class AccessCost:
     lane_stride: int  # elements between neighbouring lanes of a warp (bounded over the domain)
     sectors_per_request: int  # 32-byte sectors one warp request touches (1..32)
     requests: int  # warp requests (instances / 32)
-    bytes: int  # sectors_per_request * 32 * requests
+    bytes: int  # sectors_per_request * 32 * requests (0 for a read served from shared memory)
+    from_shared: bool = False  # a staged read: served from the shared-memory tile
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,7 @@ class KernelCost:
     compute_s: float
     time_s: float  # max(memory, compute) / fill: the predicted time
     launches: int  # host-loop iterations launching it
+    shared_bytes: int = 0  # shared memory per block (staged tiles, padding included)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,11 +19,22 @@ has (binary unless said otherwise):
   holds) and ``u >= threads per SM / (blocks per SM * threads per block)`` (blocks too
   small to fill an SM's thread slots).
 
+Shared-memory staging (``staging.py`` says what can be staged and how it runs): a binary
+``scope`` per tileable seq loop of the body (or the whole body), at most one; the tile
+``K = 2^kappa`` (kappa <= 6 and K not beyond the loop's extent; 1 for the whole body); and a
+binary ``st`` per candidate buffer of the chosen scope. A staged buffer's reads in the scope
+leave global memory (their sectors drop to 0) and its copies move
+``e * prod_j N_j * N_L / prod_{j not in its tile} T_j S_j`` bytes, its tile takes
+``e * prod widths`` bytes of shared memory (with an allowance of 1/32 for padding), the tiles
+together at most ``shared_capacity`` (48 KB, and no more than the block's share of the SM
+for its thread count), and a tile's rows are at least a 32-byte sector wide. The powers of
+two are indicator binaries over the sums of the log2 decisions, so all of it is linear.
+
 Objective (microseconds): ``time >= u * bytes / bandwidth`` and ``time >= u * flops / peak``
 with ``bytes = sum_r instances_r * sigma_r`` (a warp request of sigma sectors moves
 32 sigma bytes for 32 instances) — a roofline estimate, so the objective value is the
-predicted kernel time. A tiny tie-break prefers block axes equal to thread axes and fewer
-per-thread points. Limits: 32 <= threads per block <= 1024, blockDim.z <= 64, gridDim.y
+predicted kernel time. A tiny tie-break prefers block axes equal to thread axes, fewer
+per-thread points and larger tiles (fewer barriers). Limits: 32 <= threads per block <= 1024, blockDim.z <= 64, gridDim.y
 and gridDim.z <= 65535, T_j S_j not beyond the next power of two of N_j, at most 64
 points per thread.
 """
@@ -50,9 +61,11 @@ from polymap.mapping.space import (
     LoopMapping,
     LoopPin,
     Pins,
+    Staging,
     kernels,
     parse_pins,
 )
+from polymap.mapping.staging import StageCandidate, StagedBuffer, scope_loops, stage_candidates
 from polymap.poly.isl_text import evaluate_index
 from polymap.poly.model import PolyModel, analyze
 from polymap.targets import GpuTarget, get_target
@@ -61,6 +74,8 @@ MAX_LOG_THREADS = 10  # 1024 threads per block
 MAX_LOG_SEQ = 4  # 16 points per loop and thread
 MAX_LOG_SEQ_TOTAL = 6  # 64 points per thread (accumulators must fit in registers)
 MAX_LOG_Z = 6  # blockDim.z <= 64
+MAX_LOG_TILE = 6  # a tiled seq loop runs at most 64 iterations per tile
+PADDING = 33 / 32  # a staged tile's rows may be padded by one element in 32 (bank conflicts)
 GRID_YZ = 65535
 TIE_BREAK = 1e-6  # microseconds: never outweighs a real cost difference
 
@@ -73,6 +88,7 @@ def optimize(
     context: str | None = None,
     time_limit: float | None = None,
     registers: bool = True,
+    staging: bool = True,
 ) -> Mapping:
     """Choose the thread mapping of every kernel of ``program`` with SCIP, prove it with isl,
     and return it with its predicted cost and SCIP's report.
@@ -83,7 +99,10 @@ def optimize(
 
     With ``registers`` (the default) reductions first get their accumulators in registers
     (``ir.registers.promote_accumulators``): ``Mapping.program`` is then the rewritten
-    program, the one whose cost is estimated, proved and emitted."""
+    program, the one whose cost is estimated, proved and emitted.
+
+    With ``staging`` (the default) the model may stage reads in shared memory
+    (``staging.py``); ``staging=False`` keeps every read in global memory."""
     from polymap.mapping.verify import verify
 
     gpu = get_target(target)
@@ -98,7 +117,7 @@ def optimize(
     _check_pin_keys(pinned, all_kernels)
     mapped, costs, reports = [], [], []
     for kernel in all_kernels:
-        problem = KernelProblem.build(kernel, model, gpu, pinned, time_limit)
+        problem = KernelProblem.build(kernel, model, gpu, pinned, time_limit, staging)
         report, decisions = problem.solve_or_explain()
         mapped.append(decisions)
         costs.append(problem.cost(decisions))
@@ -130,11 +149,27 @@ def cost_sizes(program: Program, context: str | None) -> dict[str, int]:
 
 
 def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...]) -> None:
-    known = {i for k in all_kernels for i in k.indices} | {f"{k.name}.{i}" for k in all_kernels for i in k.indices}
-    for key in pins.keys():
-        if key not in known:
-            loops = ", ".join(sorted(known)) or "none"
-            raise ArgumentError(f"pin '{key}' names no par loop mapped to the GPU (band loops: {loops})")
+    band = {i for k in all_kernels for i in k.indices} | {f"{k.name}.{i}" for k in all_kernels for i in k.indices}
+    tiled = {loop.index for k in all_kernels for loop in scope_loops(k)}
+    tiled |= {f"{k.name}.{loop.index}" for k in all_kernels for loop in scope_loops(k)}
+    for key, pin in pins.by_key:
+        fields = {name for name, _ in pin.items()}
+        if key in tiled and not key in band:
+            if fields - {"tile", "stage"}:
+                raise ArgumentError(
+                    f"pin '{key}': '{key}' is a seq loop of a thread's body; only its 'tile' and 'stage' "
+                    f"can be pinned, not {', '.join(sorted(fields - {'tile', 'stage'}))}"
+                )
+            continue
+        if key not in band:
+            loops = ", ".join(sorted(band)) or "none"
+            seqs = ", ".join(sorted(tiled)) or "none"
+            raise ArgumentError(
+                f"pin '{key}' names no par loop mapped to the GPU (band loops: {loops}) and no seq loop "
+                f"that can be tiled (tileable loops: {seqs})"
+            )
+        if fields & {"tile", "stage"}:
+            raise ArgumentError(f"pin '{key}': 'tile' and 'stage' apply to a seq loop, '{key}' is a par loop")
 
 
 def _rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> KernelMapping:
@@ -145,7 +180,7 @@ def _rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> Kern
                     m.max_extent, m.guard)
         for m, band in zip(mapped.loops, kernel.band)
     )
-    return KernelMapping(kernel, loops)
+    return KernelMapping(kernel, loops, mapped.staging)
 
 
 # --------------------------------------------------------------------------- model
@@ -164,15 +199,31 @@ class KernelProblem:
     extents: tuple[int, ...]
     accesses: tuple[GlobalAccess, ...]
     flops: int
+    candidates: tuple[StageCandidate, ...] = ()  # reads that may be staged in shared memory
+    scope_extents: tuple[tuple[str, int], ...] = ()  # largest extent of each tileable seq loop
     certificates_checked: int = 0  # Farkas certificates of the last solution, checked exactly
 
     @classmethod
     def build(cls, kernel: Kernel, model: PolyModel, target: GpuTarget, pins: Pins,
-              time_limit: float | None) -> KernelProblem:
+              time_limit: float | None, staging: bool = True) -> KernelProblem:
         launches = _launches(kernel)
+        candidates = stage_candidates(kernel, model.program) if staging else ()
         return cls(kernel, model, target, pins, time_limit, launches, _max_extents(kernel, model),
                    kernel_accesses(kernel, model, launches=launches),
-                   _kernel_flops(kernel, model) // max(1, launches))
+                   _kernel_flops(kernel, model) // max(1, launches), candidates,
+                   tuple((loop.index, _loop_extent(loop, model)) for loop in scope_loops(kernel)))
+
+    def staged_bytes(self, candidate: StageCandidate, spans: dict[str, int]) -> float:
+        """Bytes a staged buffer moves from global memory per launch: blocks x tiles x tile,
+        i.e. ``e * prod N_j * N_L / prod_{j not in the tile} T_j S_j`` (the model's form,
+        without rounding up; ``spans`` gives T_j S_j per band loop)."""
+        total = candidate.element_bytes * math.prod(self.extents)
+        if candidate.loop is not None:
+            total *= dict(self.scope_extents)[candidate.loop]
+        for index in self.kernel.indices:
+            if index not in candidate.dims:
+                total /= spans[index]
+        return total
 
     # -- solving
 
@@ -199,7 +250,8 @@ class KernelProblem:
         )
 
     def _pins_here(self) -> list[tuple[str, LoopPin]]:
-        return [kp for i in self.kernel.indices for kp in self.pins.for_loop(self.kernel.name, i)]
+        loops = self.kernel.indices + tuple(index for index, _ in self.scope_extents)
+        return [kp for i in loops for kp in self.pins.for_loop(self.kernel.name, i)]
 
     def _only(self, keys: list[str]) -> Pins:
         return Pins(tuple((k, p) for k, p in self.pins.by_key if k in keys))
@@ -231,14 +283,25 @@ class KernelProblem:
         t = self.target
         delta = {m.index: (1 if m.distribution is Distribution.CYCLIC else m.seq) if m.thread_axis is Axis.X else 0
                  for m in mapping.loops}
-        rows, total_bytes = [], 0
+        staged = self._staged(mapping)
+        spans = {m.index: m.threads * m.seq for m in mapping.loops}
+        rows, total_bytes, shared = [], 0.0, 0
         for a in self.accesses:
             stride = a.exact_stride(delta)
             sectors = sectors_per_request(stride, a.element_bytes)
             requests = -(-a.instances // t.warp_size)
-            rows.append(AccessCost(a.statement, a.text, a.is_write, stride, sectors, requests,
-                                   sectors * t.sector_bytes * requests))
-            total_bytes += a.instances * sectors
+            from_shared = any(a.buffer == c.buffer and a.statement in c.reads and not a.is_write for c in staged)
+            moved = 0 if from_shared else sectors * t.sector_bytes * requests
+            rows.append(AccessCost(a.statement, a.text, a.is_write, stride, sectors, requests, moved, from_shared))
+            total_bytes += 0 if from_shared else a.instances * sectors
+        for c in staged:
+            moved = self.staged_bytes(c, spans)
+            widths = tuple(mapping.staging.tile if v == c.loop else spans.get(v, 1) for v in c.dims)
+            tile = "x".join(map(str, widths))
+            shared += StagedBuffer(c, widths).bytes
+            rows.append(AccessCost("copy", f"{c.buffer} tile [{tile}]", False, 1, 1,
+                                   math.ceil(moved / t.sector_bytes), math.ceil(moved), False))
+            total_bytes += moved
         threads = mapping.threads_per_block * mapping.blocks
         capacity = t.sm_count * t.max_threads_per_sm
         # the model's form of the fill: prod N / prod S threads, whatever the rounding up
@@ -248,7 +311,19 @@ class KernelProblem:
         compute_s = self.flops / t.peak_fp32_flops
         return KernelCost(self.kernel.name, tuple(rows), self.flops, threads, mapping.blocks,
                           mapping.threads_per_block, fill, memory_s, compute_s,
-                          max(memory_s, compute_s) / fill, self.launches)
+                          max(memory_s, compute_s) / fill, self.launches, shared)
+
+    def _staged(self, mapping: KernelMapping) -> list[StageCandidate]:
+        if mapping.staging is None:
+            return []
+        return [c for c in self.candidates if c.loop == mapping.staging.loop and c.buffer in mapping.staging.buffers]
+
+
+def shared_capacity(target: GpuTarget, threads_per_block: int) -> int:
+    """Shared memory a block may use without the opt-in, and without holding fewer blocks
+    per SM than its thread count allows (``shared per SM * block / threads per SM``)."""
+    return min(target.shared_memory_per_block,
+               target.shared_memory_per_sm * threads_per_block // target.max_threads_per_sm)
 
 
 def occupancy_penalty(target: GpuTarget, threads_per_block: int) -> float:
@@ -328,6 +403,7 @@ class _Variables:
             deltas[loop.index] = delta
         t = problem.target
         traffic = []
+        self.sectors = []
         for k, access in enumerate(problem.accesses):
             bound = scip.addVar(f"D[{access.statement}:{access.text}]", vtype="I", lb=0)
             theta = {access.bound: bound, **{d: deltas[d.name.removeprefix("delta__")] for d in access.deltas}}
@@ -341,6 +417,12 @@ class _Variables:
             scip.addCons(sectors >= t.warp_size * wide)
             scip.addCons(t.sector_bytes * sectors >= (t.warp_size - 1) * e * bound + e - big * wide)
             traffic.append(access.instances * sectors)
+            self.sectors.append(sectors)
+        p_log = {loop.index: lt[j] + ls[j] for j, loop in enumerate(band)}
+        block = {v: scip.addVar(f"block_log2={v}", vtype="B") for v in range(MAX_LOG_THREADS + 1)}
+        scip.addCons(quicksum(block.values()) == 1)
+        scip.addCons(quicksum(v * block[v] for v in block) == total_lt)
+        traffic = self._staging(scip, pins, traffic, p_log, block)
         # fill: u >= 1 and u >= capacity * prod S_j / prod N_j
         capacity = t.sm_count * t.max_threads_per_sm
         prod_s = seq[0]
@@ -352,11 +434,7 @@ class _Variables:
         scip.addCons(u >= capacity * prod_s / math.prod(problem.extents))
         # occupancy: an SM holds at most max_blocks_per_sm blocks, so small blocks leave
         # thread slots empty: u >= threads per SM / (blocks per SM * threads per block)
-        sizes = range(MAX_LOG_THREADS + 1)
-        block = {v: scip.addVar(f"block_log2={v}", vtype="B") for v in sizes}
-        scip.addCons(quicksum(block.values()) == 1)
-        scip.addCons(quicksum(v * block[v] for v in sizes) == total_lt)
-        scip.addCons(u >= quicksum(occupancy_penalty(t, 2**v) * block[v] for v in sizes))
+        scip.addCons(u >= quicksum(occupancy_penalty(t, 2**v) * block[v] for v in block))
         time = scip.addVar("time_us", vtype="C", lb=0.0)
         memory_us = quicksum(traffic) * (1e6 / t.dram_bandwidth)
         scip.addCons(time >= u * memory_us)
@@ -366,8 +444,89 @@ class _Variables:
             j, a = divmod(idx, 3)
             scip.addCons(var <= self.ax[j, axes[a]])
             scip.addCons(var <= self.bx[j, axes[a]])
-        tie = TIE_BREAK * (n - quicksum(same) + quicksum(ls[j] for j in range(n)))
+        # ties: block axes equal to thread axes, fewer points per thread, larger tiles (fewer barriers)
+        tie = TIE_BREAK * (n - quicksum(same) + quicksum(ls[j] for j in range(n)) + MAX_LOG_TILE - self.log_tile)
         scip.setObjective(time + tie, "minimize")
+
+    def _staging(self, scip: Model, pins: Pins, traffic: list, p_log: dict, block: dict) -> list:
+        """Shared-memory staging (``staging.py``): a binary per scope (a tileable seq loop or
+        the whole body; at most one), the tile ``K = 2^kappa``, and per candidate buffer a
+        binary ``st``. A staged buffer's reads in the scope cost nothing from global memory;
+        its copies move ``e * prod N_j * N_L * 2^-(sum of log2 T_j S_j over the band loops
+        its tile does not follow)`` bytes (an indicator per value of that sum); its tile of
+        ``e * 2^(sum of the logs of the widths)`` bytes (padded) counts against
+        ``shared_capacity``, and its rows are at least a sector wide. Returns the traffic
+        terms with those of the staged reads switched off."""
+        p, t = self.p, self.p.target
+        kname = p.kernel.name
+        scope_extent = dict(p.scope_extents)
+        self.scope, self.stage = {}, {}
+        kappa_values = range(MAX_LOG_TILE + 1)
+        self.kappa = {m: scip.addVar(f"tile_log2={m}", vtype="B") for m in kappa_values}
+        scip.addCons(quicksum(self.kappa.values()) == 1)
+        self.log_tile = quicksum(m * var for m, var in self.kappa.items())
+        if not p.candidates:
+            return traffic
+        for c in p.candidates:
+            if c.loop not in self.scope:
+                self.scope[c.loop] = scip.addVar(f"scope[{c.loop or 'body'}]", vtype="B")
+        scip.addCons(quicksum(self.scope.values()) <= 1)
+        if None in self.scope:  # the whole body is one tile: K = 1
+            scip.addCons(self.log_tile <= MAX_LOG_TILE * (1 - self.scope[None]))
+        for loop, extent in scope_extent.items():
+            if loop in self.scope:
+                cap = max(0, math.ceil(math.log2(extent))) if extent > 1 else 0
+                scip.addCons(self.log_tile <= cap + MAX_LOG_TILE * (1 - self.scope[loop]))
+        for loop in self.scope:
+            if loop is None:
+                continue
+            pin = _merge(pins.for_loop(kname, loop))
+            if pin.tile is not None:
+                scip.addCons(self.log_tile == _log2(pin.tile))
+            if pin.stage is not None:
+                scip.addCons(self.scope[loop] == (1 if pin.stage else 0))
+        shared_terms = []
+        for c in p.candidates:
+            st = scip.addVar(f"stage[{c.buffer}@{c.loop or 'body'}]", vtype="B")
+            self.stage[c.buffer, c.loop] = st
+            scip.addCons(st <= self.scope[c.loop])
+            if c.loop is not None:
+                pin = _merge(pins.for_loop(kname, c.loop))
+                if pin.stage is not None:
+                    scip.addCons(st == (1 if c.buffer in pin.stage else 0))
+            width_log = {v: (self.log_tile if v == c.loop else p_log[v]) for v in c.loops}
+            # rows of at least one 32-byte sector
+            row = max(0, math.ceil(math.log2(t.sector_bytes / c.element_bytes)))
+            scip.addCons(width_log[c.dims[-1]] >= row * st)
+            # global traffic of the copies
+            outside = [v for v in p.kernel.indices if v not in c.dims]
+            top = len(outside) * (MAX_LOG_THREADS + MAX_LOG_SEQ)
+            full = self.p.staged_bytes(c, {v: 1 for v in p.kernel.indices})
+            # y[m] = 1 for m = sum of the logs (when staged; all 0 otherwise): a smaller m means
+            # more traffic, so the minimum takes the largest m allowed, the exact one
+            y = {m: scip.addVar(f"outlog[{c.buffer}]={m}", vtype="B") for m in range(top + 1)}
+            scip.addCons(quicksum(y.values()) == st)
+            scip.addCons(quicksum(m * var for m, var in y.items()) <= quicksum(p_log[v] for v in outside))
+            traffic.append(quicksum(full * 2.0**-m * var for m, var in y.items()))
+            # the staged reads leave global memory
+            for k, a in enumerate(p.accesses):
+                if a.buffer == c.buffer and a.statement in c.reads and not a.is_write:
+                    sectors = self.sectors[k]
+                    left = scip.addVar(f"sigma_global[{a.statement}:{a.text}]", vtype="I", lb=0, ub=t.warp_size)
+                    scip.addCons(left >= sectors - t.warp_size * st)  # 0 when staged
+                    traffic[k] = a.instances * left
+            # shared memory of the tile
+            widths = quicksum(width_log.values())
+            top_w = sum(MAX_LOG_THREADS + MAX_LOG_SEQ for v in c.loops if v != c.loop)
+            top_w += MAX_LOG_TILE if c.loop in c.dims else 0
+            # z[m] = 1 for m >= the log of the tile's elements (when staged; all 0 otherwise)
+            z = {m: scip.addVar(f"tilelog[{c.buffer}]={m}", vtype="B") for m in range(top_w + 1)}
+            scip.addCons(quicksum(z.values()) == st)
+            scip.addCons(quicksum(m * var for m, var in z.items()) >= widths - top_w * (1 - st))
+            shared_terms.append(quicksum(c.element_bytes * PADDING * 2.0**m * var for m, var in z.items()))
+        capacity = quicksum(shared_capacity(t, 2**v) * var for v, var in block.items())
+        scip.addCons(quicksum(shared_terms) <= capacity)
+        return traffic
 
     def _pin(self, scip: Model, j: int, pin: LoopPin, lt, ls) -> None:
         if pin.thread_axis is not None:
@@ -408,7 +567,13 @@ class _Variables:
             dist = Distribution.CYCLIC if value(self.cyc[j]) > 0.5 else Distribution.BLOCKED
             loops.append(LoopMapping(loop.index, thread_axis, block_axis, 2**lt, 2**ls, dist, loop.extent,
                                      self.p.extents[j]))
-        return KernelMapping(self.p.kernel, tuple(loops))
+        staged = [c for c in self.p.candidates if scip.getVal(self.stage[c.buffer, c.loop]) > 0.5]
+        staging = None
+        if staged:
+            loop = staged[0].loop
+            tile = 1 if loop is None else 2 ** next(m for m, v in self.kappa.items() if scip.getVal(v) > 0.5)
+            staging = Staging(loop, tile, tuple(c.buffer for c in staged))
+        return KernelMapping(self.p.kernel, tuple(loops), staging)
 
 
 def _merge(pins: tuple[tuple[str, LoopPin], ...]) -> LoopPin:
@@ -445,6 +610,16 @@ def _max_extents(kernel: Kernel, model: PolyModel) -> tuple[int, ...]:
                     best = max(best, int(value) + 1)
         out.append(max(best, 1))
     return tuple(out)
+
+
+def _loop_extent(loop, model: PolyModel) -> int:
+    """The largest extent of a seq loop of a thread body over the domains of its statements."""
+    best = 0
+    for stmt in model.statements:
+        for depth, outer in enumerate(stmt.ctx.loops):
+            if outer is loop and not stmt.domain.is_empty():
+                best = max(best, int(stmt.domain.dim_max(depth).max_val().to_python()) + 1)
+    return max(best, 1)
 
 
 def _kernel_flops(kernel: Kernel, model: PolyModel) -> int:

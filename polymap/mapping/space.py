@@ -140,9 +140,25 @@ class LoopMapping:
 
 
 @dataclass(frozen=True, slots=True)
+class Staging:
+    """Shared-memory staging of one kernel (``staging.py``): the seq loop ``loop`` of the
+    thread body runs in tiles of ``tile`` iterations (``loop`` None: the whole body is one
+    tile, ``tile`` 1), and the reads of ``buffers`` in it come from shared memory."""
+
+    loop: str | None
+    tile: int
+    buffers: tuple[str, ...]
+
+    def describe(self) -> str:
+        where = f"loop '{self.loop}' in tiles of {self.tile}" if self.loop else "the whole body, one tile"
+        return f"{', '.join(self.buffers)} staged in shared memory over {where}"
+
+
+@dataclass(frozen=True, slots=True)
 class KernelMapping:
     kernel: Kernel
     loops: tuple[LoopMapping, ...]  # in band order, outermost first
+    staging: Staging | None = None  # None: every read from global memory
 
     @property
     def threads_per_block(self) -> int:
@@ -193,6 +209,8 @@ class LoopPin:
     threads: int | None = None
     seq: int | None = None
     distribution: Distribution | None = None
+    tile: int | None = None  # on a seq loop: its tile size (1: not tiled)
+    stage: tuple[str, ...] | None = None  # on a seq loop: the buffers staged in its tiles
 
     def items(self) -> tuple[tuple[str, Any], ...]:
         return tuple((name, getattr(self, name)) for name in self.__slots__ if getattr(self, name) is not None)
@@ -219,6 +237,7 @@ _AXIS_TEXT = re.compile(r"^(?:(threadidx|blockidx|thread|block|t|b)\.?)?([xyz])$
 _FIELD_ALIASES = {
     "thread": "thread_axis", "thread_axis": "thread_axis", "block": "block_axis",
     "block_axis": "block_axis", "threads": "threads", "seq": "seq", "distribution": "distribution",
+    "tile": "tile", "stage": "stage",
 }
 
 
@@ -282,6 +301,11 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
         if match is None:
             raise ArgumentError(f"pin for '{key}': {name} must be x, y or z, got {value!r}")
         return Axis(match.group(2))
+    if name == "stage":
+        items = (value,) if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(b, str) for b in items):
+            raise ArgumentError(f"pin for '{key}': stage must be a buffer name or a list of them, got {value!r}")
+        return tuple(items)
     if name == "distribution":
         try:
             return value if isinstance(value, Distribution) else Distribution(str(value).lower())

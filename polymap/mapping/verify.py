@@ -63,8 +63,10 @@ from polymap.errors import InternalError, VerificationError
 from polymap.ir.nodes import Program
 from polymap.mapping.accesses import kernel_statements
 from polymap.mapping.hardware import Executed, Frame, executed, frame_of, param_prefix
+from polymap.mapping.shared import SharedPlan, element_of, shared_plan, shared_reads
 from polymap.mapping.space import KernelMapping
 from polymap.mapping.space import kernels as program_kernels
+from polymap.mapping.staging import scope_loops, stage_candidates
 from polymap.poly.deps import Dependence
 from polymap.poly.isl_text import evaluate_index, isl_expr
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
@@ -162,6 +164,9 @@ def _verify(model: PolyModel, mappings: tuple[KernelMapping, ...], context: str 
         done.update((e.stmt.name, e) for e in ex)
         inside = [d for d in model.dependences.items if owner[d.source] == rank and owner[d.sink] == rank]
         lines += _prove_thread_order(model, frame, done, inside)
+        plan = shared_plan(model, frame, width)
+        if plan is not None:
+            lines += _prove_shared(model, plan, ex)
         proofs.append(KernelProof(name, tuple(lines)))
     launch = _prove_launch_order(model, mappings, owner, done)
     return VerificationReport(program.name, tuple(proofs), tuple(launch), bool(model.params), context)
@@ -193,6 +198,7 @@ def _check_shape(program: Program, mappings: tuple[KernelMapping, ...]) -> None:
                 f"{kernel.name}: the mapping gives loops ({', '.join(indices)}) but the band is "
                 f"({', '.join(kernel.indices)}), outermost first"
             )
+        _check_staging(program, km)
         for lm in km.loops:
             for what in ("threads", "seq"):
                 value = getattr(lm, what)
@@ -206,6 +212,33 @@ def _check_shape(program: Program, mappings: tuple[KernelMapping, ...]) -> None:
             f"{', '.join(missing)} of program '{program.name}' {'is' if len(missing) == 1 else 'are'} not "
             "mapped: its statement instances would never run"
         )
+
+
+def _check_staging(program: Program, km: KernelMapping) -> None:
+    """A staging names a tileable seq loop of the kernel's body (or none), a positive tile,
+    and buffers that can be staged there (``staging.stage_candidates``)."""
+    staging = km.staging
+    if staging is None:
+        return
+    name = km.kernel.name
+    loops = [loop.index for loop in scope_loops(km.kernel)]
+    if staging.loop is not None and staging.loop not in loops:
+        raise VerificationError(
+            f"{name}: the staging tiles no seq loop '{staging.loop}' of the thread body (tileable: "
+            f"{', '.join(loops) or 'none'})"
+        )
+    if isinstance(staging.tile, bool) or not isinstance(staging.tile, int) or staging.tile < 1:
+        raise VerificationError(f"{name}: the tile must be an integer >= 1, got {staging.tile!r}")
+    if staging.loop is None and staging.tile != 1:
+        raise VerificationError(f"{name}: staging over the whole body has one tile; its size must be 1")
+    possible = {c.buffer for c in stage_candidates(km.kernel, program) if c.loop == staging.loop}
+    for buffer in staging.buffers:
+        if buffer not in possible:
+            raise VerificationError(
+                f"{name}: cannot stage '{buffer}' over {staging.loop and repr(staging.loop) or 'the body'}: "
+                f"only buffers read there and written nowhere in the kernel, with each index a loop of the "
+                f"band or the tiled loop plus an offset, can (here: {', '.join(sorted(possible)) or 'none'})"
+            )
 
 
 def _launch_keys(model: PolyModel, mappings, owner: dict[str, int]) -> dict[int, tuple[int, ...]]:
@@ -393,6 +426,82 @@ def _prove_thread_order(model: PolyModel, frame: Frame, executed, deps: list[Dep
             )
         lines.append(f"{name}: {_dep_name(dep)} kept in one thread, source first")
     return lines
+
+
+def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) -> list[str]:
+    """Staged reads get the value the program read (``shared.py``), and no barrier is missing:
+
+    * coverage: every element a statement reads from a tile is copied for that block and
+      tile by some thread, earlier in time than the read;
+    * barriers: any two accesses to one shared element from different threads of a block,
+      one of them a copy (a write), have a barrier of the block between them in time.
+
+    Together they make a read see its own tile's copy: copies of tile kt come after every
+    read of tile kt - 1 (a barrier separates them) and before every read of tile kt."""
+    name = plan.frame.mapping.kernel.name
+    lines = []
+    reads = [(e, copy, m) for e in ex for copy, m in shared_reads(model, plan, e.stmt, e.relation, e.dims)]
+    for e, copy, m in reads:
+        missing = m.range().subtract(copy.relation.range())
+        if not missing.is_empty():
+            sizes, coords = _witness(missing, model)
+            raise VerificationError(
+                f"{name}: {e.stmt.label} reads {copy.buffer.name} from shared memory, but no thread copies "
+                f"the element it needs{_with(sizes)}: copy instance {coords} is never run"
+            )
+        needs = m.apply_range(copy.relation.range_map().reverse())  # read -> the copy it needs
+        late = needs.intersect(e.time.lex_le_map(copy.time))
+        if not late.is_empty():
+            sizes, _ = _witness(late.wrap(), model)
+            raise VerificationError(
+                f"{name}: {e.stmt.label} reads {copy.buffer.name}'s shared tile before the copy of its "
+                f"element{_with(sizes)}"
+            )
+        lines.append(f"{name}: every read of {copy.buffer.name} by {e.stmt.name} finds its element copied "
+                     "for its tile, before it")
+    writers = [(copy.writes, copy.time, f"Copy_{copy.buffer.name}", copy) for copy in plan.copies]
+    readers = [(m.apply_range(element_of(copy)), e.time, e.stmt.name, copy) for e, copy, m in reads]
+    for w, tw, who, copy in writers:
+        for r, tr, other, mine in [x for x in writers if x[3] is copy] + [x for x in readers if x[3] is copy]:
+            cross = _across_threads(w.apply_range(r.reverse()), plan.frame)
+            unsafe = cross.subtract(_separated(plan, tw, tr)).subtract(_separated(plan, tr, tw).reverse())
+            if not unsafe.is_empty():
+                sizes, coords = _witness(unsafe.wrap(), model)
+                verb = "writes" if mine in (x[3] for x in writers) and other.startswith("Copy_") else "reads"
+                raise VerificationError(
+                    f"{name}: a barrier is missing: {who} writes {copy.buffer.name}'s shared tile and {other} "
+                    f"{verb} the same element in another thread of the block with no __syncthreads() "
+                    f"between them{_with(sizes)} (hardware points {coords})"
+                )
+        lines.append(f"{name}: a barrier separates every copy into {copy.buffer.name}'s tile from the other "
+                     "threads' accesses to it")
+    return lines
+
+
+def _across_threads(pairs: isl.Map, frame: Frame) -> isl.Map:
+    """Pairs of hardware points (flattened) in different threads; the shared element
+    already names the launch and the block."""
+    flat = pairs.flatten_domain().flatten_range()
+    same = flat
+    for dim in range(frame.host + 3, frame.host + 6):
+        same = same.equate(_IN, dim, _OUT, dim)
+    return flat.subtract(same)
+
+
+def _separated(plan: SharedPlan, t1: isl.Map, t2: isl.Map) -> isl.Map:
+    """Pairs (x, y) of hardware points (flattened) such that a barrier of their block runs
+    after x and before y."""
+    h = plan.frame.host
+    x_time, y_time = t1.flatten_domain(), t2.flatten_domain()
+    out = isl.Map.empty(isl.Space.map_from_domain_and_range(x_time.domain().get_space(), y_time.domain().get_space()))
+    for barrier in plan.barriers:
+        before = x_time.lex_lt_map(barrier.time)  # x -> z: time(x) < time(z)
+        after = barrier.time.lex_lt_map(y_time)  # z -> y: time(z) < time(y)
+        for dim in range(h + 3):  # z of the same launch and block: its coordinates start with h, b
+            before = before.equate(_IN, dim, _OUT, dim)
+            after = after.equate(_IN, dim, _OUT, dim)
+        out = out.union(before.apply_range(after))
+    return out
 
 
 def _dep_error(model, name, dep, e1, e2, pairs: isl.Map, what: str) -> VerificationError:

@@ -1,0 +1,205 @@
+"""The copies, barriers and shared-memory reads of a staged kernel as isl relations, for
+``verify`` to prove and ``codegen`` to generate (the schedule is in ``staging.py``).
+
+For a staged buffer ``X`` (tile widths ``W``, box origin ``lo(b, kt)``), with the hardware
+point of a copy ``[h, b, t, kt, n]`` (host indices, block, thread, tile, the thread's n-th
+element)::
+
+    Copy_X[h, b, kt, o] : 0 <= o < W, lo + o inside X's shape, 0 <= kt < tiles
+    run by thread t as its n-th copy when  sum_d o_d * stride_d = n * threads + tid
+    (tid = tx + Tx ty + Tx Ty tz, stride_d the row-major strides of the unpadded tile)
+    at time [1, kt, 0, r, n, 0..] (r: the buffer's rank among the staged ones)
+
+and ``Copy_X[h, b, kt, o]`` writes ``X_sh[h, b, o]`` from ``X[lo + o]``. The barriers are
+``Sync_copied[h, b, kt]`` at ``[1, kt, 0, R]`` and ``Sync_next[h, b, kt]`` at
+``[1, kt, 2]`` for ``kt + 1 < tiles``, run by every thread of the block: their domains do
+not depend on the thread, so all threads meet them. A statement instance ``x`` in the
+scope that read ``X[e(x)]`` reads ``X_sh[h, b, e(x) - lo(b, kt(x))]``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polymap.ir.nodes import Program
+from polymap.mapping.hardware import Frame, param_prefix, time_width
+from polymap.mapping.space import KernelMapping
+from polymap.mapping.staging import StagedBuffer, staged_buffers
+from polymap.poly.isl_text import isl_expr
+from polymap.poly.model import PolyModel, StatementModel
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CopyRelation:
+    """The cooperative copy of one staged buffer."""
+
+    buffer: StagedBuffer
+    rank: int
+    name: str  # isl tuple name of the copy statement
+    shared: str  # isl tuple name of the shared array
+    domain: isl.Set  # Copy_X[h, b, kt, o]: the elements copied, per block and tile
+    relation: isl.Map  # [h, b, t, kt, n] -> Copy_X[h, b, kt, o]
+    time: isl.Map  # [[h, b, t, kt, n] -> Copy_X[..]] -> time
+    writes: isl.Map  # [[h, b, t, kt, n] -> Copy_X[..]] -> X_sh[h, b, o]
+    origin: tuple[tuple[int, str], ...]  # lo_d = c_d * kt + rest_d (rest over sizes, h, b)
+
+    def origin_at(self, kt: str) -> tuple[str, ...]:
+        return tuple(f"{c}*({kt}) + {rest}" if c else rest for c, rest in self.origin)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BarrierRelation:
+    name: str  # Sync_copied or Sync_next
+    relation: isl.Map  # [h, b, t, kt] -> Sync[h, b, kt] (every thread)
+    time: isl.Map  # Sync[h, b, kt] -> time
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SharedPlan:
+    """Everything shared memory adds to one staged kernel."""
+
+    frame: Frame
+    buffers: tuple[StagedBuffer, ...]
+    copies: tuple[CopyRelation, ...]
+    barriers: tuple[BarrierRelation, ...]
+    tiles: str  # isl constraint on kt: the tiles of the scope (over sizes and host indices)
+    width: int  # the length of the time vectors
+
+    @property
+    def threads(self) -> int:
+        return self.frame.mapping.threads_per_block
+
+
+def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan | None:
+    """The copies and barriers of a mapped kernel; None when it stages nothing."""
+    km = frame.mapping
+    if km.staging is None:
+        return None
+    program: Program = model.program
+    names, params = model.names, model.params
+    h = frame.host
+    host, blocks, threads = frame.hw[:h], frame.hw[h : h + 3], frame.hw[h + 3 : h + 6]
+    kt = names.fresh("kt")
+    env = {p: names[p] for p in params}
+    env.update((loop.index, x) for loop, x in zip(km.kernel.host_loops, host))
+    staging = km.staging
+    if staging.loop is None:
+        tiles = f"{kt} = 0"
+    else:
+        loop = next(s for s in km.kernel.body if getattr(s, "index", None) == staging.loop)
+        tiles = f"0 <= {kt} and {staging.tile}*{kt} < {isl_expr(loop.extent, env, params)}"
+    width = time_width(km, body_width)
+    prefix = param_prefix(model)
+    block_limits = [c for c in frame.limits if not any(t in c.split() for t in threads + frame.hw[h + 6 :])]
+    dims = km.block_dim()
+    tid = f"{threads[0]} + {dims[0]}*{threads[1]} + {dims[0] * dims[1]}*{threads[2]}"
+    thread_limits = [f"0 <= {t} < {n}" for t, n in zip(threads, dims)]
+    staged = staged_buffers(km, program)
+    copies = []
+    for rank, sb in enumerate(staged):
+        c = sb.candidate
+        decl = program.buffer(c.buffer)
+        o = [names.fresh(f"o{d}") for d in range(len(sb.widths))]
+        origin = []
+        for v, r in zip(c.dims, c.offsets):
+            rest = isl_expr(r, env, params)
+            if v is None:
+                origin.append((0, f"({rest})"))
+            elif v == staging.loop:
+                origin.append((staging.tile, f"({rest})"))
+            else:
+                lm = km.loop(v)
+                g = blocks[lm.block_axis.position]
+                origin.append((0, f"{lm.threads * lm.seq}*{g} + ({rest})"))
+        cons = list(block_limits) + [tiles]
+        lows = [f"{c}*{kt} + {rest}" if c else rest for c, rest in origin]
+        for od, w, lo, extent in zip(o, sb.widths, lows, decl.shape):
+            cons += [f"0 <= {od} < {w}", f"0 <= {lo} + {od} < {isl_expr(extent, env, params)}"]
+        name = names.fresh(f"Copy_{c.buffer}")
+        shared = names.fresh(f"{c.buffer}_sh")
+        inst = f"{name}[{', '.join(host + blocks + (kt,) + tuple(o))}]"
+        domain = isl.Set(f"{prefix}{{ {inst} : {' and '.join(cons)} }}").intersect_params(model.context)
+        strides = [math.prod(sb.widths[d + 1 :]) for d in range(len(sb.widths))]
+        n = names.fresh("n")
+        linear = " + ".join(f"{s}*{od}" for s, od in zip(strides, o))
+        hw = host + blocks + threads + (kt, n)
+        run = [f"{linear} = {km.threads_per_block}*{n} + {tid}", *thread_limits]
+        relation = isl.Map(
+            f"{prefix}{{ [{', '.join(hw)}] -> {inst} : {' and '.join(run)} }}"
+        ).intersect_range(domain)
+        time = ["1", kt, "0", str(rank), n] + ["0"] * (width - 5)
+        time_map = isl.Map(f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> [{', '.join(time)}] }}")
+        writes = isl.Map(
+            f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> {shared}[{', '.join(host + blocks + tuple(o))}] }}"
+        )
+        wrapped = relation.wrap()
+        copies.append(CopyRelation(sb, rank, name, shared, domain, relation,
+                                   time_map.intersect_domain(wrapped), writes.intersect_domain(wrapped),
+                                   tuple(origin)))
+    barriers = []
+    every = f"[{', '.join(host + blocks + threads + (kt,))}]"
+    at = f"{', '.join(host + blocks + (kt,))}"
+    base = list(block_limits) + [tiles] + thread_limits
+    for label, extra, time in (
+        ("Sync_copied", [], ["1", kt, "0", str(len(staged))]),
+        ("Sync_next", [f"{staging.tile}*({kt} + 1) < {_extent_text(km, env, params)}"] if staging.loop else None,
+         ["1", kt, "2"]),
+    ):
+        if extra is None:
+            continue  # one tile: nothing comes after it
+        sync = names.fresh(label)
+        relation = isl.Map(
+            f"{prefix}{{ {every} -> {sync}[{at}] : {' and '.join(base + extra)} }}"
+        ).intersect_params(model.context)
+        time = time + ["0"] * (width - len(time))
+        time_map = isl.Map(f"{prefix}{{ {sync}[{at}] -> [{', '.join(time)}] }}")
+        barriers.append(BarrierRelation(sync, relation, time_map.intersect_domain(relation.range())))
+    return SharedPlan(frame, staged, tuple(copies), tuple(barriers), tiles, width)
+
+
+def _extent_text(km: KernelMapping, env: dict, params) -> str:
+    loop = next(s for s in km.kernel.body if getattr(s, "index", None) == km.staging.loop)
+    return isl_expr(loop.extent, env, params)
+
+
+def shared_reads(model: PolyModel, plan: SharedPlan, s: StatementModel, relation: isl.Map,
+                 hw: tuple[str, ...]) -> list[tuple[CopyRelation, isl.Map]]:
+    """The shared-memory reads of a statement of the scope: per staged buffer it reads,
+    ``[[hw] -> S[x]] -> Copy_X[h, b, kt(x), e(x) - lo(b, kt(x))]`` over the points that
+    run it: the copy instance that must have put the element there (``element_of`` gives
+    the shared element ``X_sh[h, b, o]`` it wrote)."""
+    km = plan.frame.mapping
+    names, params = model.names, model.params
+    h = plan.frame.host
+    host, blocks = plan.frame.hw[:h], plan.frame.hw[h : h + 3]
+    env = {p: names[p] for p in params}
+    env.update((loop.index, d) for loop, d in zip(s.loops, s.dims))
+    out = []
+    for copy in plan.copies:
+        c = copy.buffer.candidate
+        if s.name not in c.reads:
+            continue
+        kt = "0"
+        if km.staging.loop is not None:
+            k = s.dims[[loop.index for loop in s.loops].index(km.staging.loop)]
+            kt = f"floor({k}/{km.staging.tile})"
+        offsets = []
+        for e, lo in zip(c.indices, copy.origin_at(kt)):  # the origin of this instance's tile
+            offsets.append(f"({isl_expr(e, env, params)}) - ({lo})")
+        element = f"{copy.name}[{', '.join(host + blocks + (kt,) + tuple(offsets))}]"
+        inst = f"{s.domain.get_tuple_name()}[{', '.join(s.dims)}]"
+        read = isl.Map(f"{param_prefix(model)}{{ [[{', '.join(hw)}] -> {inst}] -> {element} }}")
+        out.append((copy, read.intersect_domain(relation.wrap())))
+    return out
+
+
+def element_of(copy: CopyRelation) -> isl.Map:
+    """``Copy_X[h, b, kt, o] -> X_sh[h, b, o]``: the shared element a copy instance writes."""
+    space = copy.domain.get_space()
+    dims = [space.get_dim_name(isl.dim_type.set, k) for k in range(space.dim(isl.dim_type.set))]
+    kept = dims[: len(dims) - len(copy.buffer.widths) - 1] + dims[len(dims) - len(copy.buffer.widths) :]
+    params = [space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))]
+    return isl.Map(f"[{', '.join(params)}] -> {{ {copy.name}[{', '.join(dims)}] -> {copy.shared}[{', '.join(kept)}] }}")

@@ -1,0 +1,252 @@
+"""Shared-memory staging: which reads of a kernel may come from a tile in shared memory,
+and the geometry of those tiles under a mapping.
+
+The scope. A kernel stages the reads of one *scope*: either a ``seq`` loop ``L`` that is a
+statement of the thread body (the tiled loop: its iterations run in tiles of ``K``), or, in
+a body without such a loop, the whole body (one tile). A loop qualifies when it contains no
+``par`` loop and its extent mentions neither band nor body indices, so that every thread
+of a block runs the same tiles: the barriers between tiles are then met by all threads.
+
+The schedule of a thread in a staged kernel (what ``hardware.executed`` builds and
+``verify`` proves), with ``kt = floor(k / K)`` the tile of L's index ``k``::
+
+    [0, 0, 0, s.., body order]        statements of the body before L (every s-point)
+    [1, kt, 0, r, n]                  copy of staged buffer r, n-th element of this thread
+    [1, kt, 0, R]                     barrier: the tile is in shared memory
+    [1, kt, 1, s.., body order]       statements inside L, tile kt (every s-point)
+    [1, kt, 2]                        barrier before the next tile's copy (kt + 1 < tiles)
+    [2, 0, 0, s.., body order]        statements of the body after L
+
+Running L's tiles outside the thread's s-points interchanges the loops of the body: a
+block-local buffer declared in the body (an accumulator) is therefore held per s-point
+(``C_acc[s_i][s_j]``); the polyhedral model already expands it by its owner loops, so the
+proof sees one copy per iteration.
+
+Candidates. A buffer ``X`` is staged for a scope when it is a program-wide buffer, no
+statement of the kernel writes it, it is read in the scope, every read of it there has one
+and the same index tuple, and each index ``e_d`` is ``v_d + r_d``: ``v_d`` a band index or
+L's index (coefficient 1, each loop in at most one dimension) or nothing, ``r_d`` free of
+loop indices but host ones. Under a mapping a block then reads, per tile, exactly the box
+
+    lo_d <= X index d < lo_d + W_d,   lo_d = g_j T_j S_j + r_d  (v_d = band loop j, W_d = T_j S_j)
+                                      lo_d = kt K + r_d         (v_d = L,           W_d = K)
+                                      lo_d = r_d                (no loop,           W_d = 1)
+
+(exactly: i_j - g_j T_j S_j runs over [0, T_j S_j) in both distributions). The tile is
+copied into ``X_sh[W_0]..[W_m]`` (the last width padded by one when it is a multiple of
+32, so that a column of the tile spreads over the 32 banks), element ``o`` of the box by
+thread ``o mod threads`` (row-major, so neighbouring lanes copy neighbouring elements:
+coalesced), and a read ``X[e]`` in the scope becomes ``X_sh[e_0 - lo_0]..``, i.e.
+``X_sh[v_0 mod W_0]..``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from polymap.ir.nodes import (
+    Anchor,
+    Assign,
+    IBin,
+    IConst,
+    IndexExpr,
+    IndexOp,
+    INeg,
+    IVar,
+    Loop,
+    New,
+    Program,
+    Stmt,
+    index_vars,
+)
+from polymap.mapping.space import Kernel, KernelMapping
+
+BANKS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class StageCandidate:
+    """A buffer whose reads in one scope can come from a shared-memory tile."""
+
+    buffer: str
+    loop: str | None  # the tiled seq loop's index; None: the whole thread body is the scope
+    dims: tuple[str | None, ...]  # per buffer dimension: the band or tiled loop it follows, or None
+    offsets: tuple[IndexExpr, ...]  # per dimension: r_d (sizes, host indices, constants)
+    indices: tuple[IndexExpr, ...]  # the index tuple as written
+    element_bytes: int
+    reads: tuple[str, ...]  # the statements that read it in the scope
+
+    @property
+    def loops(self) -> tuple[str, ...]:
+        return tuple(v for v in self.dims if v is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class StagedBuffer:
+    """A staged buffer under a mapping: its tile's widths (``W_d``) and shared array."""
+
+    candidate: StageCandidate
+    widths: tuple[int, ...]  # per dimension: T_j S_j, K or 1 (also the modulus of its shared index)
+
+    @property
+    def name(self) -> str:
+        return self.candidate.buffer
+
+    @property
+    def padded(self) -> tuple[int, ...]:
+        """The shared array's extents: the last padded by one when a multiple of 32."""
+        last = self.widths[-1] + (1 if self.widths[-1] % BANKS == 0 and len(self.widths) > 1 else 0)
+        return self.widths[:-1] + (last,)
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.widths)
+
+    @property
+    def bytes(self) -> int:
+        return math.prod(self.padded) * self.candidate.element_bytes
+
+
+def scope_loops(kernel: Kernel) -> tuple[Loop, ...]:
+    """The seq loops of a kernel's thread body that can be tiled (see the module docstring)."""
+    if kernel.is_serial:
+        return ()
+    band = set(kernel.indices)
+    # a staging names its loop by index: two loops of the body with one index are left out
+    names = [s.index for s in _walk(kernel.body) if isinstance(s, Loop)]
+    found = []
+    for stmt in kernel.body:
+        if (isinstance(stmt, Loop) and not stmt.is_par and not _has_par(stmt) and names.count(stmt.index) == 1
+                and not (index_vars(stmt.extent) & band)):
+            found.append(stmt)
+    return tuple(found)
+
+
+def stage_candidates(kernel: Kernel, program: Program) -> tuple[StageCandidate, ...]:
+    """Every (buffer, scope) pair that can be staged, in a deterministic order: for each
+    tiled-loop scope its buffers by first read, then the whole-body scope's when the body
+    has no tiled-loop scope."""
+    if kernel.is_serial:
+        return ()
+    written = {s.buffer for s in _statements(kernel.body) if isinstance(s, Assign)}
+    local = {stmt.decl.name for stmt in _walk(kernel.body) if isinstance(stmt, New)}
+    host = {loop.index for loop in kernel.host_loops}
+    out = []
+    loops = scope_loops(kernel)
+    scopes: list[tuple[Loop | None, tuple[Stmt, ...]]] = [(loop, loop.body) for loop in loops]
+    if not loops:
+        scopes.append((None, kernel.body))
+    for loop, block in scopes:
+        free = set(kernel.indices) | ({loop.index} if loop is not None else set())
+        reads: dict[str, list] = {}
+        for stmt in _statements(block):
+            for read in stmt.reads():
+                reads.setdefault(read.buffer, []).append((stmt.name, read.indices))
+        for buffer, uses in reads.items():
+            if buffer in written or buffer in local:
+                continue
+            candidate = _candidate(program, buffer, loop, uses, free, host)
+            if candidate is not None:
+                out.append(candidate)
+    return tuple(out)
+
+
+def _candidate(program: Program, buffer: str, loop: Loop | None, uses, free: set[str], host: set[str]):
+    indices = uses[0][1]
+    if not indices or any(u[1] != indices for u in uses):
+        return None
+    dims, offsets = [], []
+    for e in indices:
+        split = split_index(e, free)
+        if split is None:
+            return None
+        var, rest = split
+        if index_vars(rest) - host - set(program.param_names):
+            return None
+        if var is not None and var in dims:
+            return None
+        dims.append(var)
+        offsets.append(rest)
+    if dims[-1] is None:  # a row of the tile must run along a loop to be copied coalesced
+        return None
+    if loop is not None and loop.index not in dims:
+        return None  # the same tile every iteration: nothing to gain from tiling the loop
+    decl = program.buffer(buffer)
+    reading = tuple(dict.fromkeys(name for name, _ in uses))
+    return StageCandidate(buffer, loop.index if loop is not None else None, tuple(dims), tuple(offsets),
+                          indices, decl.dtype.itemsize, reading)
+
+
+def split_index(e: IndexExpr, free: set[str]) -> tuple[str | None, IndexExpr] | None:
+    """``e`` as ``v + r`` with ``v`` in ``free`` (coefficient 1) or absent and ``r`` free of
+    ``free``; None when ``e`` has another form (a coefficient, two loops, a division)."""
+    if not (index_vars(e) & free):
+        return None, e
+    if isinstance(e, IVar):
+        return e.name, IConst(0)
+    if isinstance(e, IBin) and e.op in (IndexOp.ADD, IndexOp.SUB):
+        left, right = split_index(e.lhs, free), split_index(e.rhs, free)
+        if left is None or right is None:
+            return None
+        if e.op is IndexOp.SUB:
+            if right[0] is not None:
+                return None  # -v: a coefficient of -1
+            return left[0], IBin(IndexOp.SUB, left[1], right[1])
+        if left[0] is not None and right[0] is not None:
+            return None
+        return left[0] or right[0], IBin(IndexOp.ADD, left[1], right[1])
+    if isinstance(e, INeg):
+        return None
+    return None
+
+
+def tile_span(km: KernelMapping, index: str | None) -> int:
+    """The width a loop gives a tile: T S for a band loop, K for the tiled loop, 1 for none."""
+    if index is None:
+        return 1
+    staging = km.staging
+    if staging is not None and index == staging.loop:
+        return staging.tile
+    lm = km.loop(index)
+    return lm.threads * lm.seq
+
+
+def staged_buffers(km: KernelMapping, program: Program) -> tuple[StagedBuffer, ...]:
+    """The staged buffers of a mapped kernel, in the order of ``Staging.buffers``."""
+    staging = km.staging
+    if staging is None:
+        return ()
+    by_name = {c.buffer: c for c in stage_candidates(km.kernel, program) if c.loop == staging.loop}
+    out = []
+    for name in staging.buffers:
+        c = by_name[name]
+        spans = tuple(tile_span(km, v) for v in c.dims)
+        out.append(StagedBuffer(c, spans))
+    return tuple(out)
+
+
+def scope_position(km: KernelMapping) -> int | None:
+    """The position of the tiled loop in the thread body (None: the whole body is one phase)."""
+    staging = km.staging
+    if staging is None or staging.loop is None:
+        return None
+    for k, stmt in enumerate(km.kernel.body):
+        if isinstance(stmt, Loop) and stmt.index == staging.loop:
+            return k
+    raise KeyError(staging.loop)
+
+
+def _has_par(loop: Loop) -> bool:
+    return any(isinstance(s, Loop) and (s.is_par or _has_par(s)) for s in loop.body)
+
+
+def _walk(block: tuple[Stmt, ...]):
+    for stmt in block:
+        yield stmt
+        if isinstance(stmt, Loop):
+            yield from _walk(stmt.body)
+
+
+def _statements(block: tuple[Stmt, ...]) -> list[Assign | Anchor]:
+    return [s for s in _walk(block) if isinstance(s, (Assign, Anchor))]

@@ -1,0 +1,153 @@
+"""Shared-memory staging: the decision (SCIP), the proof (isl: coverage and barriers) and the
+code (copies, __syncthreads, per-point accumulators), each checked against the reference."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polymap.mapping.verify as verify_module
+from polymap import compile, load, optimize, parse, reference, verify
+from polymap.errors import ArgumentError, VerificationError
+from polymap.mapping.space import KernelMapping, Staging
+from polymap.runtime.arguments import random_inputs
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+
+MATMUL = """
+param M
+param N
+param K
+in  A: f32[M, K]
+in  B: f32[K, N]
+out C: f32[M, N]
+par M i { par N j { seq K k { C[i, j] += A[i, k] * B[k, j] } } }
+"""
+
+
+def _check_on_host(kernel, seed=3):
+    arrays = random_inputs(kernel.program, kernel.program.sizes, seed=seed)
+    got = kernel.run_host(**arrays)
+    want = reference(kernel.program, **arrays)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_matmul_stages_both_operands_over_the_reduction_loop():
+    mapping = optimize(parse(MATMUL, name="mm").bind(M=256, N=256, K=64))
+    staging = mapping.kernels[0].staging
+    assert staging.loop == "k" and set(staging.buffers) == {"A", "B"} and staging.tile >= 8
+    rows = {a.access: a for a in mapping.costs[0].accesses}
+    assert rows["A[i, k]"].from_shared and rows["B[k, j]"].from_shared
+    assert 0 < mapping.costs[0].shared_bytes <= mapping.target.shared_memory_per_block
+    assert any("barrier separates every copy into A's tile" in p for p in mapping.proofs)
+    assert any("every read of B by" in p for p in mapping.proofs)
+
+
+def test_staging_can_be_turned_off_and_pinned():
+    program = parse(MATMUL, name="mm").bind(M=128, N=128, K=64)
+    assert optimize(program, staging=False).kernels[0].staging is None
+    assert optimize(program, pins={"k": {"stage": []}}).kernels[0].staging is None
+    only_b = optimize(program, pins={"k": {"stage": ["B"], "tile": 16}}).kernels[0].staging
+    assert only_b == Staging("k", 16, ("B",))
+
+
+def test_tile_and_stage_pins_apply_to_seq_loops_only():
+    program = parse(MATMUL, name="mm").bind(M=64, N=64, K=16)
+    with pytest.raises(ArgumentError, match="'tile' and 'stage' apply to a seq loop"):
+        optimize(program, pins={"j": {"tile": 8}})
+    with pytest.raises(ArgumentError, match="only its 'tile' and 'stage' can be pinned"):
+        optimize(program, pins={"k": "threadIdx.x"})
+    with pytest.raises(ArgumentError, match="stage must be a buffer name"):
+        optimize(program, pins={"k": {"stage": 3}})
+
+
+@pytest.mark.parametrize(
+    "pins",
+    [
+        {"i": {"threads": 8, "seq": 2}, "j": {"threads": 32, "seq": 2, "distribution": "cyclic"}, "k": {"tile": 8}},
+        {"i": {"threads": 4, "seq": 4, "distribution": "blocked"}, "j": {"threads": 32, "seq": 1}, "k": {"tile": 16}},
+        {"i": {"threads": 1, "seq": 1}, "j": {"threads": 64, "seq": 2, "distribution": "blocked"}, "k": {"tile": 64}},
+    ],
+)
+def test_staged_matmul_with_points_per_thread_equals_the_reference(pins):
+    # non-divisible sizes: partial blocks, a partial last tile, guarded copies
+    kernel = compile(parse(MATMUL, name="mm").bind(M=37, N=70, K=45), pins=pins)
+    assert kernel.mapping.kernels[0].staging is not None
+    assert "__syncthreads();" in kernel.source and "__shared__ float" in kernel.source
+    _check_on_host(kernel)
+    kernel.ptx()  # NVRTC compiles it for sm_90
+
+
+def test_staged_transpose_equals_the_reference_at_odd_sizes():
+    kernel = compile(load(MODELS / "transpose.te").bind(M=45, N=33))
+    assert kernel.mapping.kernels[0].staging.buffers == ("A",)
+    _check_on_host(kernel)
+
+
+def test_symbolic_sizes_stage_too():
+    kernel = compile(parse(MATMUL, name="mm"), context="M >= 1 and N >= 1 and K >= 1")
+    assert kernel.mapping.kernels[0].staging is not None
+    arrays = random_inputs(kernel.program, {"M": 19, "N": 40, "K": 9}, seed=1)
+    got = kernel.run_host(**arrays)
+    np.testing.assert_allclose(got["C"], reference(kernel.program.bind(M=19, N=40, K=9), **arrays)["C"],
+                               rtol=1e-5, atol=1e-5)
+
+
+def _without(label):
+    real = verify_module.shared_plan
+
+    def plan(*args):
+        found = real(*args)
+        if found is None:
+            return None
+        return dataclasses.replace(found, barriers=tuple(b for b in found.barriers if not b.name.startswith(label)))
+
+    return plan
+
+
+@pytest.mark.parametrize("label", ["Sync_copied", "Sync_next"])
+def test_verify_finds_a_missing_barrier(monkeypatch, label):
+    # several tiles: the barrier after the copies (read after write) and the one before the
+    # next tile's copies (write after read) are each needed
+    program = parse(MATMUL, name="mm").bind(M=64, N=64, K=64)
+    mapping = optimize(program, pins={"k": {"tile": 8}})
+    monkeypatch.setattr(verify_module, "shared_plan", _without(label))
+    with pytest.raises(VerificationError, match="a barrier is missing"):
+        verify(mapping.program, mapping.kernels)
+
+
+def test_verify_finds_a_read_no_thread_copied(monkeypatch):
+    program = parse(MATMUL, name="mm").bind(M=64, N=64, K=64)
+    mapping = optimize(program, pins={"k": {"tile": 8}})
+    real = verify_module.shared_plan
+
+    def plan(*args):
+        found = real(*args)
+        first = found.copies[0]
+        # the copy of the first staged buffer skips the tile's last element of each row
+        narrowed = first.relation.intersect_range(first.domain.remove_redundancies())
+        last = narrowed.dim(verify_module.isl.dim_type.out) - 1
+        narrowed = narrowed.intersect_range(narrowed.range().upper_bound_val(
+            verify_module.isl.dim_type.set, last,
+            verify_module.isl.Val.int_from_si(narrowed.get_ctx(), first.buffer.widths[-1] - 2)))
+        return dataclasses.replace(found, copies=(dataclasses.replace(first, relation=narrowed),) + found.copies[1:])
+
+    monkeypatch.setattr(verify_module, "shared_plan", plan)
+    with pytest.raises(VerificationError, match="no thread copies the element it needs"):
+        verify(mapping.program, mapping.kernels)
+
+
+def test_a_staging_that_names_no_candidate_is_rejected():
+    program = parse(MATMUL, name="mm").bind(M=64, N=64, K=16)
+    mapping = optimize(program)
+    km = mapping.kernels[0]
+    broken = KernelMapping(km.kernel, km.loops, Staging("k", 8, ("C",)))
+    with pytest.raises(VerificationError, match="cannot stage 'C'"):
+        verify(mapping.program, (broken,))
+    broken = KernelMapping(km.kernel, km.loops, Staging("q", 8, ("A",)))
+    with pytest.raises(VerificationError, match="no seq loop 'q'"):
+        verify(mapping.program, (broken,))
