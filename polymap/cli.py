@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="bind a size parameter (repeatable)")
     mapper.add_argument("--context", default=None, help="constraints on the unbound sizes (isl syntax)")
     mapper.add_argument("--pin", action="append", type=_pin, default=[], metavar="LOOP=DECISION",
-                        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2")
+                        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
+                             "k.tile=16, k.stage=A,B (or none)")
     mapper.add_argument("--time-limit", type=float, default=None, help="SCIP time limit per kernel (s)")
     emit = commands.add_parser("emit", help="optimize, compile and write the CUDA C source")
     emit.add_argument("file", help="a .te program")
@@ -91,7 +92,8 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
                         help="bind a size parameter (repeatable)")
     parser.add_argument("--context", default=None, help="constraints on the unbound sizes (isl syntax)")
     parser.add_argument("--pin", action="append", type=_pin, default=[], metavar="LOOP=DECISION",
-                        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2")
+                        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
+                             "k.tile=16, k.stage=A,B (or none)")
     parser.add_argument("--time-limit", type=float, default=None, help="SCIP time limit per kernel (s)")
 
 
@@ -110,7 +112,7 @@ def _pin(text: str) -> tuple[str, str, str]:
     return loop, field, value.strip()
 
 
-_PIN_FIELDS = ("thread", "block", "threads", "seq", "distribution")
+_PIN_FIELDS = ("thread", "block", "threads", "seq", "distribution", "tile", "stage")
 
 
 def _pins(items: list[tuple[str, str, str]]) -> dict:
@@ -118,7 +120,10 @@ def _pins(items: list[tuple[str, str, str]]) -> dict:
     for loop, field, value in items:
         entry = pins.setdefault(loop, {})
         if field:
-            entry[field] = int(value) if field in ("threads", "seq") and value.isdigit() else value
+            if field == "stage":  # k.stage=A,B (k.stage=none: nothing staged)
+                entry[field] = [] if value.lower() == "none" else [b.strip() for b in value.split(",") if b.strip()]
+            else:
+                entry[field] = int(value) if field in ("threads", "seq", "tile") and value.isdigit() else value
         else:
             from polymap.mapping.space import parse_pins
 

@@ -11,7 +11,7 @@ import pytest
 
 import polymap.mapping.verify as verify_module
 from polymap import compile, load, optimize, parse, reference, verify
-from polymap.errors import ArgumentError, VerificationError
+from polymap.errors import ArgumentError, InfeasibleMappingError, VerificationError
 from polymap.mapping.space import KernelMapping, Staging
 from polymap.runtime.arguments import random_inputs
 
@@ -151,3 +151,32 @@ def test_a_staging_that_names_no_candidate_is_rejected():
     broken = KernelMapping(km.kernel, km.loops, Staging("q", 8, ("A",)))
     with pytest.raises(VerificationError, match="no seq loop 'q'"):
         verify(mapping.program, (broken,))
+
+
+def test_registers_of_per_point_accumulators_are_estimated_and_limited():
+    program = parse(MATMUL, name="mm").bind(M=256, N=256, K=64)
+    pins = {"i": {"threads": 8, "seq": 2}, "j": {"threads": 32, "seq": 2}, "k": {"tile": 8, "stage": ["A", "B"]}}
+    mapping = optimize(program, pins=pins)
+    assert mapping.costs[0].registers == 32 + 1 + 3  # C_acc once per point: 4 points
+    assert "about 36 registers per thread" in str(mapping)
+    # 1024 threads with 64 accumulators each need 1024 x 96 registers, over the block's 65536
+    greedy = {"i": {"threads": 32, "seq": 8}, "j": {"threads": 32, "seq": 8}, "k": {"tile": 8, "stage": ["A"]}}
+    with pytest.raises(InfeasibleMappingError, match="conflict"):
+        optimize(parse(MATMUL, name="mm").bind(M=512, N=512, K=64), pins=greedy)
+    # with 16 points per thread (48 registers) the same block fits
+    fits = {"i": {"threads": 32, "seq": 4}, "j": {"threads": 32, "seq": 4}, "k": {"tile": 8, "stage": ["A"]}}
+    assert optimize(parse(MATMUL, name="mm").bind(M=512, N=512, K=64), pins=fits).costs[0].registers == 48
+
+
+def test_the_command_line_pins_tiles_and_staging(tmp_path, capsys):
+    from polymap.cli import main
+
+    path = tmp_path / "mm.te"
+    path.write_text(MATMUL)
+    assert main(["map", str(path), "--size", "M=64", "--size", "N=64", "--size", "K=32",
+                 "--pin", "k.tile=16", "--pin", "k.stage=B"]) == 0
+    out = capsys.readouterr().out
+    assert "B staged in shared memory over loop 'k' in tiles of 16" in out
+    assert main(["map", str(path), "--size", "M=64", "--size", "N=64", "--size", "K=32",
+                 "--pin", "k.stage=none"]) == 0
+    assert "staged in shared memory" not in capsys.readouterr().out

@@ -537,3 +537,8 @@ def _subst_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:
         return New(_subst_decl(stmt.decl, values))
     body = tuple(_subst_stmt(s, values) for s in stmt.body)
     return Loop(stmt.kind, stmt.index, substitute_index(stmt.extent, values), body, stmt.loc)
+
+
+def substitute_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:
+    """``stmt`` with index variables replaced by expressions (in indices, extents and shapes)."""
+    return _subst_stmt(stmt, values)

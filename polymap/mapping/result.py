@@ -39,6 +39,7 @@ class KernelCost:
     time_s: float  # max(memory, compute) / fill: the predicted time
     launches: int  # host-loop iterations launching it
     shared_bytes: int = 0  # shared memory per block (staged tiles, padding included)
+    registers: int = 0  # the model's estimate of registers per thread
 
 
 @dataclass(frozen=True, slots=True)

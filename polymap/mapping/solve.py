@@ -48,7 +48,8 @@ import islpy as isl
 from pyscipopt import Model, quicksum
 
 from polymap.errors import ArgumentError, InfeasibleMappingError, InternalError, PolymapError, SolverError
-from polymap.ir.nodes import Program
+from polymap.ir.nodes import Loop, New, Program
+from polymap.ir.fold import fold_deep_bands
 from polymap.ir.registers import promote_accumulators
 from polymap.mapping.accesses import GlobalAccess, kernel_accesses, kernel_statements, statement_flops
 from polymap.mapping.farkas import SolveReport, add_to_scip, exact_certificate, solve
@@ -66,7 +67,7 @@ from polymap.mapping.space import (
     parse_pins,
 )
 from polymap.mapping.staging import StageCandidate, StagedBuffer, scope_loops, stage_candidates
-from polymap.poly.isl_text import evaluate_index
+from polymap.poly.isl_text import const_value, evaluate_index
 from polymap.poly.model import PolyModel, analyze
 from polymap.targets import GpuTarget, get_target
 
@@ -78,6 +79,7 @@ MAX_LOG_TILE = 6  # a tiled seq loop runs at most 64 iterations per tile
 PADDING = 33 / 32  # a staged tile's rows may be padded by one element in 32 (bank conflicts)
 GRID_YZ = 65535
 TIE_BREAK = 1e-6  # microseconds: never outweighs a real cost difference
+REGISTERS_BASE = 32  # a thread's indices, addresses and loop counters: a rough floor (see _registers)
 
 
 def optimize(
@@ -101,6 +103,8 @@ def optimize(
     (``ir.registers.promote_accumulators``): ``Mapping.program`` is then the rewritten
     program, the one whose cost is estimated, proved and emitted.
 
+    Bands deeper than three par loops are first folded (``ir.fold.fold_deep_bands``).
+
     With ``staging`` (the default) the model may stage reads in shared memory
     (``staging.py``); ``staging=False`` keeps every read in global memory."""
     from polymap.mapping.verify import verify
@@ -108,6 +112,7 @@ def optimize(
     gpu = get_target(target)
     pinned = parse_pins(pins)
     analyze(program, context=context)  # the program itself must be valid
+    program = fold_deep_bands(program)
     if registers:
         program = promote_accumulators(program)
     sizes = cost_sizes(program, context)
@@ -201,6 +206,8 @@ class KernelProblem:
     flops: int
     candidates: tuple[StageCandidate, ...] = ()  # reads that may be staged in shared memory
     scope_extents: tuple[tuple[str, int], ...] = ()  # largest extent of each tileable seq loop
+    local_elements: int = 0  # elements of the thread body's block-local buffers (registers)
+    locals_outside: tuple[tuple[str, int], ...] = ()  # per tileable loop: those outside it
     certificates_checked: int = 0  # Farkas certificates of the last solution, checked exactly
 
     @classmethod
@@ -211,7 +218,19 @@ class KernelProblem:
         return cls(kernel, model, target, pins, time_limit, launches, _max_extents(kernel, model),
                    kernel_accesses(kernel, model, launches=launches),
                    _kernel_flops(kernel, model) // max(1, launches), candidates,
-                   tuple((loop.index, _loop_extent(loop, model)) for loop in scope_loops(kernel)))
+                   tuple((loop.index, _loop_extent(loop, model)) for loop in scope_loops(kernel)),
+                   _local_elements(kernel.body),
+                   tuple((loop.index, _local_elements(tuple(s for s in kernel.body if s is not loop)))
+                         for loop in scope_loops(kernel)))
+
+    def registers(self, mapping: KernelMapping) -> int:
+        """The model's register estimate of a mapping (``_Variables._registers``)."""
+        total = REGISTERS_BASE + self.local_elements
+        staging = mapping.staging
+        if staging is not None and staging.loop is not None:
+            points = math.prod(m.seq for m in mapping.loops)
+            total += dict(self.locals_outside).get(staging.loop, 0) * (points - 1)
+        return total
 
     def staged_bytes(self, candidate: StageCandidate, spans: dict[str, int]) -> float:
         """Bytes a staged buffer moves from global memory per launch: blocks x tiles x tile,
@@ -311,7 +330,7 @@ class KernelProblem:
         compute_s = self.flops / t.peak_fp32_flops
         return KernelCost(self.kernel.name, tuple(rows), self.flops, threads, mapping.blocks,
                           mapping.threads_per_block, fill, memory_s, compute_s,
-                          max(memory_s, compute_s) / fill, self.launches, shared)
+                          max(memory_s, compute_s) / fill, self.launches, shared, self.registers(mapping))
 
     def _staged(self, mapping: KernelMapping) -> list[StageCandidate]:
         if mapping.staging is None:
@@ -423,6 +442,7 @@ class _Variables:
         scip.addCons(quicksum(block.values()) == 1)
         scip.addCons(quicksum(v * block[v] for v in block) == total_lt)
         traffic = self._staging(scip, pins, traffic, p_log, block)
+        self._registers(scip, quicksum(ls[j] for j in range(n)), block)
         # fill: u >= 1 and u >= capacity * prod S_j / prod N_j
         capacity = t.sm_count * t.max_threads_per_sm
         prod_s = seq[0]
@@ -444,8 +464,12 @@ class _Variables:
             j, a = divmod(idx, 3)
             scip.addCons(var <= self.ax[j, axes[a]])
             scip.addCons(var <= self.bx[j, axes[a]])
-        # ties: block axes equal to thread axes, fewer points per thread, larger tiles (fewer barriers)
-        tie = TIE_BREAK * (n - quicksum(same) + quicksum(ls[j] for j in range(n)) + MAX_LOG_TILE - self.log_tile)
+        # ties: block axes equal to thread axes, fewer points per thread, larger tiles (fewer barriers),
+        # and, between mappings that cost the same, lower thread axes and blocked points, so
+        # that the answer does not depend on which of the tied optima SCIP meets first
+        order = quicksum(a.position * self.ax[j, a] + a.position * self.bx[j, a] for j in range(n) for a in axes)
+        tie = TIE_BREAK * (n - quicksum(same) + quicksum(ls[j] for j in range(n)) + MAX_LOG_TILE - self.log_tile
+                           + 0.01 * (order + quicksum(self.cyc.values())))
         scip.setObjective(time + tie, "minimize")
 
     def _staging(self, scip: Model, pins: Pins, traffic: list, p_log: dict, block: dict) -> list:
@@ -527,6 +551,36 @@ class _Variables:
         capacity = quicksum(shared_capacity(t, 2**v) * var for v, var in block.items())
         scip.addCons(quicksum(shared_terms) <= capacity)
         return traffic
+
+    def _registers(self, scip: Model, log_points, block: dict) -> None:
+        """An estimate of registers within the limits: ``REGISTERS_BASE`` plus the thread's
+        block-local elements (accumulators), each held once per s-point where a tiled loop
+        runs outside the s-points (``staging.py``); at most 255 per thread and the block's
+        65536 in all. Only a limit, not an occupancy cost: a thread with many accumulators
+        hides latency by its independent operations, which the roofline does not model."""
+        p, t = self.p, self.p.target
+        if not any(elements for _, elements in p.locals_outside):
+            scip.addCons(quicksum(2**v * var for v, var in block.items()) * (REGISTERS_BASE + p.local_elements)
+                         <= t.max_registers_per_block)
+            return
+        # points per thread 2^m: one binary per m, linear in the per-loop log decisions
+        logs = {m: scip.addVar(f"points_log2={m}", vtype="B") for m in range(MAX_LOG_SEQ_TOTAL + 1)}
+        scip.addCons(quicksum(logs.values()) == 1)
+        scip.addCons(quicksum(m * var for m, var in logs.items()) == log_points)
+        points = quicksum(2**m * var for m, var in logs.items())
+        extra = []
+        for loop, elements in p.locals_outside:
+            if loop in self.scope and elements:
+                x = scip.addVar(f"expanded[{loop}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ_TOTAL)
+                scip.addCons(x >= points - 1 - 2**MAX_LOG_SEQ_TOTAL * (1 - self.scope[loop]))
+                extra.append(elements * x)
+        floor = REGISTERS_BASE + p.local_elements  # a body's own arrays may live in local memory
+        most = max(t.max_registers_per_thread, floor)
+        regs = scip.addVar("registers", vtype="I", lb=0, ub=most)
+        scip.addCons(regs >= floor + quicksum(extra))
+        for v, var in block.items():
+            slack = 2**v * most
+            scip.addCons(2**v * regs <= t.max_registers_per_block + slack * (1 - var))
 
     def _pin(self, scip: Model, j: int, pin: LoopPin, lt, ls) -> None:
         if pin.thread_axis is not None:
@@ -610,6 +664,17 @@ def _max_extents(kernel: Kernel, model: PolyModel) -> tuple[int, ...]:
                     best = max(best, int(value) + 1)
         out.append(max(best, 1))
     return tuple(out)
+
+
+def _local_elements(block) -> int:
+    """Elements of the block-local buffers declared in ``block`` (and the loops inside)."""
+    total = 0
+    for stmt in block:
+        if isinstance(stmt, New):
+            total += math.prod(const_value(e) or 1 for e in stmt.decl.shape)
+        elif isinstance(stmt, Loop):
+            total += _local_elements(stmt.body)
+    return total
 
 
 def _loop_extent(loop, model: PolyModel) -> int:

@@ -131,13 +131,17 @@ def verify(program: Program, kernels, *, context: str | None = None) -> Verifica
 
 
 def mapped_program(program: Program, mapping) -> Program:
-    """The program a Mapping maps: ``program`` itself, or ``program`` with its accumulators
-    in registers when ``optimize`` rewrote it so (``Mapping.program``)."""
+    """The program a Mapping maps: ``program`` itself, or ``program`` as ``optimize``
+    rewrote it (deep bands folded, accumulators in registers: ``Mapping.program``)."""
+    from polymap.ir.fold import fold_deep_bands
     from polymap.ir.registers import promote_accumulators
 
-    if mapping.program == program or mapping.program != promote_accumulators(program):
+    if mapping.program == program:
         return program
-    return mapping.program
+    folded = fold_deep_bands(program)
+    if mapping.program in (folded, promote_accumulators(folded)):
+        return mapping.program
+    return program
 
 
 def _verify(model: PolyModel, mappings: tuple[KernelMapping, ...], context: str | None) -> VerificationReport:
