@@ -48,8 +48,8 @@ import islpy as isl
 from pyscipopt import Model, quicksum
 
 from polymap.errors import ArgumentError, InfeasibleMappingError, InternalError, PolymapError, SolverError
-from polymap.ir.nodes import Loop, New, Program
 from polymap.ir.fold import fold_deep_bands
+from polymap.ir.nodes import Loop, New, Program
 from polymap.ir.registers import promote_accumulators
 from polymap.mapping.accesses import GlobalAccess, kernel_accesses, kernel_statements, statement_flops
 from polymap.mapping.farkas import SolveReport, add_to_scip, exact_certificate, solve
