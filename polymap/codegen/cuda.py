@@ -15,6 +15,7 @@ The text is deterministic: the same mapping gives the same bytes.
 
 from __future__ import annotations
 
+import math
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +34,13 @@ from polymap.codegen.schedule import (
 )
 from polymap.errors import CodegenError, InternalError
 from polymap.ir import walk
-from polymap.ir.nodes import BufferDecl, BufferKind, Loop, New, Program, Stmt
-from polymap.mapping.hardware import Frame
+from polymap.ir.nodes import BufferDecl, BufferKind, Loop, Program
+from polymap.ir.walk import declared_locals
+from polymap.mapping.hardware import PHASES, Frame
 from polymap.mapping.result import Mapping
 from polymap.mapping.shared import CopyRelation
 from polymap.mapping.space import Distribution, KernelMapping
+from polymap.mapping.staging import per_point_locals
 from polymap.poly.isl_text import const_value
 from polymap.poly.model import PolyModel, StatementModel, analyze
 from polymap.version import __version__
@@ -119,10 +122,10 @@ class _Emitter:
         # polymap's own names come after the program's, so they never take one of them
         self.coordinates = tuple(self.cn.fresh(f"{kind}{axis}") for kind in "bt" for axis in "xyz")
         self.hw_names = {}
-        self.kernel_locals = {d.name for km in mapping.kernels for d in _news(km.kernel.body)}
+        self.kernel_locals = {d.name for km in mapping.kernels for d in declared_locals(km.kernel.body)}
         self.globals = tuple(d for d in self.program.all_buffers() if d.name not in self.kernel_locals)
         decls = {d.name: d for d in self.program.all_buffers()}
-        registers = frozenset(d.name for km in mapping.kernels for d in _news(km.kernel.body) if not d.shape)
+        registers = frozenset(d.name for km in mapping.kernels for d in declared_locals(km.kernel.body) if not d.shape)
         self.printer = StatementPrinter(lambda n: self.cn[n], decls, registers)
         self.prefix = self.cn.fresh(self.program.name)
         self.grid_names = tuple(self.cn.fresh(f"g{a}") for a in "xyz")
@@ -218,10 +221,10 @@ class _Emitter:
                 dims = "".join(f"[{w}]" for w in copy.buffer.padded)
                 lines.append(f"  __shared__ {C_TYPE[decl.dtype]} {c_name}{dims};  // {copy.buffer.name}'s tile")
         self.expanded = self.expanded_locals(km)
-        for decl in _news(kernel.body):
+        for decl in declared_locals(kernel.body):
             lines.append(f"  {self.local_declaration(decl, self.expanded.get(decl.name, 1))}")
         # a thread's sequential part has at most 16 points (the optimizer's limit): unrolled
-        lead = 3 if plan is not None else 0
+        lead = PHASES if plan is not None else 0
         unroll = frozenset(schedule.iterators[lead : lead + len(km.loops)])
         printer = AstPrinter(self.isl_to_c, lambda name, args: self.leaf(schedule, name, args), unroll)
         lines += printer.node(schedule.ast, 1)
@@ -248,13 +251,10 @@ class _Emitter:
         staging = km.staging
         if staging is None or staging.loop is None:
             return {}
-        points = 1
-        for lm in km.loops:
-            points *= lm.seq
+        points = math.prod(lm.seq for lm in km.loops)
         if points == 1:
             return {}
-        outside = [s for s in km.kernel.body if not (isinstance(s, Loop) and s.index == staging.loop)]
-        return {d.name: points for d in _news(tuple(outside))}
+        return {d.name: points for d in per_point_locals(km.kernel, staging.loop)}
 
     def bind_hardware(self, frame: Frame) -> list[tuple[str, str]]:
         """C names for the host indices, block and thread coordinates of a kernel; returns
@@ -390,7 +390,7 @@ class _Emitter:
         return " + ".join(reversed(terms)) or "0"
 
     def point_accessor(self, name: str, point: str):
-        decl = next(d for d in self.program.all_buffers() if d.name == name)
+        decl = self.printer.decls[name]
         count = 1
         for extent in decl.shape:
             count *= const_value(extent) or 1
@@ -492,16 +492,6 @@ class _Emitter:
 
 def _no_leaf(name: str, args: list[str]) -> list[str]:
     raise InternalError(f"unexpected statement {name} in a launch expression")
-
-
-def _news(block: tuple[Stmt, ...]) -> list[BufferDecl]:
-    found = []
-    for stmt in block:
-        if isinstance(stmt, New):
-            found.append(stmt.decl)
-        elif isinstance(stmt, Loop):
-            found += _news(stmt.body)
-    return found
 
 
 __all__ = ["Argument", "CudaProgram", "KernelLaunch", "emit_cuda"]

@@ -85,3 +85,16 @@ def loops(program: Program) -> Iterator[tuple[Loop, tuple[Loop, ...]]]:
                 yield from visit(stmt.body, outer + (stmt,))
 
     yield from visit(program.body, ())
+
+
+def walk_block(block: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    """Every statement of ``block`` and of the loops inside it, in textual order."""
+    for stmt in block:
+        yield stmt
+        if isinstance(stmt, Loop):
+            yield from walk_block(stmt.body)
+
+
+def declared_locals(block: tuple[Stmt, ...]) -> list[BufferDecl]:
+    """The block-local buffers declared in ``block`` and in the loops inside it."""
+    return [stmt.decl for stmt in walk_block(block) if isinstance(stmt, New)]

@@ -39,11 +39,11 @@ from polymap.ir.nodes import (
     IndexOp,
     INeg,
     IVar,
-    Loop,
     Neg,
     ValueExpr,
     substitute_index,
 )
+from polymap.ir.walk import walk_block
 from polymap.mapping.farkas import FarkasSystem, Polyhedron, farkas
 from polymap.mapping.space import Kernel
 from polymap.poly.isl_text import isl_expr
@@ -139,15 +139,7 @@ def _ops(expr: ValueExpr) -> int:
 
 def kernel_statements(kernel: Kernel) -> tuple[Assign | Anchor, ...]:
     """The statements a thread of ``kernel`` runs, in textual order."""
-
-    def visit(block):
-        for stmt in block:
-            if isinstance(stmt, (Assign, Anchor)):
-                yield stmt
-            elif isinstance(stmt, Loop):
-                yield from visit(stmt.body)
-
-    return tuple(visit(kernel.body))
+    return tuple(s for s in walk_block(kernel.body) if isinstance(s, (Assign, Anchor)))
 
 
 def _global_access(kernel: Kernel, stmt: StatementModel, access, decl: BufferDecl, instances: int,

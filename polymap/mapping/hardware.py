@@ -15,6 +15,8 @@ from polymap.mapping.staging import scope_position
 from polymap.poly.isl_text import isl_expr
 from polymap.poly.model import PolyModel, StatementModel
 
+PHASES = 3  # the leading time coordinates of a staged kernel: phase, tile, part
+
 HW_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 
 
@@ -120,7 +122,7 @@ def phase_prefix(km: KernelMapping, position: int, first_body_dim: str | None) -
 
 def time_width(km: KernelMapping, body_width: int) -> int:
     """The length of a thread's time vector: phases, s-points, the body's order."""
-    return (3 if km.staging is not None else 0) + len(km.loops) + body_width
+    return (PHASES if km.staging is not None else 0) + len(km.loops) + body_width
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -170,13 +172,11 @@ def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int,
         f"{prefix}{{ [{', '.join(hw)}] -> {tuple_name}[{', '.join(s.dims)}] : {' and '.join(cons)} }}"
     ).intersect_params(model.context)
     position = s.ctx.position
-    order = phase_prefix(km, position[outer], body[0] if body else None)
-    order += [str(position[outer])]
+    order = [str(position[outer])]
     for n, p in zip(body, position[outer + 1 :]):
         order += [n, str(p)]
-    order += ["0"] * (width + (3 if km.staging is not None else 0) - len(order))
-    lead = 3 if km.staging is not None else 0
-    clock_exprs = tuple(order[:lead]) + tuple(hw_s) + tuple(order[lead:])
+    order += ["0"] * (width - len(order))
+    clock_exprs = tuple(phase_prefix(km, position[outer], body[0] if body else None)) + tuple(hw_s) + tuple(order)
     clock = isl.Map(f"{prefix}{{ [{', '.join(hw)}] -> [{', '.join(clock_exprs)}] }}")
     vector = []
     for d in range(h):

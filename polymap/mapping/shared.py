@@ -26,8 +26,7 @@ import islpy as isl
 
 from polymap.ir.nodes import Program
 from polymap.mapping.hardware import Frame, param_prefix, time_width
-from polymap.mapping.space import KernelMapping
-from polymap.mapping.staging import StagedBuffer, staged_buffers
+from polymap.mapping.staging import StagedBuffer, staged_buffers, tiled_loop
 from polymap.poly.isl_text import isl_expr
 from polymap.poly.model import PolyModel, StatementModel
 
@@ -47,7 +46,12 @@ class CopyRelation:
     origin: tuple[tuple[int, str], ...]  # lo_d = c_d * kt + rest_d (rest over sizes, h, b)
 
     def origin_at(self, kt: str) -> tuple[str, ...]:
-        return tuple(f"{c}*({kt}) + {rest}" if c else rest for c, rest in self.origin)
+        return _origin_at(self.origin, kt)
+
+
+def _origin_at(origin: tuple[tuple[int, str], ...], kt: str) -> tuple[str, ...]:
+    """The isl expressions of a tile's origin at tile ``kt``."""
+    return tuple(f"{c}*({kt}) + {rest}" if c else rest for c, rest in origin)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -62,15 +66,8 @@ class SharedPlan:
     """Everything shared memory adds to one staged kernel."""
 
     frame: Frame
-    buffers: tuple[StagedBuffer, ...]
     copies: tuple[CopyRelation, ...]
     barriers: tuple[BarrierRelation, ...]
-    tiles: str  # isl constraint on kt: the tiles of the scope (over sizes and host indices)
-    width: int  # the length of the time vectors
-
-    @property
-    def threads(self) -> int:
-        return self.frame.mapping.threads_per_block
 
 
 def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan | None:
@@ -86,11 +83,9 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
     env = {p: names[p] for p in params}
     env.update((loop.index, x) for loop, x in zip(km.kernel.host_loops, host))
     staging = km.staging
-    if staging.loop is None:
-        tiles = f"{kt} = 0"
-    else:
-        loop = next(s for s in km.kernel.body if getattr(s, "index", None) == staging.loop)
-        tiles = f"0 <= {kt} and {staging.tile}*{kt} < {isl_expr(loop.extent, env, params)}"
+    loop = tiled_loop(km)
+    extent = None if loop is None else isl_expr(loop.extent, env, params)
+    tiles = f"{kt} = 0" if loop is None else f"0 <= {kt} and {staging.tile}*{kt} < {extent}"
     width = time_width(km, body_width)
     prefix = param_prefix(model)
     block_limits = [c for c in frame.limits if not any(t in c.split() for t in threads + frame.hw[h + 6 :])]
@@ -115,9 +110,8 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
                 g = blocks[lm.block_axis.position]
                 origin.append((0, f"{lm.threads * lm.seq}*{g} + ({rest})"))
         cons = list(block_limits) + [tiles]
-        lows = [f"{c}*{kt} + {rest}" if c else rest for c, rest in origin]
-        for od, w, lo, extent in zip(o, sb.widths, lows, decl.shape):
-            cons += [f"0 <= {od} < {w}", f"0 <= {lo} + {od} < {isl_expr(extent, env, params)}"]
+        for od, w, lo, size in zip(o, sb.widths, _origin_at(tuple(origin), kt), decl.shape):
+            cons += [f"0 <= {od} < {w}", f"0 <= {lo} + {od} < {isl_expr(size, env, params)}"]
         name = names.fresh(f"Copy_{c.buffer}")
         shared = names.fresh(f"{c.buffer}_sh")
         inst = f"{name}[{', '.join(host + blocks + (kt,) + tuple(o))}]"
@@ -145,8 +139,7 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
     base = list(block_limits) + [tiles] + thread_limits
     for label, extra, time in (
         ("Sync_copied", [], ["1", kt, "0", str(len(staged))]),
-        ("Sync_next", [f"{staging.tile}*({kt} + 1) < {_extent_text(km, env, params)}"] if staging.loop else None,
-         ["1", kt, "2"]),
+        ("Sync_next", [f"{staging.tile}*({kt} + 1) < {extent}"] if loop is not None else None, ["1", kt, "2"]),
     ):
         if extra is None:
             continue  # one tile: nothing comes after it
@@ -157,12 +150,7 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
         time = time + ["0"] * (width - len(time))
         time_map = isl.Map(f"{prefix}{{ {sync}[{at}] -> [{', '.join(time)}] }}")
         barriers.append(BarrierRelation(sync, relation, time_map.intersect_domain(relation.range())))
-    return SharedPlan(frame, staged, tuple(copies), tuple(barriers), tiles, width)
-
-
-def _extent_text(km: KernelMapping, env: dict, params) -> str:
-    loop = next(s for s in km.kernel.body if getattr(s, "index", None) == km.staging.loop)
-    return isl_expr(loop.extent, env, params)
+    return SharedPlan(frame, tuple(copies), tuple(barriers))
 
 
 def shared_reads(model: PolyModel, plan: SharedPlan, s: StatementModel, relation: isl.Map,

@@ -49,8 +49,9 @@ from pyscipopt import Model, quicksum
 
 from polymap.errors import ArgumentError, InfeasibleMappingError, InternalError, PolymapError, SolverError
 from polymap.ir.fold import fold_deep_bands
-from polymap.ir.nodes import Loop, New, Program
+from polymap.ir.nodes import Program
 from polymap.ir.registers import promote_accumulators
+from polymap.ir.walk import declared_locals
 from polymap.mapping.accesses import GlobalAccess, kernel_accesses, kernel_statements, statement_flops
 from polymap.mapping.farkas import SolveReport, add_to_scip, exact_certificate, solve
 from polymap.mapping.result import AccessCost, KernelCost, Mapping
@@ -66,7 +67,13 @@ from polymap.mapping.space import (
     kernels,
     parse_pins,
 )
-from polymap.mapping.staging import StageCandidate, StagedBuffer, scope_loops, stage_candidates
+from polymap.mapping.staging import (
+    StageCandidate,
+    StagedBuffer,
+    per_point_locals,
+    scope_loops,
+    stage_candidates,
+)
 from polymap.poly.isl_text import const_value, evaluate_index
 from polymap.poly.model import PolyModel, analyze
 from polymap.targets import GpuTarget, get_target
@@ -159,7 +166,7 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...]) -> None:
     tiled |= {f"{k.name}.{loop.index}" for k in all_kernels for loop in scope_loops(k)}
     for key, pin in pins.by_key:
         fields = {name for name, _ in pin.items()}
-        if key in tiled and not key in band:
+        if key in tiled and key not in band:
             if fields - {"tile", "stage"}:
                 raise ArgumentError(
                     f"pin '{key}': '{key}' is a seq loop of a thread's body; only its 'tile' and 'stage' "
@@ -219,9 +226,8 @@ class KernelProblem:
                    kernel_accesses(kernel, model, launches=launches),
                    _kernel_flops(kernel, model) // max(1, launches), candidates,
                    tuple((loop.index, _loop_extent(loop, model)) for loop in scope_loops(kernel)),
-                   _local_elements(kernel.body),
-                   tuple((loop.index, _local_elements(tuple(s for s in kernel.body if s is not loop)))
-                         for loop in scope_loops(kernel)))
+                   _elements(declared_locals(kernel.body)),
+                   tuple((loop.index, _elements(per_point_locals(kernel, loop.index))) for loop in scope_loops(kernel)))
 
     def registers(self, mapping: KernelMapping) -> int:
         """The model's register estimate of a mapping (``_Variables._registers``)."""
@@ -309,7 +315,7 @@ class KernelProblem:
             stride = a.exact_stride(delta)
             sectors = sectors_per_request(stride, a.element_bytes)
             requests = -(-a.instances // t.warp_size)
-            from_shared = any(a.buffer == c.buffer and a.statement in c.reads and not a.is_write for c in staged)
+            from_shared = any(c.serves(a.statement, a.buffer, a.is_write) for c in staged)
             moved = 0 if from_shared else sectors * t.sector_bytes * requests
             rows.append(AccessCost(a.statement, a.text, a.is_write, stride, sectors, requests, moved, from_shared))
             total_bytes += 0 if from_shared else a.instances * sectors
@@ -534,7 +540,7 @@ class _Variables:
             traffic.append(quicksum(full * 2.0**-m * var for m, var in y.items()))
             # the staged reads leave global memory
             for k, a in enumerate(p.accesses):
-                if a.buffer == c.buffer and a.statement in c.reads and not a.is_write:
+                if c.serves(a.statement, a.buffer, a.is_write):
                     sectors = self.sectors[k]
                     left = scip.addVar(f"sigma_global[{a.statement}:{a.text}]", vtype="I", lb=0, ub=t.warp_size)
                     scip.addCons(left >= sectors - t.warp_size * st)  # 0 when staged
@@ -666,15 +672,9 @@ def _max_extents(kernel: Kernel, model: PolyModel) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _local_elements(block) -> int:
-    """Elements of the block-local buffers declared in ``block`` (and the loops inside)."""
-    total = 0
-    for stmt in block:
-        if isinstance(stmt, New):
-            total += math.prod(const_value(e) or 1 for e in stmt.decl.shape)
-        elif isinstance(stmt, Loop):
-            total += _local_elements(stmt.body)
-    return total
+def _elements(decls) -> int:
+    """Elements of block-local buffers (a dimension that is not a number counts as 1)."""
+    return sum(math.prod(const_value(e) or 1 for e in decl.shape) for decl in decls)
 
 
 def _loop_extent(loop, model: PolyModel) -> int:

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from polymap.ir.nodes import (
     Anchor,
     Assign,
+    BufferDecl,
     IBin,
     IConst,
     IndexExpr,
@@ -55,11 +56,11 @@ from polymap.ir.nodes import (
     INeg,
     IVar,
     Loop,
-    New,
     Program,
     Stmt,
     index_vars,
 )
+from polymap.ir.walk import declared_locals, walk_block
 from polymap.mapping.space import Kernel, KernelMapping
 
 BANKS = 32
@@ -80,6 +81,10 @@ class StageCandidate:
     @property
     def loops(self) -> tuple[str, ...]:
         return tuple(v for v in self.dims if v is not None)
+
+    def serves(self, statement: str, buffer: str, is_write: bool) -> bool:
+        """Whether this staging serves an access: a read of the buffer by a statement of the scope."""
+        return buffer == self.buffer and statement in self.reads and not is_write
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +119,7 @@ def scope_loops(kernel: Kernel) -> tuple[Loop, ...]:
         return ()
     band = set(kernel.indices)
     # a staging names its loop by index: two loops of the body with one index are left out
-    names = [s.index for s in _walk(kernel.body) if isinstance(s, Loop)]
+    names = [s.index for s in walk_block(kernel.body) if isinstance(s, Loop)]
     found = []
     for stmt in kernel.body:
         if (isinstance(stmt, Loop) and not stmt.is_par and not _has_par(stmt) and names.count(stmt.index) == 1
@@ -130,7 +135,7 @@ def stage_candidates(kernel: Kernel, program: Program) -> tuple[StageCandidate, 
     if kernel.is_serial:
         return ()
     written = {s.buffer for s in _statements(kernel.body) if isinstance(s, Assign)}
-    local = {stmt.decl.name for stmt in _walk(kernel.body) if isinstance(stmt, New)}
+    local = {decl.name for decl in declared_locals(kernel.body)}
     host = {loop.index for loop in kernel.host_loops}
     out = []
     loops = scope_loops(kernel)
@@ -228,25 +233,27 @@ def staged_buffers(km: KernelMapping, program: Program) -> tuple[StagedBuffer, .
 
 def scope_position(km: KernelMapping) -> int | None:
     """The position of the tiled loop in the thread body (None: the whole body is one phase)."""
+    loop = tiled_loop(km)
+    return None if loop is None else km.kernel.body.index(loop)
+
+
+def tiled_loop(km: KernelMapping) -> Loop | None:
+    """The seq loop a staged kernel tiles (None: no staging, or the whole body is the tile)."""
     staging = km.staging
     if staging is None or staging.loop is None:
         return None
-    for k, stmt in enumerate(km.kernel.body):
-        if isinstance(stmt, Loop) and stmt.index == staging.loop:
-            return k
-    raise KeyError(staging.loop)
+    return next(s for s in km.kernel.body if isinstance(s, Loop) and s.index == staging.loop)
+
+
+def per_point_locals(kernel: Kernel, loop: str) -> list[BufferDecl]:
+    """The block-local buffers a thread must hold once per s-point when ``loop`` is tiled:
+    those declared in the body outside it, whose lifetimes now span the tiles."""
+    return declared_locals(tuple(s for s in kernel.body if not (isinstance(s, Loop) and s.index == loop)))
 
 
 def _has_par(loop: Loop) -> bool:
     return any(isinstance(s, Loop) and (s.is_par or _has_par(s)) for s in loop.body)
 
 
-def _walk(block: tuple[Stmt, ...]):
-    for stmt in block:
-        yield stmt
-        if isinstance(stmt, Loop):
-            yield from _walk(stmt.body)
-
-
 def _statements(block: tuple[Stmt, ...]) -> list[Assign | Anchor]:
-    return [s for s in _walk(block) if isinstance(s, (Assign, Anchor))]
+    return [s for s in walk_block(block) if isinstance(s, (Assign, Anchor))]

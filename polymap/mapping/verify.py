@@ -463,19 +463,19 @@ def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) 
             )
         lines.append(f"{name}: every read of {copy.buffer.name} by {e.stmt.name} finds its element copied "
                      "for its tile, before it")
-    writers = [(copy.writes, copy.time, f"Copy_{copy.buffer.name}", copy) for copy in plan.copies]
-    readers = [(m.apply_range(element_of(copy)), e.time, e.stmt.name, copy) for e, copy, m in reads]
-    for w, tw, who, copy in writers:
-        for r, tr, other, mine in [x for x in writers if x[3] is copy] + [x for x in readers if x[3] is copy]:
-            cross = _across_threads(w.apply_range(r.reverse()), plan.frame)
-            unsafe = cross.subtract(_separated(plan, tw, tr)).subtract(_separated(plan, tr, tw).reverse())
+    for copy in plan.copies:
+        # the copy against itself (two threads writing one element) and against every read of its tile
+        others = [(copy.writes, copy.time, f"Copy_{copy.buffer.name}", "writes")]
+        others += [(m.apply_range(element_of(copy)), e.time, e.stmt.name, "reads") for e, c, m in reads if c is copy]
+        for access, time, other, verb in others:
+            cross = _across_threads(copy.writes.apply_range(access.reverse()), plan.frame)
+            unsafe = cross.subtract(_separated(plan, copy.time, time)).subtract(_separated(plan, time, copy.time).reverse())
             if not unsafe.is_empty():
                 sizes, coords = _witness(unsafe.wrap(), model)
-                verb = "writes" if mine in (x[3] for x in writers) and other.startswith("Copy_") else "reads"
                 raise VerificationError(
-                    f"{name}: a barrier is missing: {who} writes {copy.buffer.name}'s shared tile and {other} "
-                    f"{verb} the same element in another thread of the block with no __syncthreads() "
-                    f"between them{_with(sizes)} (hardware points {coords})"
+                    f"{name}: a barrier is missing: Copy_{copy.buffer.name} writes {copy.buffer.name}'s shared "
+                    f"tile and {other} {verb} the same element in another thread of the block with no "
+                    f"__syncthreads() between them{_with(sizes)} (hardware points {coords})"
                 )
         lines.append(f"{name}: a barrier separates every copy into {copy.buffer.name}'s tile from the other "
                      "threads' accesses to it")
