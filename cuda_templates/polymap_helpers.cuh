@@ -13,8 +13,20 @@ __host__ __device__ __forceinline__ int pm_mod(int a, int b) {  // result has th
   int r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+// The same in 64 bits: index arithmetic is printed in long long where a value may leave
+// int (codegen/ranges.py), and every argument of one call then has that type.
+__host__ __device__ __forceinline__ long long pm_floord(long long a, long long b) {
+  long long q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__host__ __device__ __forceinline__ long long pm_mod(long long a, long long b) {
+  long long r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
 __host__ __device__ __forceinline__ int pm_max(int a, int b) { return a > b ? a : b; }
 __host__ __device__ __forceinline__ int pm_min(int a, int b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ long long pm_max(long long a, long long b) { return a > b ? a : b; }
+__host__ __device__ __forceinline__ long long pm_min(long long a, long long b) { return a < b ? a : b; }
 // NaN propagates, as in NumPy's maximum/minimum (fmaxf would drop it).
 __host__ __device__ __forceinline__ float pm_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __host__ __device__ __forceinline__ float pm_min(float a, float b) { return (a != a || a < b) ? a : b; }

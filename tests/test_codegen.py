@@ -312,7 +312,8 @@ def test_a_private_buffer_needs_a_constant_shape():
 
 def test_compile_errors_carry_the_log_and_the_line():
     kernel = _matmul_kernel()
-    broken = kernel.source.replace("= C[i * N + j];", "= undefined_name + C[i * N + j];", 1)
+    broken = re.sub(r"^(\s*C_acc(\[[^\]]*\])? = )C\[", r"\1undefined_name + C[", kernel.source, count=1, flags=re.M)
+    assert broken != kernel.source
     with pytest.raises(CudaCompileError) as err:
         compile_ptx(broken, name="broken.cu")
     assert "undefined_name" in err.value.line and "error" in err.value.log

@@ -3,15 +3,22 @@
 isl's own printer knows nothing of our helpers, our types or our statements; this one
 prints every expression with C precedence (no parentheses where none are needed), integer
 floor division through ``pm_floord`` (isl's ``floord`` is a floor, C's ``/`` truncates),
-and hands each leaf ``S(e_0, .., e_d)`` to a callback that prints the statement."""
+and hands each leaf ``S(e_0, .., e_d)`` to a callback that prints the statement.
+
+Every expression is printed in the narrowest C integer type that holds all of its
+intermediate values (``ranges.py``): the printer is given the range of every identifier
+(from isl) and bounds each sub-expression by interval arithmetic; an expression that may
+leave ``int`` is printed in ``long long``, a loop whose iterator may leave ``int`` declares
+it ``long long``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import islpy as isl
 
 from polymap.codegen.cexpr import negate
+from polymap.codegen.ranges import BOOL, Interval, require64
 from polymap.errors import InternalError
 
 _OP = isl.ast_expr_op_type
@@ -29,50 +36,131 @@ _ATOM, _UNARY, _COND = 16, 15, 3
 
 
 class AstPrinter:
-    """``names`` maps isl identifiers to C; ``leaf(name, args)`` prints a statement
-    instance (a list of C lines) given its isl tuple name and index expressions."""
+    """``names`` maps isl identifiers to C; ``leaf(name, args, key)`` prints a statement
+    instance (a list of C lines) given its isl tuple name, index expressions (isl AST
+    expressions, which ``expr`` prints) and the key
+    of the leaf's annotation (None when it has none); ``ranges`` gives the range of every
+    isl identifier an expression may mention (``ranges.set_ranges``)."""
 
     def __init__(
-        self, names: Callable[[str], str], leaf: Callable[[str, list[str]], list[str]], unroll=frozenset()
+        self,
+        names: Callable[[str], str],
+        leaf: Callable[[str, list[str], str | None], list[str]],
+        unroll=frozenset(),
+        ranges: Mapping[str, Interval] | None = None,
     ) -> None:
         self.names = names
         self.leaf = leaf
         self.unroll = unroll  # iterators whose loops the compiler should unroll (a thread's s_j)
+        self.ranges = dict(ranges or {})
 
     # -- expressions
 
     def expr(self, e: isl.AstExpr) -> str:
+        """C text of an expression; a sub-expression whose value may leave ``int`` is
+        computed in ``long long`` (one operand widened, C's conversions do the rest)."""
+        for interval in self.intervals(e):
+            require64(interval, f"the expression {e.to_C_str()}")
         return self._expr(e)[0]
 
-    def _expr(self, e: isl.AstExpr) -> tuple[str, int]:
+    def interval(self, e: isl.AstExpr) -> Interval:
+        return self.intervals(e)[0]
+
+    def intervals(self, e: isl.AstExpr) -> list[Interval]:
+        """The interval of ``e`` first, then those of all its sub-expressions."""
         kind = e.get_type()
         if kind == _T.id:
-            return self.names(e.get_id().get_name()), _ATOM
+            name = e.get_id().get_name()
+            if name not in self.ranges:
+                raise InternalError(f"no range known for the isl identifier {name}")
+            return [self.ranges[name]]
+        if kind == _T.int:
+            return [Interval.point(int(e.get_val().to_python()))]
+        op = e.get_op_type()
+        subs = [self.intervals(e.get_op_arg(k)) for k in range(e.get_op_n_arg())]
+        vals = [s[0] for s in subs]
+        rest = [i for s in subs for i in s]
+        if op == _OP.add:
+            out = vals[0] + vals[1]
+        elif op == _OP.sub:
+            out = vals[0] - vals[1]
+        elif op == _OP.mul:
+            out = vals[0] * vals[1]
+        elif op == _OP.minus:
+            out = -vals[0]
+        elif op in (_OP.div, _OP.pdiv_q, _OP.fdiv_q, _OP.pdiv_r, _OP.zdiv_r):
+            d = vals[1]
+            if d.lo is None or d.lo != d.hi or d.lo <= 0:
+                raise InternalError(f"isl divides by a non-constant in {e.to_C_str()}")
+            if op == _OP.zdiv_r:
+                out = vals[0].rem(d.lo)
+            elif op == _OP.pdiv_r:
+                out = vals[0].mod(d.lo)
+            else:  # div and pdiv_q are exact or of a non-negative dividend: floor is right
+                out = vals[0].floordiv(d.lo)
+        elif op in (_OP.max, _OP.min):
+            out = vals[0]
+            for v in vals[1:]:
+                out = out.max_with(v) if op == _OP.max else out.min_with(v)
+        elif op in (_OP.cond, _OP.select):
+            out = vals[1].join(vals[2])
+        elif op in _BINARY:  # comparisons and logic
+            out = BOOL
+        else:
+            raise InternalError(f"unexpected isl AST operation in {e.to_C_str()}")
+        return [out, *rest]
+
+    def _expr(self, e: isl.AstExpr) -> tuple[str, int, bool]:
+        """(text, precedence, whether its C type is ``long long``)."""
+        kind = e.get_type()
+        if kind == _T.id:
+            return self.names(e.get_id().get_name()), _ATOM, False
         if kind == _T.int:
             value = int(e.get_val().to_python())
-            return str(value), _ATOM if value >= 0 else _UNARY
+            wide = not Interval.point(value).fits32
+            return f"{value}LL" if wide else str(value), _ATOM if value >= 0 else _UNARY, wide
         if kind != _T.op:
             raise InternalError(f"unexpected isl AST expression {e.to_C_str()}")
         op = e.get_op_type()
-        args = [e.get_op_arg(k) for k in range(e.get_op_n_arg())]
+        args = [self._expr(e.get_op_arg(k)) for k in range(e.get_op_n_arg())]
+        # a value that may leave int is computed in long long: widen one operand where
+        # none is already wide (C converts the other)
+        overflow = not self.interval(e).fits32
         if op in _BINARY:
             sym, prec = _BINARY[op]
-            lhs, lp = self._expr(args[0])
-            rhs, rp = self._expr(args[1])
-            return f"{_paren(lhs, lp, prec)} {sym} {_paren(rhs, rp, prec + 1)}", prec
+            (lhs, lp, lw), (rhs, rp, rw) = args
+            if overflow and not (lw or rw):
+                lhs, lp, lw = _widen(lhs, lp), _UNARY, True
+            return f"{_paren(lhs, lp, prec)} {sym} {_paren(rhs, rp, prec + 1)}", prec, lw or rw
         if op == _OP.minus:
-            text, prec = self._expr(args[0])
-            return negate(text, prec), _UNARY
+            text, prec, wide = args[0]
+            if overflow and not wide:
+                text, prec, wide = _widen(text, prec), _UNARY, True
+            return negate(text, prec), _UNARY, wide
         if op in (_OP.max, _OP.min, _OP.fdiv_q):
             fn = {_OP.max: "pm_max", _OP.min: "pm_min", _OP.fdiv_q: "pm_floord"}[op]
-            text = self.expr(args[0])
-            for arg in args[1:]:  # isl's max/min are n-ary
-                text = f"{fn}({text}, {self.expr(arg)})"
-            return text, _ATOM
+            # the helpers are overloaded per type: every argument of one type
+            wide = overflow or any(w for _, _, w in args)
+            texts = [_widen(t, p) if wide and not w else t for t, p, w in args]
+            text = texts[0]
+            for arg in texts[1:]:  # isl's max/min are n-ary
+                text = f"{fn}({text}, {arg})"
+            return text, _ATOM, wide
         if op in (_OP.cond, _OP.select):
-            c, t, f = (self._expr(a) for a in args)
-            return f"{_paren(c[0], c[1], _COND + 1)} ? {t[0]} : {_paren(f[0], f[1], _COND)}", _COND
+            c, t, f = args
+            wide = overflow or t[2] or f[2]
+            t_text = _widen(t[0], t[1]) if wide and not t[2] else t[0]
+            f_text, f_prec = (_widen(f[0], f[1]), _UNARY) if wide and not f[2] else (f[0], f[1])
+            return f"{_paren(c[0], c[1], _COND + 1)} ? {t_text} : {_paren(f_text, f_prec, _COND)}", _COND, wide
         raise InternalError(f"unexpected isl AST operation in {e.to_C_str()}")
+
+    def c_type(self, name: str) -> str:
+        """The C type of an iterator: ``int`` where its range fits, else ``long long``."""
+        interval = self.ranges.get(name)
+        if interval is None:
+            raise InternalError(f"no range known for the iterator {name}")
+        require64(interval, f"the loop iterator {name}")
+        return "int" if interval.fits32 else "long long"
 
     # -- statements
 
@@ -83,16 +171,17 @@ class AstPrinter:
             children = node.block_get_children()
             return [line for k in range(children.n_ast_node()) for line in self.node(children.get_at(k), indent)]
         if kind == _N.for_:
-            it = self.expr(node.for_get_iterator())
+            iterator = node.for_get_iterator().get_id().get_name()
+            it, c_type = self.names(iterator), self.c_type(iterator)
             init = self.expr(node.for_get_init())
             body = self.node(node.for_get_body(), indent + 1)
             if node.for_is_degenerate():
-                return [f"{pad}{{", f"{pad}  const int {it} = {init};", *body, f"{pad}}}"]
+                return [f"{pad}{{", f"{pad}  const {c_type} {it} = {init};", *body, f"{pad}}}"]
             cond = self.expr(node.for_get_cond())
             inc = self.expr(node.for_get_inc())
             step = f"++{it}" if inc == "1" else f"{it} += {inc}"
             pragma = [f"{pad}#pragma unroll"] if it in self.unroll else []
-            return [*pragma, f"{pad}for (int {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
+            return [*pragma, f"{pad}for ({c_type} {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
         if kind == _N.if_:
             lines = [f"{pad}if ({self.expr(node.if_get_cond())}) {{", *self.node(node.if_get_then_node(), indent + 1)]
             if node.if_has_else_node():
@@ -101,11 +190,20 @@ class AstPrinter:
         if kind == _N.user:
             call = node.user_get_expr()
             name = call.get_op_arg(0).get_id().get_name()
-            args = [self.expr(call.get_op_arg(k)) for k in range(1, call.get_op_n_arg())]
-            return [pad + line for line in self.leaf(name, args)]
+            args = [call.get_op_arg(k) for k in range(1, call.get_op_n_arg())]
+            annotation = node.get_annotation()
+            key = None if annotation is None else annotation.get_name()
+            return [pad + line for line in self.leaf(name, args, key)]
         if kind == _N.mark:
             return self.node(node.mark_get_node(), indent)
         raise InternalError(f"unexpected isl AST node {node.to_C_str()}")
+
+
+def _widen(text: str, prec: int) -> str:
+    """``text`` converted to ``long long``."""
+    if text.lstrip("-").isdigit():
+        return f"{text}LL"
+    return f"(long long){_paren(text, prec, _UNARY)}"
 
 
 def _paren(text: str, prec: int, need: int) -> str:

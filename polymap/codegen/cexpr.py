@@ -12,8 +12,12 @@ ground truth computes:
   ``t``'s type (a float stored into i32 truncates toward zero).
 
 Indices are quasi-affine: ``//`` and ``%`` use the floor helpers of
-``cuda_templates/polymap_helpers.cuh`` (C's own ``/`` and ``%`` truncate). A buffer access
-is flattened row-major: ``A[i, k]`` of shape ``[M, K]`` is ``A[i * K + k]``.
+``cuda_templates/polymap_helpers.cuh`` (C's own ``/`` and ``%`` truncate). The address of
+every access is given to the printer (``address``), built by isl from the proved access
+relation (``codegen/schedule.py``); a global access is flattened row-major
+(``linear_offset``): ``A[i, k]`` of shape ``[M, K]`` is ``A[i * K + k]``. Integer
+arithmetic is printed in ``int`` where every intermediate value provably fits, else in
+``long long`` (``codegen/ranges.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from polymap.codegen.ranges import index_intervals, require64
 from polymap.errors import InternalError
 from polymap.ir.nodes import (
     Anchor,
@@ -73,50 +78,46 @@ class StatementPrinter:
         self.name = name
         self.decls = decls
         self.scalars = scalars  # 0-d buffers held in a C variable rather than behind a pointer
-        # buffers read or written elsewhere than their own array in the statement being
-        # printed (a shared-memory tile, an accumulator held per s-point): name -> printer
-        self.redirect: dict[str, Callable[[tuple[IndexExpr, ...]], str]] = {}
+        # the C lvalue of every access of the statement being printed, by (buffer, indices)
+        # as written: built from isl's expressions of the proved relations by the caller
+        self.address: dict[tuple[str, tuple[IndexExpr, ...]], str] = {}
+        # the range of every name an index used as a value may mention (its width)
+        self.index_ranges: dict = {}
 
     # -- indices
 
-    def index(self, e: IndexExpr) -> tuple[str, int]:
-        """C text of an index expression and its precedence."""
+    def index(self, e: IndexExpr, wide: bool = False) -> tuple[str, int]:
+        """C text of an index expression and its precedence; ``wide``: in ``long long``."""
         if isinstance(e, IConst):
-            return (str(e.value), _ATOM) if e.value >= 0 else (str(e.value), _UNARY)
+            text = f"{e.value}LL" if wide else str(e.value)
+            return (text, _ATOM) if e.value >= 0 else (text, _UNARY)
         if isinstance(e, IVar):
-            return self.name(e.name), _ATOM
+            return (f"(long long){self.name(e.name)}", _UNARY) if wide else (self.name(e.name), _ATOM)
         if isinstance(e, INeg):
-            text, prec = self.index(e.operand)
+            text, prec = self.index(e.operand, wide)
             return negate(text, prec), _UNARY
         if isinstance(e, IBin):
             if e.op in (IndexOp.FLOORDIV, IndexOp.MOD):
                 fn = "pm_floord" if e.op is IndexOp.FLOORDIV else "pm_mod"
-                return f"{fn}({self.index(e.lhs)[0]}, {self.index(e.rhs)[0]})", _ATOM
+                return f"{fn}({self.index(e.lhs, wide)[0]}, {self.index(e.rhs, wide)[0]})", _ATOM
             level = _MUL if e.op is IndexOp.MUL else _ADD
-            lhs, lp = self.index(e.lhs)
-            rhs, rp = self.index(e.rhs)
+            lhs, lp = self.index(e.lhs, wide)
+            rhs, rp = self.index(e.rhs, wide)
             # left-associative: the right operand of - needs parentheses at its own level
             return f"{paren(lhs, lp, level)} {e.op.value} {paren(rhs, rp, level + 1)}", level
         raise InternalError(f"unknown index expression {e!r}")
 
-    def flat(self, decl: BufferDecl, indices: tuple[IndexExpr, ...]) -> str:
-        """The row-major offset of an element (Horner form)."""
-        if not indices:
-            return "0"
-        text, prec = self.index(indices[0])
-        for extent, idx in zip(decl.shape[1:], indices[1:]):
-            ext, ep = self.index(extent)
-            i, ip = self.index(idx)
-            text = f"{paren(text, prec, _MUL)} * {paren(ext, ep, _MUL + 1)} + {paren(i, ip, _ADD + 1)}"
-            prec = _ADD
-        return text
+    def index_text(self, e: IndexExpr, wide: bool = False) -> str:
+        """An index expression as an operand of ``*`` (parenthesized where it needs it)."""
+        text, prec = self.index(e, wide)
+        return paren(text, prec, _MUL + 1)
 
     def access(self, buffer: str, indices: tuple[IndexExpr, ...]) -> str:
-        if buffer in self.redirect:
-            return self.redirect[buffer](indices)
+        if (buffer, indices) in self.address:
+            return self.address[(buffer, indices)]
         if buffer in self.scalars:
             return self.name(buffer)
-        return f"{self.name(buffer)}[{self.flat(self.decls[buffer], indices)}]"
+        raise InternalError(f"no address was built for {buffer}{list(indices)}")
 
     # -- values
 
@@ -133,8 +134,15 @@ class StatementPrinter:
             text = literal(e.value, dtype)
             return text, dtype, _UNARY if text.startswith("-") else _ATOM
         if isinstance(e, IndexValue):
-            text, prec = self.index(e.expr)
-            return convert(text, prec, DType.I32, compute), compute, _UNARY if compute is not DType.I32 else prec
+            intervals = index_intervals(e.expr, self.index_ranges)
+            for interval in intervals:
+                require64(interval, f"the index value {e.expr}")
+            if all(i.fits32 for i in intervals):
+                text, prec = self.index(e.expr)
+                return convert(text, prec, DType.I32, compute), compute, _UNARY if compute is not DType.I32 else prec
+            # computed in 64 bits, then converted like the reference (i32 wraps)
+            text, prec = self.index(e.expr, wide=True)
+            return f"({C_TYPE[compute]})({text})", compute, _UNARY
         if isinstance(e, Read):
             return self.access(e.buffer, e.indices), self.decls[e.buffer].dtype, _ATOM
         if isinstance(e, Neg):
@@ -220,3 +228,24 @@ def literal(value: float, dtype: DType) -> str:
     if "e" not in text and "." not in text:
         text += ".0"
     return text + ("f" if dtype is DType.F32 else "")
+
+
+def linear_offset(indices: list[str], extents: list[str], *, wide: bool) -> str:
+    """The row-major offset ``((i_0 * E_1 + i_1) * E_2 + i_2) ..`` of printed indices and
+    extents (each extent an operand of ``*``, see ``StatementPrinter.index_text``); with
+    ``wide`` the first index is widened, so that the whole sum is computed in ``long long``."""
+    if not indices:
+        return "0"
+    first = indices[0]
+    if wide:
+        text = f"(long long){first}" if _is_atom(first) else f"(long long)({first})"
+    else:
+        text = first if _is_atom(first) or len(indices) == 1 else f"({first})"
+    for extent, i in zip(extents, indices[1:]):
+        text = f"{text} * {extent} + {f'({i})' if '?' in i else i}"
+        text = f"({text})"
+    return text[1:-1] if len(indices) > 1 else text
+
+
+def _is_atom(text: str) -> bool:
+    return text.replace("_", "a").isalnum()

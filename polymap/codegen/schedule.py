@@ -22,15 +22,20 @@ sizes and host indices, printed as C for the launcher and evaluated by isl for C
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
 
 import islpy as isl
 
+from polymap.codegen.ranges import Interval, set_ranges, size_box
 from polymap.ir.nodes import Loop
+from polymap.ir.walk import declared_locals
 from polymap.mapping.accesses import kernel_statements as thread_statements
 from polymap.mapping.hardware import Executed, Frame, executed, frame_of, param_prefix, time_width
-from polymap.mapping.shared import SharedPlan, shared_plan
+from polymap.mapping.shared import CopyRelation, SharedPlan, element_of, shared_plan, tile_read
 from polymap.mapping.space import KernelMapping
 from polymap.poly.isl_text import isl_expr
 from polymap.poly.model import PolyModel, StatementModel
@@ -55,6 +60,12 @@ class KernelSchedule:
     context: isl.Set  # sizes, host indices, b, t: what the launch guarantees
     iterators: tuple[str, ...]  # the schedule dimensions: [phase, tile, part], s_1 .. s_m, the body's order
     shared: SharedPlan | None = None  # copies and barriers of a staged kernel
+    # per annotated leaf: what ``describe`` made of it (the leaf's index expressions, built
+    # by isl from the proved relations at that point of the AST)
+    leaves: dict[str, Any] = field(default_factory=dict)
+    # the range of every isl identifier the AST mentions (iterators, sizes, host indices,
+    # block and thread coordinates): the widths of the printed integer arithmetic
+    ranges: dict[str, Interval] = field(default_factory=dict)
 
 
 def kernel_statements(model: PolyModel, km: KernelMapping) -> tuple[StatementModel, ...]:
@@ -62,10 +73,56 @@ def kernel_statements(model: PolyModel, km: KernelMapping) -> tuple[StatementMod
     return tuple(s for s in model.statements if s.name in names)
 
 
+class Place(Enum):
+    """Where an access of a statement leaf goes in the emitted code."""
+
+    GLOBAL = "global"  # the buffer's global array, row-major
+    SHARED = "shared"  # the tile of a staged buffer in shared memory
+    LOCAL = "local"  # a block-local buffer: the thread's own variable or array
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AccessIndices:
+    """One access of a statement leaf: one isl AST expression per dimension of where it
+    goes (the global buffer's dimensions, the tile's, or a local's own, without the owner
+    loops that the proof's expanded space adds)."""
+
+    buffer: str
+    place: Place
+    indices: tuple[isl.AstExpr, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StatementLeaf:
+    """The index expressions of one statement leaf of the AST, by (buffer, indices) as
+    written in the statement; ``point`` is the thread's s-point (linear, outer band loops
+    first) where block-local buffers are held once per point (None elsewhere)."""
+
+    statement: StatementModel
+    accesses: dict[tuple[str, tuple], AccessIndices]
+    point: isl.AstExpr | None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CopyLeaf:
+    """One element of a tile copy: ``X_sh[target] = X[source]``."""
+
+    copy: CopyRelation
+    target: tuple[isl.AstExpr, ...]
+    source: tuple[isl.AstExpr, ...]
+
+
 def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> KernelSchedule:
     """Build the AST of one kernel. ``iterator_names(frame, statements, width)`` returns the
     names of the schedule dimensions ``[s_1 .. s_m, p_0, n_1, ..]`` (C identifiers), led by
     three more (phase, tile, part) in a staged kernel.
+
+    Every leaf of the AST is annotated with a key of ``leaves``: its index expressions
+    (``StatementLeaf``, ``CopyLeaf``), built by isl from the proved relations at that point
+    of the AST, the way PPCG builds its access expressions: the access relation pulled back
+    through the leaf's iterator map (the schedule at that point, reversed: which instance the
+    iterators and parameters denote), then ``AstBuild.expr_from_pw_aff`` per dimension. So
+    no address in the emitted code is printed by hand: each is what the proof is about.
 
     A staged kernel also schedules its copies and barriers (``mapping.shared``); every
     dimension is generated *atomic* (one loop per dimension, never split in pieces), so the
@@ -77,17 +134,20 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
     fixed = frame.host + 6  # host indices, b, t: parameters inside the kernel
     prefix = param_prefix(model)
     schedule = None
+    points: dict[str, isl.Map] = {}  # per statement: S[x] -> [its thread's s-point, linear]
     for s in mine:
         e: Executed = executed(model, frame, s, (0,) * (frame.host + 1), frame.host, width)
         hw = e.dims
         clock = isl.Map(f"{prefix}{{ [{', '.join(hw)}] -> [{', '.join(list(hw[:fixed]) + list(e.clock))}] }}")
-        sched = e.relation.reverse().apply_range(clock)
-        n = sched.dim(_PARAM)
-        sched = sched.move_dims(_PARAM, n, _OUT, 0, fixed)
-        for k in range(fixed):
-            sched = sched.set_dim_name(_PARAM, n + k, frame.hw[k])
+        sched = _fix_params(e.relation.reverse().apply_range(clock), fixed, frame)
         part = isl.UnionMap.from_map(sched)
         schedule = part if schedule is None else schedule.union(part)
+        seqs = hw[fixed : fixed + len(km.loops)]
+        slot = "0"
+        for sj, lm in zip(seqs, km.loops):
+            slot = f"{lm.seq}*({slot}) + {sj}"
+        linear = isl.Map(f"{prefix}{{ [{', '.join(hw)}] -> [{', '.join(list(hw[:fixed]))}, {slot}] }}")
+        points[s.domain.get_tuple_name()] = _fix_params(e.relation.reverse().apply_range(linear), fixed, frame)
     plan = shared_plan(model, frame, width)
     if plan is not None:
         for copy in plan.copies:
@@ -106,13 +166,110 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
     for name in iterators:
         ids = ids.add(isl.Id(name, context=context.get_ctx()))
     build = build.set_iterators(ids)
+    leaves: dict[str, Any] = {}
+    failures: list[BaseException] = []
+    locals_ = frozenset(d.name for d in declared_locals(km.kernel.body))
+    describe = _Describer(model, km, {s.domain.get_tuple_name(): s for s in mine}, plan, locals_, points)
+    # the handle keeps the callback alive while isl may call it
+    build, _handle = build.set_at_each_domain(_annotator(describe, leaves, failures))
     if schedule is None:  # a kernel without statements: nothing to run
         ast = build.node_from_schedule_map(isl.UnionMap.empty(context.get_space()))
+        ranges = set_ranges(size_box(_size_names(model), context))
     else:
         ast = build.node_from_schedule_map(schedule.intersect_params(context))
+        ranges = _ranges(model, schedule, context, iterators)
+    if failures:  # an exception inside isl's callback: re-raised here, where it belongs
+        raise failures[0]
     return KernelSchedule(
-        km, frame, ast, frame.hw[:fixed], {s.domain.get_tuple_name(): s for s in mine}, context, iterators, plan
+        km, frame, ast, frame.hw[:fixed], {s.domain.get_tuple_name(): s for s in mine}, context, iterators, plan,
+        leaves, ranges,
     )
+
+
+class _Describer:
+    """Builds the index expressions of one leaf (see ``schedule_kernel``)."""
+
+    def __init__(self, model: PolyModel, km: KernelMapping, statements: dict[str, StatementModel],
+                 plan: SharedPlan | None, locals_: frozenset[str], points: dict[str, isl.Map]) -> None:
+        self.model, self.km, self.statements, self.plan, self.locals = model, km, statements, plan, locals_
+        self.points = points
+        self.copies = {c.name: c for c in plan.copies} if plan is not None else {}
+        points = math.prod(lm.seq for lm in km.loops)
+        # block-local buffers are held once per s-point where the tile loop runs outside
+        # the points (``codegen.cuda`` declares them so); elsewhere one copy serves
+        self.per_point = km.staging is not None and km.staging.loop is not None and points > 1
+
+    def __call__(self, name: str, at: isl.PwMultiAff, build: isl.AstBuild):
+        if name in self.copies:
+            copy = self.copies[name]
+            rank = len(copy.buffer.widths)
+            target = _exprs(build, isl.PwMultiAff.from_map(element_of(copy)).pullback_pw_multi_aff(at))
+            source = _exprs(build, isl.PwMultiAff.from_map(copy.source).pullback_pw_multi_aff(at))
+            return CopyLeaf(copy, target[len(target) - rank :], source)
+        s = self.statements.get(name)
+        if s is None:
+            return None  # a barrier: no indices
+        staged = {}
+        if self.plan is not None:
+            staged = {c.buffer.candidate.buffer: c for c in self.plan.copies if s.name in c.buffer.candidate.reads}
+        accesses = {}
+        for a in s.accesses:
+            key = (a.buffer, a.indices)
+            if key in accesses:
+                continue
+            if not a.is_write and a.buffer in staged:
+                relation, place = tile_read(self.model, self.plan, s, staged[a.buffer]), Place.SHARED
+            else:
+                relation, place = a.relation, Place.LOCAL if a.buffer in self.locals else Place.GLOBAL
+            exprs = _exprs(build, isl.PwMultiAff.from_map(relation).pullback_pw_multi_aff(at))
+            if place is not Place.SHARED:
+                # a buffer declared inside loops is expanded by them in the proof (one copy
+                # per iteration of its owners); in memory one copy serves them in turn
+                exprs = exprs[len(exprs) - len(self.model.program.buffer(a.buffer).shape) :]
+            accesses[key] = AccessIndices(a.buffer, place, exprs)
+        point = None
+        if self.per_point:  # the slot of the instance's s-point: ``sum_j s_j prod_{l > j} S_l``
+            point = _exprs(build, isl.PwMultiAff.from_map(self.points[name]).pullback_pw_multi_aff(at))[0]
+        return StatementLeaf(s, accesses, point)
+
+
+def _exprs(build: isl.AstBuild, pma: isl.PwMultiAff) -> tuple[isl.AstExpr, ...]:
+    return tuple(build.expr_from_pw_aff(pma.get_pw_aff(k)) for k in range(pma.dim(isl.dim_type.out)))
+
+
+def _annotator(describe: _Describer, leaves: dict[str, Any], failures: list[BaseException]):
+    def at_each_domain(node: isl.AstNode, build: isl.AstBuild) -> isl.AstNode:
+        try:
+            at = isl.Map.from_union_map(build.get_schedule())
+            name = at.get_tuple_name(isl.dim_type.in_)
+            key = f"leaf{len(leaves)}"
+            leaves[key] = describe(name, isl.PwMultiAff.from_map(at.reverse()), build)
+            return node.set_annotation(isl.Id(key, context=node.get_ctx()))
+        except BaseException as exc:  # noqa: BLE001 - isl's callback must not unwind through C
+            failures.append(exc)
+            return node
+
+    return at_each_domain
+
+
+def _size_names(model: PolyModel) -> tuple[str, ...]:
+    return tuple(model.names[p] for p in model.params)
+
+
+def _ranges(model: PolyModel, schedule: isl.UnionMap, context: isl.Set, iterators: tuple[str, ...]):
+    """The range of every parameter of the launch (sizes at most ``int``'s maximum) and of
+    every schedule dimension, by the name the AST gives it."""
+    boxed = size_box(_size_names(model), context)
+    ranges = set_ranges(boxed)
+    times = schedule.intersect_params(boxed).range()
+    parts = times.get_set_list()
+    for part in (parts.get_at(k) for k in range(parts.n_set())):
+        for k, name in enumerate(iterators[: part.dim(isl.dim_type.set)]):
+            part = part.set_dim_name(isl.dim_type.set, k, name)
+        for name, interval in set_ranges(part).items():
+            if name in iterators:
+                ranges[name] = ranges[name].join(interval) if name in ranges else interval
+    return ranges
 
 
 def _extra_schedule(prefix: str, relation: isl.Map, timed: isl.Map, fixed: int, frame: Frame) -> isl.UnionMap:

@@ -44,6 +44,7 @@ class CopyRelation:
     time: isl.Map  # [[h, b, t, kt, n] -> Copy_X[..]] -> time
     writes: isl.Map  # [[h, b, t, kt, n] -> Copy_X[..]] -> X_sh[h, b, o]
     origin: tuple[tuple[int, str], ...]  # lo_d = c_d * kt + rest_d (rest over sizes, h, b)
+    source: isl.Map  # Copy_X[h, b, kt, o] -> X[lo + o]: the global element a copy instance reads
 
     def origin_at(self, kt: str) -> tuple[str, ...]:
         return _origin_at(self.origin, kt)
@@ -130,9 +131,11 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
             f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> {shared}[{', '.join(host + blocks + tuple(o))}] }}"
         )
         wrapped = relation.wrap()
+        element = [f"({lo}) + {od}" for lo, od in zip(_origin_at(tuple(origin), kt), o)]
+        source = isl.Map(f"{prefix}{{ {inst} -> {model.tuples[c.buffer]}[{', '.join(element)}] }}")
         copies.append(CopyRelation(sb, rank, name, shared, domain, relation,
                                    time_map.intersect_domain(wrapped), writes.intersect_domain(wrapped),
-                                   tuple(origin)))
+                                   tuple(origin), source.intersect_domain(domain)))
     barriers = []
     every = f"[{', '.join(host + blocks + threads + (kt,))}]"
     at = f"{', '.join(host + blocks + (kt,))}"
@@ -159,29 +162,49 @@ def shared_reads(model: PolyModel, plan: SharedPlan, s: StatementModel, relation
     ``[[hw] -> S[x]] -> Copy_X[h, b, kt(x), e(x) - lo(b, kt(x))]`` over the points that
     run it: the copy instance that must have put the element there (``element_of`` gives
     the shared element ``X_sh[h, b, o]`` it wrote)."""
-    km = plan.frame.mapping
-    names, params = model.names, model.params
     h = plan.frame.host
     host, blocks = plan.frame.hw[:h], plan.frame.hw[h : h + 3]
-    env = {p: names[p] for p in params}
-    env.update((loop.index, d) for loop, d in zip(s.loops, s.dims))
     out = []
     for copy in plan.copies:
-        c = copy.buffer.candidate
-        if s.name not in c.reads:
+        if s.name not in copy.buffer.candidate.reads:
             continue
-        kt = "0"
-        if km.staging.loop is not None:
-            k = s.dims[[loop.index for loop in s.loops].index(km.staging.loop)]
-            kt = f"floor({k}/{km.staging.tile})"
-        offsets = []
-        for e, lo in zip(c.indices, copy.origin_at(kt)):  # the origin of this instance's tile
-            offsets.append(f"({isl_expr(e, env, params)}) - ({lo})")
-        element = f"{copy.name}[{', '.join(host + blocks + (kt,) + tuple(offsets))}]"
+        kt, offsets = _tile_element(model, plan, s, copy)
+        element = f"{copy.name}[{', '.join(host + blocks + (kt,) + offsets)}]"
         inst = f"{s.domain.get_tuple_name()}[{', '.join(s.dims)}]"
         read = isl.Map(f"{param_prefix(model)}{{ [[{', '.join(hw)}] -> {inst}] -> {element} }}")
         out.append((copy, read.intersect_domain(relation.wrap())))
     return out
+
+
+def tile_read(model: PolyModel, plan: SharedPlan, s: StatementModel, copy: CopyRelation) -> isl.Map:
+    """``S[x] -> X_sh[e(x) - lo(b, kt(x))]`` with the host indices and block coordinates as
+    parameters (as inside a kernel): where in the tile a statement of the scope finds the
+    element it reads; the same offsets that ``shared_reads`` proves covered by a copy."""
+    h = plan.frame.host
+    _, offsets = _tile_element(model, plan, s, copy)
+    params = [model.names[p] for p in model.params] + list(plan.frame.hw[: h + 3])
+    inst = f"{s.domain.get_tuple_name()}[{', '.join(s.dims)}]"
+    return isl.Map(f"[{', '.join(params)}] -> {{ {inst} -> {copy.shared}[{', '.join(offsets)}] }}").intersect_domain(
+        s.domain
+    )
+
+
+def _tile_element(model: PolyModel, plan: SharedPlan, s: StatementModel, copy: CopyRelation) -> tuple[str, tuple[str, ...]]:
+    """The tile ``kt(x)`` an instance of a scope statement reads in, and the offsets
+    ``e(x) - lo(b, kt(x))`` of its element in that tile, as isl expressions over the
+    statement's dimensions (and the sizes, host indices and block coordinates)."""
+    km = plan.frame.mapping
+    names, params = model.names, model.params
+    env = {p: names[p] for p in params}
+    env.update((loop.index, d) for loop, d in zip(s.loops, s.dims))
+    kt = "0"
+    if km.staging.loop is not None:
+        k = s.dims[[loop.index for loop in s.loops].index(km.staging.loop)]
+        kt = f"floor({k}/{km.staging.tile})"
+    offsets = tuple(
+        f"({isl_expr(e, env, params)}) - ({lo})" for e, lo in zip(copy.buffer.candidate.indices, copy.origin_at(kt))
+    )
+    return kt, offsets
 
 
 def element_of(copy: CopyRelation) -> isl.Map:

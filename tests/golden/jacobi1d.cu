@@ -25,8 +25,20 @@ __host__ __device__ __forceinline__ int pm_mod(int a, int b) {  // result has th
   int r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+// The same in 64 bits: index arithmetic is printed in long long where a value may leave
+// int (codegen/ranges.py), and every argument of one call then has that type.
+__host__ __device__ __forceinline__ long long pm_floord(long long a, long long b) {
+  long long q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__host__ __device__ __forceinline__ long long pm_mod(long long a, long long b) {
+  long long r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
 __host__ __device__ __forceinline__ int pm_max(int a, int b) { return a > b ? a : b; }
 __host__ __device__ __forceinline__ int pm_min(int a, int b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ long long pm_max(long long a, long long b) { return a > b ? a : b; }
+__host__ __device__ __forceinline__ long long pm_min(long long a, long long b) { return a < b ? a : b; }
 // NaN propagates, as in NumPy's maximum/minimum (fmaxf would drop it).
 __host__ __device__ __forceinline__ float pm_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __host__ __device__ __forceinline__ float pm_min(float a, float b) { return (a != a || a < b) ? a : b; }
@@ -50,11 +62,9 @@ extern "C" __global__ void __launch_bounds__(32) jacobi1d_kernel0(
     float* __restrict__ A, float* __restrict__ B, int T, int N, int t) {
   const int bx = blockIdx.x;
   const int tx = threadIdx.x;
-  if (N >= 32 * bx + tx + 3) {
-    {  // S0: B[i + 1] = 0.33333 * (A[i] + A[i + 1] + A[i + 2])
-      const int i = 32 * bx + tx;
-      B[i + 1] = 0.3333300054073334f * (A[i] + A[i + 1] + A[i + 2]);
-    }
+  if (N >= (long long)(32 * bx + tx) + 3) {
+    // S0: B[i + 1] = 0.33333 * (A[i] + A[i + 1] + A[i + 2])
+    B[(long long)(32 * bx + tx) + 1] = 0.3333300054073334f * (A[32 * bx + tx] + A[(long long)(32 * bx + tx) + 1] + A[(long long)(32 * bx + tx) + 2]);
   }
 }
 
@@ -62,11 +72,9 @@ extern "C" __global__ void __launch_bounds__(32) jacobi1d_kernel1(
     float* __restrict__ A, float* __restrict__ B, int T, int N, int t) {
   const int bx = blockIdx.x;
   const int tx = threadIdx.x;
-  if (N >= 32 * bx + tx + 3) {
-    {  // S1: A[i + 1] = 0.33333 * (B[i] + B[i + 1] + B[i + 2])
-      const int i = 32 * bx + tx;
-      A[i + 1] = 0.3333300054073334f * (B[i] + B[i + 1] + B[i + 2]);
-    }
+  if (N >= (long long)(32 * bx + tx) + 3) {
+    // S1: A[i + 1] = 0.33333 * (B[i] + B[i + 1] + B[i + 2])
+    A[(long long)(32 * bx + tx) + 1] = 0.3333300054073334f * (B[32 * bx + tx] + B[(long long)(32 * bx + tx) + 1] + B[(long long)(32 * bx + tx) + 2]);
   }
 }
 #ifndef __CUDACC_RTC__

@@ -24,8 +24,20 @@ __host__ __device__ __forceinline__ int pm_mod(int a, int b) {  // result has th
   int r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+// The same in 64 bits: index arithmetic is printed in long long where a value may leave
+// int (codegen/ranges.py), and every argument of one call then has that type.
+__host__ __device__ __forceinline__ long long pm_floord(long long a, long long b) {
+  long long q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__host__ __device__ __forceinline__ long long pm_mod(long long a, long long b) {
+  long long r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
 __host__ __device__ __forceinline__ int pm_max(int a, int b) { return a > b ? a : b; }
 __host__ __device__ __forceinline__ int pm_min(int a, int b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ long long pm_max(long long a, long long b) { return a > b ? a : b; }
+__host__ __device__ __forceinline__ long long pm_min(long long a, long long b) { return a < b ? a : b; }
 // NaN propagates, as in NumPy's maximum/minimum (fmaxf would drop it).
 __host__ __device__ __forceinline__ float pm_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __host__ __device__ __forceinline__ float pm_min(float a, float b) { return (a != a || a < b) ? a : b; }
@@ -54,40 +66,31 @@ extern "C" __global__ void __launch_bounds__(1024) matmul_256x256x32_kernel0(
   __shared__ float A_sh[32][33];  // A's tile
   __shared__ float B_sh[32][33];  // B's tile
   float C_acc;
-  if (N >= 32 * bx + tx + 1 && M >= 32 * by + ty + 1) {
-    {  // S0: C_acc = C[i, j]
-      const int i = 32 * by + ty;
-      const int j = 32 * bx + tx;
-      C_acc = C[i * N + j];
-    }
+  if (N >= (long long)(32 * bx + tx) + 1 && M >= (long long)(32 * by + ty) + 1) {
+    // S0: C_acc = C[i, j]
+    C_acc = C[(long long)(32 * by + ty) * N + 32 * bx + tx];
   }
   for (int kt = 0; kt <= (K - 1) / 32; ++kt) {
-    if (M >= 32 * by + ty + 1 && K >= tx + 32 * kt + 1) {
-      A_sh[ty][tx] = A[(32 * by + ty) * K + 32 * kt + tx];  // copy of A's tile
+    if (M >= (long long)(32 * by + ty) + 1 && K >= (long long)(tx + 32 * kt) + 1) {
+      A_sh[ty][tx] = A[(long long)(32 * by + ty) * K + tx + 32 * kt];  // copy of A's tile
     }
-    if (N >= 32 * bx + tx + 1 && K >= ty + 32 * kt + 1) {
-      B_sh[ty][tx] = B[(32 * kt + ty) * N + 32 * bx + tx];  // copy of B's tile
+    if (N >= (long long)(32 * bx + tx) + 1 && K >= (long long)(ty + 32 * kt) + 1) {
+      B_sh[ty][tx] = B[(long long)(ty + 32 * kt) * N + 32 * bx + tx];  // copy of B's tile
     }
     __syncthreads();
-    if (N >= 32 * bx + tx + 1 && M >= 32 * by + ty + 1) {
+    if (N >= (long long)(32 * bx + tx) + 1 && M >= (long long)(32 * by + ty) + 1) {
       for (int k = 32 * kt; k <= pm_min(K - 1, 32 * kt + 31); ++k) {
-        {  // S1: C_acc += A[i, k] * B[k, j]
-          const int i = 32 * by + ty;
-          const int j = 32 * bx + tx;
-          C_acc += A_sh[i % 32][k % 32] * B_sh[k % 32][j % 32];
-        }
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc += A_sh[ty][-32 * kt + k] * B_sh[-32 * kt + k][tx];
       }
     }
-    if (K >= 32 * kt + 33) {
+    if (K >= (long long)(32 * kt) + 33) {
       __syncthreads();
     }
   }
-  if (N >= 32 * bx + tx + 1 && M >= 32 * by + ty + 1) {
-    {  // S2: C[i, j] = C_acc
-      const int i = 32 * by + ty;
-      const int j = 32 * bx + tx;
-      C[i * N + j] = C_acc;
-    }
+  if (N >= (long long)(32 * bx + tx) + 1 && M >= (long long)(32 * by + ty) + 1) {
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + ty) * N + 32 * bx + tx] = C_acc;
   }
 }
 #ifndef __CUDACC_RTC__

@@ -22,8 +22,20 @@ __host__ __device__ __forceinline__ int pm_mod(int a, int b) {  // result has th
   int r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+// The same in 64 bits: index arithmetic is printed in long long where a value may leave
+// int (codegen/ranges.py), and every argument of one call then has that type.
+__host__ __device__ __forceinline__ long long pm_floord(long long a, long long b) {
+  long long q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__host__ __device__ __forceinline__ long long pm_mod(long long a, long long b) {
+  long long r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
 __host__ __device__ __forceinline__ int pm_max(int a, int b) { return a > b ? a : b; }
 __host__ __device__ __forceinline__ int pm_min(int a, int b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ long long pm_max(long long a, long long b) { return a > b ? a : b; }
+__host__ __device__ __forceinline__ long long pm_min(long long a, long long b) { return a < b ? a : b; }
 // NaN propagates, as in NumPy's maximum/minimum (fmaxf would drop it).
 __host__ __device__ __forceinline__ float pm_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __host__ __device__ __forceinline__ float pm_min(float a, float b) { return (a != a || a < b) ? a : b; }
@@ -49,36 +61,24 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_rows_kernel0(
   const int tx = threadIdx.x;
   float mx;
   float sum;
-  if (M >= 1024 * bx + tx + 1) {
-    {  // S0: mx = X[i, 0]
-      const int i = 1024 * bx + tx;
-      mx = X[i * N + 0];
+  if (M >= (long long)(1024 * bx + tx) + 1) {
+    // S0: mx = X[i, 0]
+    mx = X[(long long)(1024 * bx + tx) * N + 0];
+    for (int j = 0; j < N; ++j) {
+      // S1: mx max= X[i, j]
+      mx = pm_max(mx, X[(long long)(1024 * bx + tx) * N + j]);
+    }
+    // S2: sum = 0
+    sum = 0.0f;
+    for (int j = 0; j < N; ++j) {
+      // S3: Y[i, j] = exp(X[i, j] - mx)
+      Y[(long long)(1024 * bx + tx) * N + j] = expf(X[(long long)(1024 * bx + tx) * N + j] - mx);
+      // S4: sum += Y[i, j]
+      sum += Y[(long long)(1024 * bx + tx) * N + j];
     }
     for (int j = 0; j < N; ++j) {
-      {  // S1: mx max= X[i, j]
-        const int i = 1024 * bx + tx;
-        mx = pm_max(mx, X[i * N + j]);
-      }
-    }
-    {  // S2: sum = 0
-      const int i = 1024 * bx + tx;
-      sum = 0.0f;
-    }
-    for (int j = 0; j < N; ++j) {
-      {  // S3: Y[i, j] = exp(X[i, j] - mx)
-        const int i = 1024 * bx + tx;
-        Y[i * N + j] = expf(X[i * N + j] - mx);
-      }
-      {  // S4: sum += Y[i, j]
-        const int i = 1024 * bx + tx;
-        sum += Y[i * N + j];
-      }
-    }
-    for (int j = 0; j < N; ++j) {
-      {  // S5: Y[i, j] = Y[i, j] / sum
-        const int i = 1024 * bx + tx;
-        Y[i * N + j] = Y[i * N + j] / sum;
-      }
+      // S5: Y[i, j] = Y[i, j] / sum
+      Y[(long long)(1024 * bx + tx) * N + j] = Y[(long long)(1024 * bx + tx) * N + j] / sum;
     }
   }
 }
