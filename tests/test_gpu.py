@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import polymap
+from polymap.errors import ArgumentError
 from polymap.runtime.gpu import gpu_available
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -59,3 +60,22 @@ def test_gpu_and_host_runs_agree():
     inputs = random_inputs(program.bind(M=37, N=70), seed=9)
     gpu, host = kernel(**inputs), kernel.run_host(**inputs)
     assert_matches(gpu, {k: np.asarray(v) for k, v in host.items()}, program)
+
+
+def test_i32_division_by_zero_on_the_gpu_is_the_references_error():
+    """The fault word of the CUDA module (``pm_fault``, read with RawModule.get_global) turns
+    a division by zero into the reference's ArgumentError; INT_MIN / -1 wraps as there."""
+    from test_runtime_robust import DIVIDE, INT_MIN
+
+    program = polymap.parse(DIVIDE, name="divide")
+    kernel = polymap.compile(program)
+    bad = {"a": np.array([7, -7, 3, 1], np.int32), "b": np.array([2, 2, 0, 5], np.int32)}
+    with pytest.raises(ArgumentError) as want:
+        polymap.reference(program, **bad)
+    with pytest.raises(ArgumentError) as caught:
+        kernel(**bad)
+    assert str(caught.value) == str(want.value)
+    good = {"a": np.array([INT_MIN, INT_MIN, 9, -9], np.int32), "b": np.array([-1, 1, -2, 4], np.int32)}
+    got, expected = kernel(**good), polymap.reference(program, **good)  # the word was cleared
+    for name in ("c", "d"):
+        np.testing.assert_array_equal(got[name], expected[name])

@@ -24,6 +24,7 @@ from polymap.codegen.cuda import ERROR_CONTEXT, ERROR_GRID, TEMPLATES, CudaProgr
 from polymap.errors import ArgumentError, CudaCompileError, InternalError
 from polymap.ir.nodes import BufferKind
 from polymap.runtime.arguments import bind_arguments, is_device_array
+from polymap.runtime.faults import ERROR_FAULT, FAULT_WORD, fault_error
 
 # -fwrapv: i32 overflow wraps, as in NumPy (and in practice on the GPU)
 FLAGS = ("-std=c++20", "-O2", "-fwrapv", "-fPIC", "-shared", "-pthread", "-w")
@@ -129,6 +130,8 @@ def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
         )
     if status == ERROR_GRID:
         raise ArgumentError(f"sizes {bound.sizes} need more blocks than a grid dimension allows")
+    if status == ERROR_FAULT:
+        raise fault_error(cuda, ctypes.c_int.in_dll(library, FAULT_WORD).value)
     if status != 0:
         raise InternalError(f"the host launcher of '{program.name}' returned {status}")
     return {d.name: storage[d.name] for d in program.outputs}
