@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,9 @@ import pytest
 import polymap
 from polymap.codegen.cuda import ERROR_CONTEXT, ERROR_GRID
 from polymap.errors import ArgumentError
+from polymap.runtime import cache
 from polymap.runtime.faults import ERROR_FAULT, fault_error, records_faults
+from polymap.runtime.host import build_library
 
 INT_MIN = np.iinfo(np.int32).min
 
@@ -155,3 +158,122 @@ def _nvcc(folder: Path, *args: str) -> None:
         ["nvcc", "-arch=sm_90", *args], cwd=folder, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+# ----------------------------------------------------------------- the kernel cache
+
+
+@pytest.fixture(scope="module")
+def cache_root(tmp_path_factory):
+    """One cache folder for these tests (the precompiled header is built once)."""
+    root = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("POLYMAP_CACHE_DIR", str(root))
+        yield root
+
+
+def _fresh(tag: str):
+    """A program no other test built: its library is not mapped into this process, so
+    damaging the file on disk cannot pull pages from under a loaded library."""
+    program = polymap.parse(DIVIDE, name=f"cached_{tag}")
+    kernel = polymap.compile(program)
+    return program, kernel, build_library(kernel.source, kernel.launcher)
+
+
+def _check_runs(program, kernel) -> None:
+    inputs = {"a": _i32(7, -7, 3, 1, 9), "b": _i32(2, 2, -3, 5, 4)}
+    got, want = kernel.run_host(**inputs), polymap.reference(program, **inputs)
+    for name in ("c", "d"):
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+def _corrupt(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 256] = b"\xcc" * 256  # same length, different bytes
+    path.write_bytes(bytes(data))
+
+
+def _matching_garbage(path: Path) -> None:
+    path.write_bytes(b"\x7fELF but not a library")
+    cache.hash_path(path).write_text(cache.digest(path) + "\n")
+
+
+DAMAGE = {
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+    "zero_length": lambda p: p.write_bytes(b""),
+    "corrupted": _corrupt,
+    "hash_deleted": lambda p: cache.hash_path(p).unlink(),
+    "hash_garbled": lambda p: cache.hash_path(p).write_text("not a hash"),
+    "garbage_with_its_own_hash": _matching_garbage,
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_cache_entry_is_rebuilt(cache_root, damage):
+    program, kernel, library = _fresh(damage)
+    good = library.read_bytes()
+    assert cache.is_intact(library)
+    DAMAGE[damage](library)
+    assert not cache.is_intact(library) or damage == "garbage_with_its_own_hash"
+    _check_runs(program, kernel)
+    assert library.read_bytes() == good and cache.is_intact(library)
+
+
+def test_a_damaged_precompiled_header_is_rebuilt(cache_root):
+    _fresh("pch_seed")  # builds the precompiled header
+    (gch,) = (cache_root / "host").glob("pch-*/polymap_host.h.gch")
+    gch.write_bytes(gch.read_bytes()[:1000])  # the compiler would fail every build with it
+    program = polymap.parse(DIVIDE, name="cached_after_pch_damage")
+    _check_runs(program, polymap.compile(program))
+    assert cache.is_intact(gch) and gch.stat().st_size > 1000
+
+
+def test_concurrent_processes_build_one_entry_safely(cache_root):
+    script = (
+        "import numpy as np, polymap, sys\n"
+        f"p = polymap.parse({DIVIDE!r}, name='cached_concurrent')\n"
+        "out = polymap.compile(p).run_host(a=np.arange(1, 9, dtype=np.int32), b=np.full(8, 2, np.int32))\n"
+        "sys.stdout.write(' '.join(map(str, out['d'])))\n"
+    )
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    want = polymap.reference(
+        polymap.parse(DIVIDE), a=np.arange(1, 9, dtype=np.int32), b=np.full(8, 2, np.int32)
+    )
+    for run in runs:
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err
+        assert out == " ".join(map(str, want["d"]))
+    (library,) = (cache_root / "host").glob("run_cached_concurrent-*.so")
+    assert cache.is_intact(library)
+
+
+def test_an_unwritable_cache_folder_gives_a_writable_temporary_one(tmp_path, monkeypatch):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("POLYMAP_CACHE_DIR", str(not_a_folder))
+    with pytest.warns(cache.CacheWarning, match=r"is not writable .*caching in .* for this process only"):
+        folder = cache.cache_dir()
+    assert folder.is_dir() and not folder.is_relative_to(not_a_folder)
+    built = tmp_path / "built"
+    built.write_bytes(b"library bytes")
+    cache.store(folder / "entry.so", built)
+    assert cache.is_intact(folder / "entry.so")
+    assert cache.cache_dir() == folder  # the same folder for the rest of the process, warned once
+
+
+@pytest.mark.slow
+def test_an_unwritable_cache_folder_falls_back_to_a_temporary_one(tmp_path, monkeypatch):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("POLYMAP_CACHE_DIR", str(not_a_folder))
+    program = polymap.parse(DIVIDE, name="cached_fallback")
+    kernel = polymap.compile(program)
+    with pytest.warns(cache.CacheWarning, match=r"is not writable .*caching in .* for this process only"):
+        _check_runs(program, kernel)
+    assert not_a_folder.read_text() == "a file where the cache folder should be"
