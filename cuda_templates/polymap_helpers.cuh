@@ -1,6 +1,7 @@
-// polymap helpers: integer division and modulo that are right for negative operands,
-// max/min for every element type, and the launch macro. Inlined into every emitted file
-// so that the file stands alone (NVRTC, nvcc, or the host compiler with polymap_host.h).
+// polymap helpers: integer division and modulo that are right for negative operands, an
+// i32 value division that never traps, max/min for every element type, the launch macro
+// and the fault word. Inlined into every emitted file so that the file stands alone
+// (NVRTC, nvcc, or the host compiler with polymap_host.h).
 #ifndef POLYMAP_HELPERS
 #define POLYMAP_HELPERS
 
@@ -34,6 +35,32 @@ __host__ __device__ __forceinline__ double pm_max(double a, double b) { return (
 __host__ __device__ __forceinline__ double pm_min(double a, double b) { return (a != a || a < b) ? a : b; }
 __host__ __device__ __forceinline__ int pm_abs(int a) { return a < 0 ? -a : a; }
 
+// The fault word: 0, or the largest emitted source line (``__LINE__``) at which a thread
+// divided an i32 value by zero. The runtimes clear it before a run and read it after:
+// the host emulation through ctypes (``pm_fault`` in the library), CuPy through
+// ``RawModule.get_global("pm_fault")``, and the nvcc launcher below, which returns
+// POLYMAP_ERROR_FAULT. Under nvcc it is static, so that several emitted files link
+// into one program; the others look it up by name.
+#if defined(POLYMAP_HOST) || defined(__CUDACC_RTC__)
+__device__ int pm_fault = 0;
+#else
+static __device__ int pm_fault = 0;
+#endif
+#define POLYMAP_ERROR_FAULT (-3)
+
+// i32 value division as the reference executor defines it: C's truncation toward zero,
+// without C's undefined cases (x86's idiv traps on both, killing the process with
+// SIGFPE; a GPU returns garbage). INT_MIN / -1 wraps to INT_MIN, as NumPy does and as
+// INT_MIN * -1 does under -fwrapv; a division by zero gives 0 and records ``line``.
+__device__ __forceinline__ int pm_idiv(int a, int b, int line) {
+  if (b == 0) {
+    atomicMax(&pm_fault, line);  // any order of threads records the same line
+    return 0;
+  }
+  if (b == -1) return (int)(0u - (unsigned)a);
+  return a / b;
+}
+
 #ifndef POLYMAP_HOST
 // nvcc / NVRTC: a real launch on the caller's stream. ``sync`` (whether the kernel meets
 // at __syncthreads) only matters to the host emulation.
@@ -43,6 +70,32 @@ __host__ __device__ __forceinline__ int pm_abs(int a) { return a < 0 ? -a : a; }
     cudaError_t pm_error = cudaGetLastError();          \
     if (pm_error != cudaSuccess) return (int)pm_error;  \
   } while (0)
+// The launcher clears the fault word on its stream before the first launch and, after
+// the last, waits for the stream and returns POLYMAP_ERROR_FAULT if a division by zero
+// was recorded. Define POLYMAP_NO_FAULT_CHECK to keep the launcher asynchronous (the
+// word is still cleared; a division by zero then gives 0 silently).
+#define POLYMAP_FAULT_RESET()                                                                      \
+  do {                                                                                             \
+    const int pm_zero = 0;                                                                         \
+    cudaError_t pm_error = cudaMemcpyToSymbolAsync(pm_fault, &pm_zero, sizeof(int), 0,            \
+                                                   cudaMemcpyHostToDevice, stream);                \
+    if (pm_error != cudaSuccess) return (int)pm_error;                                             \
+  } while (0)
+#ifdef POLYMAP_NO_FAULT_CHECK
+#define POLYMAP_FAULT_CHECK() \
+  do {                        \
+  } while (0)
+#else
+#define POLYMAP_FAULT_CHECK()                                                                      \
+  do {                                                                                             \
+    int pm_seen = 0;                                                                               \
+    cudaError_t pm_error = cudaMemcpyFromSymbolAsync(&pm_seen, pm_fault, sizeof(int), 0,          \
+                                                     cudaMemcpyDeviceToHost, stream);              \
+    if (pm_error == cudaSuccess) pm_error = cudaStreamSynchronize(stream);                         \
+    if (pm_error != cudaSuccess) return (int)pm_error;                                             \
+    if (pm_seen != 0) return POLYMAP_ERROR_FAULT;                                                  \
+  } while (0)
+#endif
 #endif
 
 #endif  // POLYMAP_HELPERS

@@ -95,5 +95,22 @@ void launch(dim3 grid, dim3 block, bool sync, Kernel kernel) {
 #define POLYMAP_CHECK_LAUNCH() \
   do {                         \
   } while (0)
+// The fault word (polymap_helpers.cuh) is a plain global here: the launcher clears it,
+// and returns POLYMAP_ERROR_FAULT when a division by zero set it; run_host then reads
+// which line through ctypes.
+#define POLYMAP_FAULT_RESET() (pm_fault = 0)
+#define POLYMAP_FAULT_CHECK()                      \
+  do {                                             \
+    if (pm_fault != 0) return POLYMAP_ERROR_FAULT; \
+  } while (0)
+
+// CUDA's atomicMax, for the threads of the emulation that share the fault word.
+inline int atomicMax(int* address, int value) {
+  std::atomic_ref<int> word(*address);
+  int old = word.load();
+  while (old < value && !word.compare_exchange_weak(old, value)) {
+  }
+  return old;
+}
 
 #endif  // POLYMAP_HOST_H

@@ -4,6 +4,9 @@ where there is no usable GPU."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import numpy as np
 import pytest
 
 import polymap
+from polymap.errors import ArgumentError
 from polymap.runtime.gpu import gpu_available
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -59,3 +63,73 @@ def test_gpu_and_host_runs_agree():
     inputs = random_inputs(program.bind(M=37, N=70), seed=9)
     gpu, host = kernel(**inputs), kernel.run_host(**inputs)
     assert_matches(gpu, {k: np.asarray(v) for k, v in host.items()}, program)
+
+
+def test_i32_division_by_zero_on_the_gpu_is_the_references_error():
+    """The fault word of the CUDA module (``pm_fault``, read with RawModule.get_global) turns
+    a division by zero into the reference's ArgumentError; INT_MIN / -1 wraps as there."""
+    from test_runtime_robust import DIVIDE, INT_MIN
+
+    program = polymap.parse(DIVIDE, name="divide")
+    kernel = polymap.compile(program)
+    bad = {"a": np.array([7, -7, 3, 1], np.int32), "b": np.array([2, 2, 0, 5], np.int32)}
+    with pytest.raises(ArgumentError) as want:
+        polymap.reference(program, **bad)
+    with pytest.raises(ArgumentError) as caught:
+        kernel(**bad)
+    assert str(caught.value) == str(want.value)
+    good = {"a": np.array([INT_MIN, INT_MIN, 9, -9], np.int32), "b": np.array([-1, 1, -2, 4], np.int32)}
+    got, expected = kernel(**good), polymap.reference(program, **good)  # the word was cleared
+    for name in ("c", "d"):
+        np.testing.assert_array_equal(got[name], expected[name])
+
+
+def compute_sanitizer() -> str | None:
+    """The compute-sanitizer binary: on the PATH, else in the CUDA toolkit's bin folder."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        candidate = Path(home or "/nonexistent") / "bin" / "compute-sanitizer"
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+# Every model through CuPy (compared with the reference), then an i32 division by zero
+# (the fault word's atomic and its read back), in one process per sanitizer tool.
+SANITIZED = """
+import sys
+sys.path.insert(0, {tests!r})
+import numpy as np
+import polymap
+from test_codegen import assert_matches, compile_model
+from test_models import NUMERIC, random_inputs
+from test_runtime_robust import DIVIDE
+for name in sorted(NUMERIC):
+    program, kernel, sizes = compile_model(name)
+    bound = program.bind(**{{k: v for k, v in sizes.items() if k in program.param_names}}).bind_defaults()
+    inputs = random_inputs(bound, seed=5)
+    got = kernel(**{{k: v.copy() for k, v in inputs.items()}})
+    assert_matches(got, polymap.reference(program, **inputs), program)
+    print("checked", name, flush=True)
+kernel = polymap.compile(polymap.parse(DIVIDE, name="divide"))
+try:
+    kernel(a=np.arange(64, dtype=np.int32), b=np.zeros(64, np.int32))
+except polymap.errors.ArgumentError:
+    print("checked divide", flush=True)
+else:
+    raise SystemExit("a division by zero was not reported")
+"""
+
+
+@pytest.mark.skipif(compute_sanitizer() is None, reason="compute-sanitizer is not installed (CUDA toolkit bin/)")
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_every_model_is_clean_under_compute_sanitizer(tool):
+    script = SANITIZED.format(tests=str(Path(__file__).parent))
+    command = [compute_sanitizer(), "--tool", tool, "--error-exitcode", "97", sys.executable, "-c", script]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-6000:]
+    assert "ERROR SUMMARY: 0 errors" in log, log[-6000:]
+    assert log.count("checked ") == len(NUMERIC) + 1, log[-6000:]

@@ -154,6 +154,8 @@ class StatementPrinter:
             common = widest(lt, rt)
             lhs, lp = convert(lhs, lp, lt, common), (lp if lt is common else _UNARY)
             rhs, rp = convert(rhs, rp, rt, common), (rp if rt is common else _UNARY)
+            if e.op is ValueOp.DIV and common is DType.I32:  # never traps; records a division by zero
+                return f"pm_idiv({lhs}, {rhs}, __LINE__)", common, _ATOM
             level = _ADD if e.op in (ValueOp.ADD, ValueOp.SUB) else _MUL
             return f"{paren(lhs, lp, level)} {e.op.value} {paren(rhs, rp, level + 1)}", common, level
         if isinstance(e, Call):

@@ -16,6 +16,7 @@ from polymap.codegen.cuda import CudaProgram
 from polymap.errors import ArgumentError, CudaCompileError, PolymapError
 from polymap.ir.nodes import BufferKind
 from polymap.runtime.arguments import bind_arguments, is_device_array
+from polymap.runtime.faults import FAULT_WORD, fault_error, records_faults
 from polymap.runtime.launches import launches
 
 
@@ -94,10 +95,23 @@ def launch_all(cuda: CudaProgram, storage: dict, sizes: dict[str, int]) -> None:
         function(launch.grid, launch.kernel.block, tuple(args))
 
 
+def fault_word(cuda: CudaProgram):
+    """The module's fault word (``polymap_helpers.cuh``) as a one-element device array."""
+    cupy = cupy_module()
+    return cupy.ndarray((1,), cupy.int32, memptr=_module(cuda.source).get_global(FAULT_WORD))
+
+
 def run_gpu(cuda: CudaProgram, arrays: dict[str, Any]) -> dict[str, Any]:
-    """Run the program on the GPU and return its ``out`` and ``inout`` buffers."""
+    """Run the program on the GPU and return its ``out`` and ``inout`` buffers. A program
+    that divides i32 values waits for its kernels, and raises ArgumentError (as the
+    reference does) when one divided by zero."""
     storage, sizes, on_device = prepare_gpu(cuda, arrays)
+    word = fault_word(cuda) if records_faults(cuda.source) else None
+    if word is not None:
+        word.fill(0)
     launch_all(cuda, storage, sizes)
+    if word is not None and (seen := int(word.get()[0])) != 0:
+        raise fault_error(cuda, seen)
     outputs = {d.name: storage[d.name] for d in cuda.program.outputs}
     if on_device:
         return outputs

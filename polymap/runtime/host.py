@@ -4,8 +4,10 @@ a block as real threads at real barriers, see the header), loaded with ctypes, a
 through its ``extern "C"`` launcher, exactly as a C++ project would call it on a GPU.
 
 Built libraries are cached by a hash of the source, the header and the command line
-(``$POLYMAP_CACHE_DIR``, else ``~/.cache/polymap``), so a test suite compiles each kernel
-once. The compiler is ``$CXX``, else ``c++``; it must support C++20 (``<barrier>``).
+(``$POLYMAP_CACHE_DIR``, else ``~/.cache/polymap``; see ``cache.py``: every entry is checked
+against the hash of its bytes before it is loaded and rebuilt when damaged), so a test
+suite compiles each kernel once. The compiler is ``$CXX``, else ``c++``; it must support
+C++20 (``<barrier>``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import numpy as np
 from polymap.codegen.cuda import ERROR_CONTEXT, ERROR_GRID, TEMPLATES, CudaProgram
 from polymap.errors import ArgumentError, CudaCompileError, InternalError
 from polymap.ir.nodes import BufferKind
+from polymap.runtime import cache
 from polymap.runtime.arguments import bind_arguments, is_device_array
+from polymap.runtime.faults import ERROR_FAULT, FAULT_WORD, fault_error
 
 # -fwrapv: i32 overflow wraps, as in NumPy (and in practice on the GPU)
 FLAGS = ("-std=c++20", "-O2", "-fwrapv", "-fPIC", "-shared", "-pthread", "-w")
@@ -37,60 +41,69 @@ def compiler() -> str:
     return found
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("POLYMAP_CACHE_DIR") or Path.home() / ".cache" / "polymap"
-    path = Path(root) / "host"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def build_library(source: str, name: str = "kernel") -> Path:
     """Compile ``source`` for the host into a shared library (cached) and return its path."""
     cxx = compiler()
     key = hashlib.sha256("\0".join([source, HEADER.read_text(), cxx, *FLAGS]).encode()).hexdigest()[:24]
-    library = cache_dir() / f"{name}-{key}.so"
-    if library.exists():
+    library = cache.cache_dir() / f"{name}-{key}.so"
+    if cache.is_intact(library):
         return library
     with tempfile.TemporaryDirectory(prefix="polymap-") as tmp:
-        cu = Path(tmp) / f"{name}.cu"
-        cu.write_text(source)
-        out = Path(tmp) / library.name
-        command = [cxx, *FLAGS, "-x", "c++", "-include", str(precompiled_header(cxx)), str(cu), "-o", str(out)]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        # relative names in a fresh folder: the same source gives the same bytes in every
+        # process, so concurrent builds of one entry agree with each other's hash
+        Path(tmp, "kernel.cu").write_text(source)
+        header = precompiled_header(cxx)
+        command = [cxx, *FLAGS, "-x", "c++", "-include", str(header), "kernel.cu", "-o", "kernel.so"]
+        done = subprocess.run(command, cwd=tmp, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             log = done.stderr.strip()
             first = next((line for line in log.splitlines() if "error" in line), log[:200])
             raise CudaCompileError(
                 f"the host C++ compiler could not compile the emitted code of {name}: {first}", log=log
             )
-        os.replace(out, library)  # atomic: parallel runs never load a half-written file
+        cache.store(library, Path(tmp, "kernel.so"))
     return library
+
+
+def load_library(source: str, name: str = "kernel") -> ctypes.CDLL:
+    """The built library of ``source``, loaded; an entry the loader rejects although its
+    hash matches (written by something else than polymap) is built once more."""
+    library = build_library(source, name)
+    try:
+        return ctypes.CDLL(str(library))
+    except OSError:
+        cache.discard(library)
+    library = build_library(source, name)
+    try:
+        return ctypes.CDLL(str(library))
+    except OSError as exc:
+        raise CudaCompileError(f"the host library of {name} was built but does not load: {exc}") from None
 
 
 def precompiled_header(cxx: str) -> Path:
     """The host header, next to its precompiled form when the compiler can make one: the
     standard headers it pulls in (<thread>, <barrier>) are most of a kernel's build time.
     The compiler uses ``polymap_host.h.gch`` in place of the header when its flags match,
-    and silently reads the header itself otherwise, so a failure here only costs time."""
+    and silently reads the header itself otherwise, so a failure to build it only costs
+    time. A damaged one would fail every build, so it is a checked cache entry too."""
     text = HEADER.read_text()
     key = hashlib.sha256("\0".join([text, cxx, *FLAGS]).encode()).hexdigest()[:16]
-    folder = cache_dir() / f"pch-{key}"
-    header = folder / HEADER.name
-    if (folder / (HEADER.name + ".gch")).exists():
-        return header
+    folder = cache.cache_dir() / f"pch-{key}"
     folder.mkdir(exist_ok=True)
-    if not header.exists():
-        partial = folder / f".{os.getpid()}.h"
-        partial.write_text(text)
-        os.replace(partial, header)
+    header = folder / HEADER.name
+    cache.write_text(header, text)
+    gch = folder / (HEADER.name + ".gch")
+    if cache.is_intact(gch):
+        return header
     pch_flags = [f for f in FLAGS if f != "-shared"]
-    partial = folder / f".{os.getpid()}.gch"
-    done = subprocess.run([cxx, *pch_flags, "-x", "c++-header", str(header), "-o", str(partial)],
-                          capture_output=True, text=True, check=False)
-    if done.returncode == 0:
-        os.replace(partial, folder / (HEADER.name + ".gch"))
-    else:
-        partial.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="polymap-pch-", dir=folder) as tmp:
+        partial = Path(tmp) / gch.name
+        done = subprocess.run([cxx, *pch_flags, "-x", "c++-header", str(header), "-o", str(partial)],
+                              capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            cache.store(gch, partial)
+        else:
+            gch.unlink(missing_ok=True)  # a damaged one must not stay where the compiler looks
     return header
 
 
@@ -110,7 +123,7 @@ def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
             storage[decl.name] = np.zeros(shape, dtype)
         else:
             storage[decl.name] = np.empty(shape, dtype)
-    library = ctypes.CDLL(str(build_library(cuda.source, cuda.launcher)))
+    library = load_library(cuda.source, cuda.launcher)
     launcher = getattr(library, cuda.launcher)
     launcher.restype = ctypes.c_int
     values = []
@@ -129,6 +142,8 @@ def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
         )
     if status == ERROR_GRID:
         raise ArgumentError(f"sizes {bound.sizes} need more blocks than a grid dimension allows")
+    if status == ERROR_FAULT:
+        raise fault_error(cuda, ctypes.c_int.in_dll(library, FAULT_WORD).value)
     if status != 0:
         raise InternalError(f"the host launcher of '{program.name}' returned {status}")
     return {d.name: storage[d.name] for d in program.outputs}

@@ -1,0 +1,53 @@
+"""Faults in the data that the emitted code records instead of trapping.
+
+An i32 value division by zero is an error of the data, not of the program: the reference
+executor raises an ArgumentError naming the statement. The emitted code divides with
+``pm_idiv(a, b, __LINE__)`` (``cuda_templates/polymap_helpers.cuh``), which returns 0 and
+records the emitted source line in the fault word ``pm_fault`` instead of trapping (x86's
+``idiv`` kills the process with SIGFPE; a GPU silently returns garbage). A runtime clears
+the word before a run and reads it after; this module turns a nonzero word into the same
+error the reference raises, naming the statement through the comment that the emitter
+writes above each statement (``// S0: c[i] = a[i] / b[i]``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from polymap.codegen.cuda import CudaProgram
+from polymap.errors import ArgumentError
+
+FAULT_WORD = "pm_fault"  # the global's name in the host library and in the CUDA module
+ERROR_FAULT = -3  # the launcher's return code for a recorded fault (POLYMAP_ERROR_FAULT)
+
+_DIVISION = re.compile(r"\bpm_idiv\(.*__LINE__\)")
+_STATEMENT_COMMENT = re.compile(r"^\s*(?:\{\s*)?// (\w+): ")
+
+
+def records_faults(source: str) -> bool:
+    """Whether the emitted text divides an i32 value anywhere (so the word can be set)."""
+    return any(_DIVISION.search(line) for line in source.splitlines())
+
+
+def fault_error(cuda: CudaProgram, word: int) -> ArgumentError:
+    """The error for a nonzero fault word: the statement on that line of the source."""
+    program = cuda.program
+    lines = cuda.source.splitlines()
+    statement = None
+    if 1 <= word <= len(lines) and _DIVISION.search(lines[word - 1]):
+        for line in reversed(lines[: word - 1]):
+            found = _STATEMENT_COMMENT.match(line)
+            if found:
+                statement = next((s for s in cuda.model.statements if s.name == found.group(1)), None)
+                break
+    if statement is None:  # the line is not one polymap emitted a division on: say what is known
+        return ArgumentError(
+            f"program '{program.name}': i32 division by zero at run time (recorded at line {word} of the "
+            "emitted code)",
+            **program.error_context(),
+        )
+    return ArgumentError(
+        f"statement {statement.name} ({statement.stmt}): i32 division by zero at run time",
+        loc=statement.stmt.loc,
+        **program.error_context(),
+    )
