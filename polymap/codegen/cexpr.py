@@ -22,6 +22,7 @@ arithmetic is printed in ``int`` where every intermediate value provably fits, e
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -251,3 +252,12 @@ def linear_offset(indices: list[str], extents: list[str], *, wide: bool) -> str:
 
 def _is_atom(text: str) -> bool:
     return text.replace("_", "a").isalnum()
+
+
+_DIVISION = re.compile(r"\bpm_idiv\(.*__LINE__\)")
+
+
+def records_faults(source: str) -> bool:
+    """Whether emitted text divides an i32 value anywhere (``pm_idiv``, which records a
+    division by zero in the fault word instead of trapping: ``runtime/faults.py``)."""
+    return any(_DIVISION.search(line) for line in source.splitlines())

@@ -23,7 +23,7 @@ from pathlib import Path
 import islpy as isl
 
 from polymap.codegen.ast_c import AstPrinter
-from polymap.codegen.cexpr import C_TYPE, StatementPrinter, linear_offset
+from polymap.codegen.cexpr import C_TYPE, StatementPrinter, linear_offset, records_faults
 from polymap.codegen.cnames import CNames
 from polymap.codegen.comments import comment, comment_text
 from polymap.codegen.ranges import Interval, index_interval, index_intervals, require64, set_ranges, size_box
@@ -178,6 +178,7 @@ class _Emitter:
                 name=launcher_name,
                 params=", ".join([str(a) for a in arguments] + ["cudaStream_t stream"]),
                 body="\n".join(self.launcher_body(launches)),
+                **self.fault_lines(kernels),
             ).rstrip(),
         )
         scratch = tuple(d for d in self.globals if d.kind is BufferKind.NEW)
@@ -431,6 +432,18 @@ class _Emitter:
         return [f"{target} = {source};  {note}"]
 
     # -- the launcher
+
+    @staticmethod
+    def fault_lines(kernels: list[str]) -> dict[str, str]:
+        """Only a program that divides i32 values can fault: only its launcher resets and
+        reads the fault word, which waits for the stream; any other stays asynchronous."""
+        if not any(records_faults(text) for text in kernels):
+            return {"fault_note": "It does not wait for the stream.", "fault_reset": "", "fault_check": ""}
+        return {
+            "fault_note": "To see the fault word it\n// waits for the stream, unless compiled with -DPOLYMAP_NO_FAULT_CHECK (see the helpers).",
+            "fault_reset": "  POLYMAP_FAULT_RESET();\n",
+            "fault_check": "  POLYMAP_FAULT_CHECK();\n",
+        }
 
     def launcher_arguments(self) -> tuple[Argument, ...]:
         args = [self.buffer_argument(d) for d in self.globals]

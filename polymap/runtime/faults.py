@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import re
 
+from polymap.codegen.cexpr import records_faults
 from polymap.codegen.cuda import CudaProgram
 from polymap.errors import ArgumentError
 
 FAULT_WORD = "pm_fault"  # the global's name in the host library and in the CUDA module
 ERROR_FAULT = -3  # the launcher's return code for a recorded fault (POLYMAP_ERROR_FAULT)
 
-_DIVISION = re.compile(r"\bpm_idiv\(.*__LINE__\)")
 _STATEMENT_COMMENT = re.compile(r"^\s*(?:\{\s*)?// (\w+): ")
-
-
-def records_faults(source: str) -> bool:
-    """Whether the emitted text divides an i32 value anywhere (so the word can be set)."""
-    return any(_DIVISION.search(line) for line in source.splitlines())
 
 
 def fault_error(cuda: CudaProgram, word: int) -> ArgumentError:
@@ -34,7 +29,7 @@ def fault_error(cuda: CudaProgram, word: int) -> ArgumentError:
     program = cuda.program
     lines = cuda.source.splitlines()
     statement = None
-    if 1 <= word <= len(lines) and _DIVISION.search(lines[word - 1]):
+    if 1 <= word <= len(lines) and records_faults(lines[word - 1]):
         for line in reversed(lines[: word - 1]):
             found = _STATEMENT_COMMENT.match(line)
             if found:

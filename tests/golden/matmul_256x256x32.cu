@@ -152,10 +152,8 @@ extern "C" __global__ void __launch_bounds__(1024) matmul_256x256x32_kernel0(
 // device pointers, row-major, of the declared shapes; ``out`` buffers must be zeroed by the
 // caller. Returns 0, -1 when the sizes are outside the context, -2 when a grid dimension
 // exceeds the hardware limit, -3 (POLYMAP_ERROR_FAULT) when a statement divided an i32
-// value by zero, or the CUDA error of a failed launch or copy. To see the fault word it
-// waits for the stream, unless compiled with -DPOLYMAP_NO_FAULT_CHECK (see the helpers).
+// value by zero, or the CUDA error of a failed launch or copy. It does not wait for the stream.
 extern "C" int run_matmul_256x256x32(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K, cudaStream_t stream) {
-  POLYMAP_FAULT_RESET();
   if (!(M >= 1 && N >= 1 && K >= 1)) return -1;  // outside the sizes proved for
   {  // kernel0
     const long long gx = (N - 1) / 32 + 1, gy = (M - 1) / 32 + 1, gz = 1;
@@ -165,7 +163,6 @@ extern "C" int run_matmul_256x256x32(const float* __restrict__ A, const float* _
       POLYMAP_CHECK_LAUNCH();
     }
   }
-  POLYMAP_FAULT_CHECK();
   return 0;
 }
 #endif  // __CUDACC_RTC__
