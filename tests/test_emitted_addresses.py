@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import polymap
 from polymap.codegen.comments import comment, comment_text
@@ -209,3 +211,41 @@ def test_every_address_in_a_kernel_comes_from_isl(model):
     for line in kernel.source.splitlines():
         if "_sh[" in line and "=" in line and "__shared__" not in line:
             assert not re.search(r"_sh\[[^\]]*\b[a-z]\w* % \d+\]", line), line
+
+
+# -- the interval arithmetic is sound: every value lies in its interval
+
+
+@st.composite
+def _index_exprs(draw, depth=0):
+    if depth > 3 or draw(st.booleans()):
+        return draw(st.one_of(st.sampled_from([IVar("i"), IVar("j")]), st.builds(IConst, st.integers(-(10**6), 10**6))))
+    op = draw(st.sampled_from(list(IndexOp)))
+    lhs = draw(_index_exprs(depth + 1))
+    if op in (IndexOp.FLOORDIV, IndexOp.MOD):
+        return IBin(op, lhs, IConst(draw(st.integers(1, 10**4))))
+    if op is IndexOp.MUL:
+        return IBin(op, lhs, IConst(draw(st.integers(-(10**5), 10**5))))
+    return IBin(op, lhs, draw(_index_exprs(depth + 1)))
+
+
+def _evaluate(e, env):
+    if isinstance(e, IConst):
+        return e.value
+    if isinstance(e, IVar):
+        return env[e.name]
+    a, b = _evaluate(e.lhs, env), _evaluate(e.rhs, env)
+    return {IndexOp.ADD: a + b, IndexOp.SUB: a - b, IndexOp.MUL: a * b}.get(e.op) if e.op not in (
+        IndexOp.FLOORDIV, IndexOp.MOD) else (a // b if e.op is IndexOp.FLOORDIV else a % b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_index_exprs(), st.integers(-(10**9), 10**9), st.integers(0, 10**9), st.integers(0, 10**9))
+def test_every_value_of_an_index_expression_lies_in_its_interval(expr, lo, span, pick):
+    hi = lo + span
+    ranges = {"i": Interval(lo, hi), "j": Interval(-5, 5)}
+    for i in (lo, hi, lo + pick % (span + 1)):
+        for j in (-5, 0, 5):
+            value = _evaluate(expr, {"i": i, "j": j})
+            interval = index_interval(expr, ranges)
+            assert interval.lo <= value <= interval.hi, (str(expr), i, j, interval)
