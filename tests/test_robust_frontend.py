@@ -267,3 +267,64 @@ MISUSE = [
 def test_misused_entry_point_raises_an_argument_error_saying_what_was_expected(call, fn, expected):
     with pytest.raises(ArgumentError, match=expected):
         fn()
+
+
+# ------------------------------------------------------- item 10: names of C macros
+
+# Each name is a macro (object-like or function-like) of the host headers or of NVRTC, a
+# C keyword or a CUDA builtin; used as a size, a buffer or a loop index they used to be
+# expanded by the preprocessor and break the compile.
+HOSTILE = """\
+param SIZE_MAX, INT32_MAX
+in M_PI_2: f32[SIZE_MAX, INT32_MAX]
+in NULL: f32[INT32_MAX]
+in _GNU_SOURCE: f32[SIZE_MAX]
+out EOF: f32[SIZE_MAX]
+out FLT_EPSILON: i32[SIZE_MAX]
+out assert: f32[SIZE_MAX]
+par SIZE_MAX int {
+  seq INT32_MAX threadIdx {
+    EOF[int] += M_PI_2[int, threadIdx] * NULL[threadIdx]
+  }
+  FLT_EPSILON[int] = int
+  par 1 offsetof {
+    assert[int + offsetof] = _GNU_SOURCE[int] * 2 + EOF[int]
+  }
+}
+"""
+
+
+def test_program_named_like_c_macros_runs_on_the_host_as_the_reference_and_compiles_with_nvrtc():
+    program = polymap.parse(HOSTILE).bind(SIZE_MAX=33, INT32_MAX=7)
+    rng = np.random.default_rng(14)
+    inputs = {
+        "M_PI_2": rng.standard_normal((33, 7)).astype(np.float32),
+        "NULL": rng.standard_normal(7).astype(np.float32),
+        "_GNU_SOURCE": rng.standard_normal(33).astype(np.float32),
+    }
+    expected = polymap.reference(program, **inputs)
+    kernel = polymap.compile(program)
+    got = kernel.run_host(**inputs)
+    np.testing.assert_array_equal(got["FLT_EPSILON"], np.arange(33, dtype=np.int32))
+    for name in ("EOF", "assert"):
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    assert ".entry" in kernel.ptx()
+
+
+def test_checked_in_macro_list_covers_what_the_compilers_define_and_every_macro_is_renamed():
+    from derive_c_macros import _plain, host_macros, nvrtc_macros
+
+    from polymap.codegen import cmacros
+    from polymap.codegen.cnames import CNames
+
+    host, _ = host_macros()
+    nvrtc, _ = nvrtc_macros(host)
+    hint = "the compilers define macros missing from polymap/codegen/cmacros.py: run tests/derive_c_macros.py"
+    assert _plain(host) <= cmacros.HOST, (hint, sorted(_plain(host) - cmacros.HOST))
+    assert _plain(nvrtc) <= cmacros.NVRTC, (hint, sorted(_plain(nvrtc) - cmacros.NVRTC))
+    macros = host | nvrtc
+    assert {"SIZE_MAX", "INT32_MAX", "M_PI_2", "EOF", "NULL", "offsetof", "assert", "va_start"} <= macros
+    for name in sorted(macros):
+        names = CNames()
+        given = names[name]
+        assert given != name and given not in macros, (name, given)
