@@ -14,6 +14,7 @@ from polymap.errors import ArgumentError, ParseError, PolymapError, ProgramError
 from polymap.ir.nodes import (
     MAX_EXPR_NESTING,
     MAX_LOOP_NESTING,
+    MAX_RANK,
     Assign,
     AssignOp,
     Binary,
@@ -38,9 +39,9 @@ def par(value: str) -> str:
     return HEAD + f"par 4 i {{ y[i] = {value} }}\n"
 
 
-def nested_loops(depth: int, body: str) -> str:
+def nested_loops(depth: int, body: str, *, kind: str = "seq") -> str:
     for k in reversed(range(depth)):
-        body = f"seq 1 l{k} {{\n{body}\n}}"
+        body = f"{kind} 1 l{k} {{\n{body}\n}}"
     return body
 
 
@@ -138,6 +139,51 @@ def test_programs_built_in_python_are_held_to_the_same_limits():
         validate(deep)
     with pytest.raises(ProgramError, match="S0: an expression nests more than 100 levels"):
         polymap.analyze(deep)
+
+
+def test_buffer_of_too_many_dimensions_is_a_parse_error_at_its_shape():
+    # 300 dimensions took analyze 24 s and the reference raised NumPy's ValueError.
+    text = f"in x: f32[{', '.join(['2'] * 300)}]\nout y: f32[]\ny[] = x[{', '.join(['1'] * 300)}]\n"
+    expected = rf"buffer 'x' has 300 dimensions; polymap allows at most {MAX_RANK}"
+    with pytest.raises(ParseError, match=expected) as info:
+        polymap.parse(text)
+    assert str(info.value.loc) == "1:10"
+
+
+def test_deepest_loop_nest_around_the_largest_local_buffer_runs_through_the_reference():
+    # The reference holds a local buffer with one axis per enclosing loop: the two limits
+    # together stay within NumPy's limit on index arrays.
+    zeros = ", ".join(["0"] * MAX_RANK)
+    body = f"new t: f32[{', '.join(['1'] * MAX_RANK)}]\nt[{zeros}] = x[0] * 3\ny[0] = t[{zeros}]"
+    text = "in x: f32[1]\nout y: f32[1]\n" + nested_loops(MAX_LOOP_NESTING, body, kind="par")
+    program = polymap.parse(text)
+    polymap.analyze(program)
+    assert polymap.reference(program, x=np.full(1, 2, np.float32))["y"].tolist() == [6.0]
+
+
+def test_einsum_implicit_loops_are_held_to_the_loop_limit():
+    # Implicit loops do not appear in the text: validation counts them.
+    names = [f"a{k}" for k in range(MAX_RANK)]
+    shape = ", ".join(["2"] * MAX_RANK)
+    text = f"in x: f32[{shape}]\nout y: f32[{shape}]\n" + nested_loops(
+        MAX_LOOP_NESTING - MAX_RANK + 1, f"y[{', '.join(names)}] = x[{', '.join(names)}]"
+    )
+    with pytest.raises(ProgramError, match=rf"nests more than {MAX_LOOP_NESTING} deep"):
+        polymap.parse(text)
+
+
+def test_python_built_loop_nest_past_the_limit_is_a_program_error():
+    body: tuple = (Assign("S0", "y", (IConst(0),), AssignOp.SET, Read("x", (IConst(0),))),)
+    for k in range(2000):
+        body = (Loop(LoopKind.SEQ, f"l{k}", IConst(1), body),)
+    decls = (
+        BufferDecl("x", BufferKind.IN, DType.F32, (IConst(1),)),
+        BufferDecl("y", BufferKind.OUT, DType.F32, (IConst(1),)),
+    )
+    deep = Program("deep", (), decls, body)
+    for check in (validate, polymap.analyze):
+        with pytest.raises(ProgramError, match=rf"nests more than {MAX_LOOP_NESTING} deep"):
+            check(deep)
 
 
 # ----------------------------------------------------------------- item 8: literals

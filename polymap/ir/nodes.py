@@ -118,9 +118,13 @@ I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 # the isl text, the printer, the reference executor, the C printer) walks them recursively;
 # these limits keep the deepest walk far below Python's recursion limit (1000 frames), with
 # room for the caller's own stack. The parser reports a crossing at its line:col, validation
-# for programs built in Python.
+# for programs built in Python (and for einsum's implicit loops).
 MAX_EXPR_NESTING = 100
-MAX_LOOP_NESTING = 32
+MAX_LOOP_NESTING = 16
+# How many dimensions a buffer may have. The reference executor holds a block-local buffer
+# with one axis per enclosing loop as well, and NumPy allows at most 32 index arrays (64
+# since NumPy 2): 16 + 16 stays within both, and keeps analyze within seconds.
+MAX_RANK = 16
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,8 @@ ParseError at the line:col where the limit is crossed instead of a RecursionErro
 * an expression nests at most ``nodes.MAX_EXPR_NESTING`` levels: operators (``a + b + c`` is
   two levels, as it is evaluated left to right), unary minus signs, parentheses, brackets
   and calls all count;
-* loops nest at most ``nodes.MAX_LOOP_NESTING`` deep;
+* loops nest at most ``nodes.MAX_LOOP_NESTING`` deep, and a buffer has at most
+  ``nodes.MAX_RANK`` dimensions;
 * an integer literal has at most :data:`MAX_INT_DIGITS` digits (the value range of its
   use, i32 or 64-bit index arithmetic, is checked by lowering and validation).
 """
@@ -39,7 +40,7 @@ from pathlib import Path
 
 from polymap.errors import ArgumentError, ParseError, PolymapError
 from polymap.ir.lexer import Tok, Token, tokenize
-from polymap.ir.nodes import MAX_EXPR_NESTING, MAX_LOOP_NESTING, Program
+from polymap.ir.nodes import MAX_EXPR_NESTING, MAX_LOOP_NESTING, MAX_RANK, Program
 from polymap.ir.syntax import (
     SAnchor,
     SAssign,
@@ -210,7 +211,11 @@ class _Parser:
         dtype = self.expect_name("a dtype (f32, f64 or i32)")
         shape: tuple[SExpr, ...] = ()
         if self.at("["):
+            bracket = self.tok
             shape = self.arguments("[", "]")
+            if len(shape) > MAX_RANK:
+                raise self.error(f"buffer '{name.text}' has {len(shape)} dimensions; polymap allows at most "
+                                 f"{MAX_RANK}", bracket)
         return SDecl(kind.text, name.text, dtype.text, dtype.loc, shape, kind.loc)
 
     def loop(self) -> SLoop:

@@ -33,6 +33,7 @@ from polymap.ir.nodes import (
     INDEX_MIN,
     MAX_EXPR_NESTING,
     MAX_LOOP_NESTING,
+    MAX_RANK,
     Anchor,
     Assign,
     Binary,
@@ -126,10 +127,10 @@ class _Validator:
     # -- limits (iterative: the recursive checks below are safe only once these hold)
 
     def limits(self) -> None:
+        dtypes: dict[str, DType] = {}
         for decl in self.program.buffers:
-            for extent in decl.shape:
-                self.expression_limits(extent, f"the shape of buffer '{decl.name}'", decl.loc, False)
-        dtypes = {d.name: d.dtype for d in self.program.all_buffers()}
+            self.decl_limits(decl)
+            dtypes[decl.name] = decl.dtype
         stack: list[tuple[Stmt, int]] = [(stmt, 1) for stmt in reversed(self.program.body)]
         while stack:
             stmt, depth = stack.pop()
@@ -142,9 +143,8 @@ class _Validator:
                 self.expression_limits(stmt.extent, what, stmt.loc, False)
                 stack.extend((inner, depth + 1) for inner in reversed(stmt.body))
             elif isinstance(stmt, New):
-                for extent in stmt.decl.shape:
-                    what = f"the shape of buffer '{stmt.decl.name}'"
-                    self.expression_limits(extent, what, stmt.decl.loc, False)
+                self.decl_limits(stmt.decl)
+                dtypes[stmt.decl.name] = stmt.decl.dtype
             elif isinstance(stmt, (Assign, Anchor)):
                 target = (Read(stmt.buffer, stmt.indices),) if isinstance(stmt, Assign) else ()
                 for part in (*target, stmt.value):
@@ -152,6 +152,14 @@ class _Validator:
                 # Only now that the depth is known to be safe: the compute type walks the value.
                 if _computes_in_i32(stmt, dtypes):
                     self.expression_limits(stmt.value, f"statement {stmt.name}", stmt.loc, True)
+
+    def decl_limits(self, decl: BufferDecl) -> None:
+        if len(decl.shape) > MAX_RANK:
+            raise self.error(ProgramError,
+                             f"buffer '{decl.name}' has {len(decl.shape)} dimensions; polymap allows at most "
+                             f"{MAX_RANK}", decl.loc)
+        for extent in decl.shape:
+            self.expression_limits(extent, f"the shape of buffer '{decl.name}'", decl.loc, False)
 
     def after_binding(self) -> str:
         bound = ", ".join(f"{n} = {v}" for n, v in self.program.bindings)
