@@ -29,6 +29,9 @@ from polymap.errors import InternalError, PolymapError
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW_S = 5.0  # "a few seconds": a mutant that takes longer is counted as slow and fails
+# Parsing is linear in the text, at a few microseconds a character on a busy machine: the
+# slow check is about pathological inputs, not big ones, so mutants stay below this size.
+MAX_MUTANT_CHARS = 200_000
 FAST_MUTANTS = 300
 LONG_MUTANTS = 6000
 
@@ -59,47 +62,55 @@ def corpus() -> list[tuple[str, str]]:
 
 
 def mutate(text: str, rng: random.Random) -> str:
-    """One to three random mutations of ``text``."""
+    """One to three random mutations of ``text``, the result under MAX_MUTANT_CHARS."""
     tokens = _TOKEN.findall(text) or [""]
     names = sorted({t for t in tokens if re.fullmatch(r"[A-Za-z_]\w*", t)}) or ["x"]
     for _ in range(rng.randint(1, 3)):
-        k = rng.randrange(len(tokens))
-        op = rng.randrange(13)
-        if op == 0 and len(tokens) > 1:
-            del tokens[k]
-        elif op == 1:
-            tokens.insert(k, tokens[k])
-        elif op == 2:
-            j = rng.randrange(len(tokens))
-            tokens[k], tokens[j] = tokens[j], tokens[k]
-        elif op == 3:
-            tokens.insert(k, rng.choice(CHARS))
-        elif op == 4:
-            tokens[k] = rng.choice(KEYWORDS + tuple(names))
-        elif op == 5:
-            tokens[k] = rng.choice(NUMBERS)
-        elif op == 6:
-            tokens[k] = rng.choice(names)[:1] + "n" * rng.choice((100, 5000, 100_000))
-        elif op == 7:  # deep nesting of an expression around a token
-            depth = rng.choice((50, 99, 100, 101, 300, 1000))
-            opener, closer = rng.choice((("(", ")"), ("-", ""), ("exp(", ")"), ("max(1, ", ")"), ("x[", "]")))
-            tokens[k] = opener * depth + tokens[k] + closer * depth
-        elif op == 8:  # a long sum or a deep loop nest
-            if rng.random() < 0.5:
-                tokens[k] = " + ".join([tokens[k]] * rng.choice((99, 100, 101, 1500)))
-            else:
-                depth = rng.choice((31, 32, 33, 300))
-                loops = "".join(f"seq 1 q{d} {{\n" for d in range(depth))
-                tokens.insert(k, "\n" + loops + "\n" + "}\n" * depth)
-        elif op == 9:
-            tokens.insert(k, "\n" * rng.randint(1, 3))
-        elif op == 10:
-            tokens = tokens[: k + 1]
-        elif op == 11:  # many dimensions or arguments
-            tokens[k] = ", ".join([tokens[k]] * rng.choice((15, 16, 17, 300)))
-        else:
-            tokens.insert(k, chr(rng.randrange(0x20, 0x3000)))
+        before = list(tokens)
+        _mutate_once(tokens, names, rng)
+        if sum(map(len, tokens)) > MAX_MUTANT_CHARS:
+            tokens[:] = before
     return "".join(tokens)
+
+
+def _mutate_once(tokens: list[str], names: list[str], rng: random.Random) -> None:
+    """One mutation, in place."""
+    k = rng.randrange(len(tokens))
+    op = rng.randrange(13)
+    if op == 0 and len(tokens) > 1:
+        del tokens[k]
+    elif op == 1:
+        tokens.insert(k, tokens[k])
+    elif op == 2:
+        j = rng.randrange(len(tokens))
+        tokens[k], tokens[j] = tokens[j], tokens[k]
+    elif op == 3:
+        tokens.insert(k, rng.choice(CHARS))
+    elif op == 4:
+        tokens[k] = rng.choice(KEYWORDS + tuple(names))
+    elif op == 5:
+        tokens[k] = rng.choice(NUMBERS)
+    elif op == 6:
+        tokens[k] = rng.choice(names)[:1] + "n" * rng.choice((100, 5000, 100_000))
+    elif op == 7:  # deep nesting of an expression around a token
+        depth = rng.choice((50, 99, 100, 101, 300, 1000))
+        opener, closer = rng.choice((("(", ")"), ("-", ""), ("exp(", ")"), ("max(1, ", ")"), ("x[", "]")))
+        tokens[k] = opener * depth + tokens[k] + closer * depth
+    elif op == 8:  # a long sum or a deep loop nest
+        if rng.random() < 0.5:
+            tokens[k] = " + ".join([tokens[k]] * rng.choice((99, 100, 101, 1500)))
+        else:
+            depth = rng.choice((15, 16, 17, 300))
+            loops = "".join(f"seq 1 q{d} {{\n" for d in range(depth))
+            tokens.insert(k, "\n" + loops + "\n" + "}\n" * depth)
+    elif op == 9:
+        tokens.insert(k, "\n" * rng.randint(1, 3))
+    elif op == 10:
+        del tokens[k + 1 :]
+    elif op == 11:  # many dimensions or arguments
+        tokens[k] = ", ".join([tokens[k]] * rng.choice((15, 16, 17, 300)))
+    else:
+        tokens.insert(k, chr(rng.randrange(0x20, 0x3000)))
 
 
 class _Slow(Exception):

@@ -67,6 +67,18 @@ def test_deep_expression_is_a_parse_error_with_its_position(text, col):
         assert info.value.loc.col == col
 
 
+def test_deep_expression_error_points_at_the_operator_that_crosses_the_limit():
+    # Each term is MAX - 1 levels high (calls around a read of x[i]): the first '+' makes
+    # MAX levels, the second crosses the limit. The parser stops there, without parsing the
+    # 1500 terms after it (checking the height of every subtree again made this take seconds).
+    term = "exp(" * (MAX_EXPR_NESTING - 3) + "x[i]" + ")" * (MAX_EXPR_NESTING - 3)
+    text = par(" + ".join([term] * 1500))
+    with pytest.raises(ParseError, match="nested too deeply") as info:
+        polymap.parse(text)
+    second_plus = text.index("+", text.index("+") + 1)
+    assert info.value.loc.col == second_plus - text.index("par") + 1
+
+
 def test_deep_loop_nest_is_a_parse_error_at_the_loop_past_the_limit():
     text = HEAD + nested_loops(300, "y[0] = x[0]")
     with pytest.raises(ParseError, match=rf"loops nest more than {MAX_LOOP_NESTING} deep") as info:

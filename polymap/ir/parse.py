@@ -243,7 +243,7 @@ class _Parser:
         start = self.tok
         if start.kind is not Tok.NAME:
             raise self.error(f"expected a statement but found {start.describe()}")
-        target = self.atom()
+        target, _ = self.atom()
         if not isinstance(target, (SName, SSubscript)):
             raise self.error("expected a buffer element to assign to, like C[i, j]", start)
         if self.tok.kind is not Tok.OP or self.tok.text not in ASSIGN_OPS:
@@ -255,15 +255,88 @@ class _Parser:
 
     def expr(self) -> SExpr:
         """A whole expression, its nesting checked (see the module docstring)."""
-        start = self.tok
-        node = self.sum()
-        # Checked at every level, not only the outermost, so a subscript's or a call's
-        # arguments are covered too. A node is visited once per enclosing parenthesis,
-        # bracket or call (at most MAX_EXPR_NESTING of them), so the cost stays linear.
-        too_deep = _deeper_than(node, MAX_EXPR_NESTING)
-        if too_deep is not None:
-            raise self.error(_too_deep_message(), _at(too_deep, start))
-        return node
+        return self.expr_height()[0]
+
+    # Each method below returns the node with its height (a leaf is 1), so the nesting limit
+    # is checked where a node is built, at the token that crosses it, in constant time.
+
+    def expr_height(self) -> tuple[SExpr, int]:
+        node, height = self.term()
+        while self.tok.kind is Tok.OP and self.tok.text in ("+", "-"):
+            op = self.advance()
+            rhs, rhs_height = self.term()
+            node, height = SBinary(op.text, node, rhs, op.loc), self.grown(max(height, rhs_height), op)
+        return node, height
+
+    def term(self) -> tuple[SExpr, int]:
+        node, height = self.unary()
+        while self.tok.kind is Tok.OP and self.tok.text in ("*", "/", "//", "%"):
+            op = self.advance()
+            rhs, rhs_height = self.unary()
+            node, height = SBinary(op.text, node, rhs, op.loc), self.grown(max(height, rhs_height), op)
+        return node, height
+
+    def unary(self) -> tuple[SExpr, int]:
+        if self.at("-") or self.at("+"):
+            with self.nested():
+                op = self.advance()
+                operand, height = self.unary()
+            return (SNeg(operand, op.loc), self.grown(height, op)) if op.text == "-" else (operand, height)
+        return self.atom()
+
+    def atom(self) -> tuple[SExpr, int]:
+        token = self.tok
+        if token.kind in (Tok.INT, Tok.FLOAT):
+            if token.kind is Tok.INT and len(token.text.lstrip("0")) > MAX_INT_DIGITS:
+                raise self.error(
+                    f"integer literal {_abbreviate(token.text)} is too large: it has "
+                    f"{len(token.text.lstrip('0'))} digits (at most {MAX_INT_DIGITS})"
+                )
+            self.advance()
+            return SNum(token.text, token.kind is Tok.INT, token.loc), 1
+        if token.kind is Tok.NAME:
+            if token.text in KEYWORDS:
+                raise self.error(f"'{token.text}' is a keyword and cannot start an expression")
+            self.advance()
+            if self.at("[") or self.at("("):
+                bracket = self.tok.text
+                args, height = self.arguments_height(bracket, "]" if bracket == "[" else ")")
+                node = (SSubscript if bracket == "[" else SCall)(token.text, args, token.loc)
+                return node, self.grown(height, token)
+            return SName(token.text, token.loc), 1
+        if self.at("("):
+            with self.nested():
+                self.advance()
+                inner = self.expr_height()
+                self.expect(")")
+            return inner
+        raise self.error(f"expected an expression but found {token.describe()}")
+
+    def arguments(self, open_: str, close: str) -> tuple[SExpr, ...]:
+        return self.arguments_height(open_, close)[0]
+
+    def arguments_height(self, open_: str, close: str) -> tuple[tuple[SExpr, ...], int]:
+        """The arguments and the height of the tallest (0 for none)."""
+        with self.nested():
+            self.expect(open_)
+            args: list[SExpr] = []
+            height = 0
+            if not self.at(close):
+                while True:
+                    arg, arg_height = self.expr_height()
+                    args.append(arg)
+                    height = max(height, arg_height)
+                    if not self.at(","):
+                        break
+                    self.advance()
+            self.expect(close)
+        return tuple(args), height
+
+    def grown(self, child_height: int, token: Token) -> int:
+        """The height of a node over a child of ``child_height``, checked against the limit."""
+        if child_height + 1 > MAX_EXPR_NESTING:
+            raise self.error(_too_deep_message(), token)
+        return child_height + 1
 
     @contextmanager
     def nested(self) -> Iterator[None]:
@@ -277,102 +350,12 @@ class _Parser:
         finally:
             self.nesting -= 1
 
-    def sum(self) -> SExpr:
-        node = self.term()
-        while self.tok.kind is Tok.OP and self.tok.text in ("+", "-"):
-            op = self.advance()
-            node = SBinary(op.text, node, self.term(), op.loc)
-        return node
-
-    def term(self) -> SExpr:
-        node = self.unary()
-        while self.tok.kind is Tok.OP and self.tok.text in ("*", "/", "//", "%"):
-            op = self.advance()
-            node = SBinary(op.text, node, self.unary(), op.loc)
-        return node
-
-    def unary(self) -> SExpr:
-        if self.at("-") or self.at("+"):
-            with self.nested():
-                op = self.advance()
-                operand = self.unary()
-            return SNeg(operand, op.loc) if op.text == "-" else operand
-        return self.atom()
-
-    def atom(self) -> SExpr:
-        token = self.tok
-        if token.kind in (Tok.INT, Tok.FLOAT):
-            if token.kind is Tok.INT and len(token.text.lstrip("0")) > MAX_INT_DIGITS:
-                raise self.error(
-                    f"integer literal {_abbreviate(token.text)} is too large: it has "
-                    f"{len(token.text.lstrip('0'))} digits (at most {MAX_INT_DIGITS})"
-                )
-            self.advance()
-            return SNum(token.text, token.kind is Tok.INT, token.loc)
-        if token.kind is Tok.NAME:
-            if token.text in KEYWORDS:
-                raise self.error(f"'{token.text}' is a keyword and cannot start an expression")
-            self.advance()
-            if self.at("["):
-                return SSubscript(token.text, self.arguments("[", "]"), token.loc)
-            if self.at("("):
-                return SCall(token.text, self.arguments("(", ")"), token.loc)
-            return SName(token.text, token.loc)
-        if self.at("("):
-            with self.nested():
-                self.advance()
-                inner = self.expr()
-                self.expect(")")
-            return inner
-        raise self.error(f"expected an expression but found {token.describe()}")
-
-    def arguments(self, open_: str, close: str) -> tuple[SExpr, ...]:
-        with self.nested():
-            self.expect(open_)
-            args: list[SExpr] = []
-            if not self.at(close):
-                args.append(self.expr())
-                while self.at(","):
-                    self.advance()
-                    args.append(self.expr())
-            self.expect(close)
-        return tuple(args)
-
 
 def _too_deep_message() -> str:
     return (
         f"expression nested too deeply: more than {MAX_EXPR_NESTING} levels of operators, signs, "
         f"parentheses, brackets or calls (polymap's limit; split it with a temporary buffer)"
     )
-
-
-def _children(node: SExpr) -> tuple[SExpr, ...]:
-    if isinstance(node, SBinary):
-        return (node.lhs, node.rhs)
-    if isinstance(node, SNeg):
-        return (node.operand,)
-    if isinstance(node, (SSubscript, SCall)):
-        return node.args
-    return ()
-
-
-def _deeper_than(root: SExpr, limit: int) -> SExpr | None:
-    """The first node found at depth ``limit + 1`` (the root is at depth 1), or None.
-
-    Iterative, so that it is safe on the trees it rejects."""
-    stack = [(root, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return node
-        stack.extend((child, depth + 1) for child in _children(node))
-    return None
-
-
-def _at(node: SExpr, fallback: Token) -> Token:
-    """A token standing for ``node``'s position, for the error's line:col."""
-    loc = getattr(node, "loc", None)
-    return Token(Tok.OP, "", loc) if loc is not None else fallback
 
 
 def _abbreviate(digits: str) -> str:
