@@ -304,6 +304,9 @@ MISUSE = [
     ("compile(mapping=3)", lambda: polymap.compile(_program().bind(M=8), 3),
      r"mapping must be a polymap Mapping"),
     ("compile(target=3)", lambda: polymap.compile(_program().bind(M=8), target=3), r"a GPU target is a name"),
+    # optimize and verify reach analyze's check first (its message names analyze()).
+    ("optimize(None)", lambda: polymap.optimize(None), r"takes a polymap Program .*got NoneType"),
+    ("verify(None)", lambda: polymap.verify(None, ()), r"takes a polymap Program .*got NoneType"),
     ("reference(None)", lambda: polymap.reference(None),
      r"reference\(\) takes a polymap Program .*got NoneType"),
     ("reference('text')", lambda: polymap.reference(_TEXT),
