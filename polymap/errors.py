@@ -117,6 +117,12 @@ class NotAffineError(ProgramError):
         super().__init__(message, **kwargs)
 
 
+class RangeError(ProgramError):
+    """A constant does not fit the type that holds it: an integer literal outside i32 in a
+    statement that computes in i32, or an index constant (written, or folded from literals
+    and bound sizes) outside the 64-bit range of the emitted index arithmetic."""
+
+
 class AccessError(ProgramError):
     """A buffer is used against its kind, e.g. a write to an ``in`` buffer."""
 

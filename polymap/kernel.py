@@ -13,6 +13,7 @@ from typing import Any
 from polymap.codegen.cuda import CudaProgram, emit_cuda
 from polymap.errors import ArgumentError
 from polymap.ir.nodes import Program
+from polymap.ir.validate import check_program_argument
 from polymap.mapping.result import Mapping
 from polymap.mapping.solve import optimize
 from polymap.mapping.verify import mapped_program, verify
@@ -82,6 +83,7 @@ def compile(
     """Compile ``program`` to CUDA C. Without a ``mapping``, ``optimize`` chooses one (with
     ``pins``, ``context`` and ``time_limit``); a given mapping is proved again with isl
     before any code is generated, so a hand-made mapping cannot produce wrong code."""
+    check_program_argument(program, "compile")
     if mapping is None:
         mapping = optimize(program, target, pins=pins, context=context, time_limit=time_limit)
     else:

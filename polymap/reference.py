@@ -67,6 +67,7 @@ from polymap.ir.nodes import (
     ValueOp,
     reads_of,
 )
+from polymap.ir.validate import check_program_argument
 from polymap.ir.walk import statements
 
 __all__ = ["Execution", "execute", "reference"]
@@ -93,6 +94,7 @@ def reference(program: Program, **arrays) -> dict[str, np.ndarray]:
     """
     from polymap.poly.model import analyze  # lazy: the model imports isl
 
+    check_program_argument(program, "reference")
     bound, inputs = _prepare(program, arrays)
     analyze(bound)
     return _Executor(bound, inputs).run().outputs

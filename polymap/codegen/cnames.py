@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from polymap.codegen import cmacros
+
 _WORDS = """
     alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
     char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
@@ -24,12 +26,16 @@ _WORDS = """
     HUGE_VALF M_PI M_E M_SQRT2 FLT_MAX FLT_MIN DBL_MAX DBL_MIN RAND_MAX EXIT_SUCCESS EXIT_FAILURE
     stdin stdout stderr printf malloc free size_t
 """
-# C/C++ keywords, CUDA builtins, the math functions and the macros of the headers the
-# emitted code sees (<cmath>, <cstdlib>, <climits> on the host; NVRTC's builtins): a
-# macro cannot be shadowed, so a program name spelled like one must be renamed.
-RESERVED = frozenset(_WORDS.split())
+# C/C++ keywords, CUDA builtins and the math functions the emitted code calls, and every
+# macro the host compiler (after polymap_host.h) and NVRTC define, derived by
+# tests/derive_c_macros.py into cmacros.py: a macro cannot be shadowed, so a program name
+# spelled like one must be renamed.
+RESERVED = frozenset(_WORDS.split()) | cmacros.HOST | cmacros.NVRTC
 # prefixes of polymap's helpers and of CUDA's own names
-RESERVED_PREFIXES = ("pm_", "polymap", "POLYMAP", "__", "cuda", "CUDA", "NVRTC")
+RESERVED_PREFIXES = ("pm_", "polymap", "POLYMAP", "cuda", "CUDA", "NVRTC")
+# Names the C++ standard reserves for the implementation (any header may define them as
+# macros, in any version): they get a prefix, since a suffix would leave them reserved.
+_IMPLEMENTATION = re.compile(r"__|_[A-Z]")
 
 
 class CNames:
@@ -47,8 +53,8 @@ class CNames:
 
     def fresh(self, hint: str) -> str:
         """A new identifier reading like ``hint``, distinct from every one handed out."""
-        base = re.sub(r"\W", "_", hint) or "v"
-        if base[0].isdigit():
+        base = re.sub(r"[^A-Za-z0-9_]", "_", hint) or "v"
+        if base[0].isdigit() or _IMPLEMENTATION.match(base):
             base = "v" + base
         if base in RESERVED or base.startswith(RESERVED_PREFIXES):
             base += "_"

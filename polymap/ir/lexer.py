@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from polymap.errors import ParseError, SourceLoc
 
@@ -23,8 +23,9 @@ class Tok(enum.Enum):
     EOF = "end of input"
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):
+    # A named tuple rather than a frozen dataclass: a program has a token every few
+    # characters, and a tuple is several times cheaper to build (large inputs stay fast).
     kind: Tok
     text: str
     loc: SourceLoc
@@ -52,42 +53,47 @@ _TOKEN = re.compile(
 _OPENERS = {"(": ")", "[": "]"}
 
 
+_KINDS = {"float": Tok.FLOAT, "int": Tok.INT, "name": Tok.NAME, "assign": Tok.OP, "op": Tok.OP}
+
+
 def tokenize(text: str, *, source: str | None = None) -> list[Token]:
     """Split TE text into tokens; raises ParseError at the first character that fits none."""
     tokens: list[Token] = []
     line, line_start, pos = 1, 0, 0
     depth: list[Token] = []  # open parentheses and brackets, innermost last
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        loc = SourceLoc(line, pos - line_start + 1)
-        if match is None:
-            raise ParseError(f"unexpected character {text[pos]!r}", loc=loc, source=source, text=text)
-        kind, lexeme = match.lastgroup, match.group()
+    for match in _TOKEN.finditer(text):
+        start = match.start()
+        if start != pos:  # finditer skipped a character that no token fits
+            break
         pos = match.end()
+        kind = match.lastgroup
+        if kind == "space" or kind == "comment":
+            continue
         if kind == "newline":
             if not depth:
-                tokens.append(Token(Tok.NEWLINE, "\n", loc))
+                tokens.append(Token(Tok.NEWLINE, "\n", SourceLoc(line, start - line_start + 1)))
             line, line_start = line + 1, pos
             continue
-        if kind in ("space", "comment"):
-            continue
-        tok_kind = {"float": Tok.FLOAT, "int": Tok.INT, "name": Tok.NAME}.get(kind, Tok.OP)
-        token = Token(tok_kind, lexeme, loc)
+        lexeme = match.group()
+        token = Token(_KINDS[kind], lexeme, SourceLoc(line, start - line_start + 1))
         if lexeme in _OPENERS:
             depth.append(token)
-        elif lexeme in (")", "]"):
+        elif lexeme == ")" or lexeme == "]":
             if not depth or _OPENERS[depth[-1].text] != lexeme:
-                raise ParseError(f"unmatched '{lexeme}'", loc=loc, source=source, text=text)
+                raise ParseError(f"unmatched '{lexeme}'", loc=token.loc, source=source, text=text)
             depth.pop()
-        elif lexeme in ("{", "}") and depth:
+        elif (lexeme == "{" or lexeme == "}") and depth:
             opener = depth[-1]
             raise ParseError(
                 f"'{opener.text}' opened at {opener.loc} is not closed before '{lexeme}'",
-                loc=loc,
+                loc=token.loc,
                 source=source,
                 text=text,
             )
         tokens.append(token)
+    if pos < len(text):
+        loc = SourceLoc(line, pos - line_start + 1)
+        raise ParseError(f"unexpected character {text[pos]!r}", loc=loc, source=source, text=text)
     if depth:
         opener = depth[-1]
         raise ParseError(f"'{opener.text}' is never closed", loc=opener.loc, source=source, text=text)

@@ -9,6 +9,7 @@ programs built in Python.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from polymap.errors import (
@@ -17,12 +18,15 @@ from polymap.errors import (
     NotAffineError,
     PolymapError,
     ProgramError,
+    RangeError,
     SourceLoc,
     UndeclaredError,
 )
 from polymap.ir import syntax as S
 from polymap.ir.einsum import implicit_loops
 from polymap.ir.nodes import (
+    INDEX_MAX,
+    INDEX_MIN,
     Anchor,
     Assign,
     AssignOp,
@@ -214,7 +218,12 @@ class _Lowering:
         if isinstance(expr, S.SNum):
             if not expr.is_int:
                 raise self.error(NotAffineError, f"{what} must be an integer expression, not {expr.text}", expr.loc)
-            return IConst(int(expr.text))
+            value = int(expr.text)
+            if not INDEX_MIN <= value <= INDEX_MAX:
+                raise self.error(RangeError,
+                                 f"the integer {expr.text} in {what} does not fit in 64 bits, the widest "
+                                 f"index arithmetic polymap emits", expr.loc)
+            return IConst(value)
         if isinstance(expr, S.SName):
             if expr.name in scope.indices or expr.name in self.params:
                 return IVar(expr.name)
@@ -240,7 +249,18 @@ class _Lowering:
 
     def value(self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None) -> ValueExpr:
         if isinstance(expr, S.SNum):
-            return Const(int(expr.text) if expr.is_int else float(expr.text))
+            if not expr.is_int:
+                value = float(expr.text)
+                if math.isinf(value):
+                    raise self.error(RangeError, f"the number {expr.text} is too large for f64", expr.loc)
+                return Const(value, expr.loc)
+            value = int(expr.text)
+            if not INDEX_MIN <= value <= INDEX_MAX:
+                # Whether it must also fit in i32 depends on the statement's type: validate says.
+                raise self.error(RangeError,
+                                 f"the integer literal {expr.text} does not fit in 64 bits; write a large "
+                                 f"value as a float literal (e.g. 1e30)", expr.loc)
+            return Const(value, expr.loc)
         if isinstance(expr, S.SName):
             decl = scope.buffers.get(expr.name)
             if decl is not None:
@@ -265,7 +285,7 @@ class _Lowering:
             return Call(fn, tuple(self.value(a, scope, free) for a in expr.args))
         if isinstance(expr, S.SNeg):
             inner = self.value(expr.operand, scope, free)
-            return Const(-inner.value) if isinstance(inner, Const) else Neg(inner)
+            return Const(-inner.value, expr.loc) if isinstance(inner, Const) else Neg(inner)
         if expr.op not in _VALUE_OPS:
             raise self.error(ProgramError, f"'{expr.op}' is allowed in index expressions only, not in values",
                              expr.loc)

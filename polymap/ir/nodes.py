@@ -109,6 +109,23 @@ class Fn(enum.Enum):
 
 # --------------------------------------------------------------- index expressions
 
+# Index arithmetic is exact in the model (isl) and 64-bit at most in the emitted C: an index
+# constant outside this range cannot be printed as a C integer, nor held by NumPy's int64.
+INDEX_MIN, INDEX_MAX = -(2**63), 2**63 - 1
+# The range of an integer literal in a statement that computes in i32.
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+# How deep expressions and loop nests may be. Every stage after parsing (lowering, validation,
+# the isl text, the printer, the reference executor, the C printer) walks them recursively;
+# these limits keep the deepest walk far below Python's recursion limit (1000 frames), with
+# room for the caller's own stack. The parser reports a crossing at its line:col, validation
+# for programs built in Python (and for einsum's implicit loops).
+MAX_EXPR_NESTING = 100
+MAX_LOOP_NESTING = 16
+# How many dimensions a buffer may have. The reference executor holds a block-local buffer
+# with one axis per enclosing loop as well, and NumPy allows at most 32 index arrays (64
+# since NumPy 2): 16 + 16 stays within both, and keeps analyze within seconds.
+MAX_RANK = 16
+
 
 @dataclass(frozen=True, slots=True)
 class IConst:
@@ -210,6 +227,7 @@ class Const:
     """A numeric literal; it takes the type of the values it meets (weakly typed)."""
 
     value: float | int
+    loc: SourceLoc | None = field(default=None, compare=False)  # the literal in the text
 
     def __str__(self) -> str:
         return repr(self.value)
@@ -485,10 +503,12 @@ class Program:
                 )
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise ArgumentError(f"size {name} must be a non-negative integer, got {value!r}")
+            if value > INDEX_MAX:
+                raise ArgumentError(f"size {name} = {value} does not fit in 64 bits (at most {INDEX_MAX})")
         if not sizes:
             return self
         values = {name: IConst(int(v)) for name, v in sizes.items()}
-        return Program(
+        bound = Program(
             name=self.name,
             params=tuple(p for p in self.params if p.name not in sizes),
             buffers=tuple(_subst_decl(b, values) for b in self.buffers),
@@ -497,6 +517,11 @@ class Program:
             source=self.source,
             text=self.text,
         )
+        from polymap.ir.validate import check_limits
+
+        # Folding the bound values can make a constant that no 64-bit index can hold (N * N).
+        check_limits(bound)
+        return bound
 
     def bind_defaults(self) -> Program:
         """Bind every size parameter that has a default value."""

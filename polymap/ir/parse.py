@@ -16,15 +16,31 @@ Grammar (statements end at a newline or ``;``; newlines inside ``()``/``[]`` are
     atom     := NUMBER | NAME | NAME '[' args ']' | NAME '(' args ')' | '(' expr ')'
 
 Index and value expressions share one syntax here; lowering tells them apart.
+
+Limits. Every later stage (lowering, validation, the isl text, the printer, the reference
+executor, the C printer) walks expressions and loop nests recursively, so the parser
+bounds how deep they may nest, well below Python's recursion limit, and says so with a
+ParseError at the line:col where the limit is crossed instead of a RecursionError later:
+
+* an expression nests at most ``nodes.MAX_EXPR_NESTING`` levels: operators (``a + b + c`` is
+  two levels, as it is evaluated left to right), unary minus signs, parentheses, brackets
+  and calls all count;
+* loops nest at most ``nodes.MAX_LOOP_NESTING`` deep, and a buffer has at most
+  ``nodes.MAX_RANK`` dimensions;
+* an integer literal has at most :data:`MAX_INT_DIGITS` digits (the value range of its
+  use, i32 or 64-bit index arithmetic, is checked by lowering and validation).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from polymap.errors import ArgumentError, ParseError, PolymapError
 from polymap.ir.lexer import Tok, Token, tokenize
-from polymap.ir.nodes import Program
+from polymap.ir.nodes import MAX_EXPR_NESTING, MAX_LOOP_NESTING, MAX_RANK, Program
 from polymap.ir.syntax import (
     SAnchor,
     SAssign,
@@ -45,6 +61,10 @@ ASSIGN_OPS = ("=", "+=", "-=", "*=", "max=", "min=")
 DECL_KINDS = ("in", "out", "inout", "new")
 KEYWORDS = frozenset(("param", "par", "seq", "anchor", *DECL_KINDS))
 
+# 2**63 has 19 digits: a longer literal can be neither an i32 nor a 64-bit index constant,
+# and Python refuses to convert a string of more than 4300 digits at all.
+MAX_INT_DIGITS = 40
+
 
 def parse(text: str, *, name: str | None = None, source: str | None = None) -> Program:
     """Parse TE text into a checked :class:`Program`.
@@ -55,7 +75,13 @@ def parse(text: str, *, name: str | None = None, source: str | None = None) -> P
     from polymap.ir.lower import lower
 
     if not isinstance(text, str):
-        raise ArgumentError(f"parse() takes the program text as a str, got {type(text).__name__}")
+        hint = " (to read a file, use polymap.load(path))" if isinstance(text, Path) else ""
+        raise ArgumentError(f"parse() takes the program text as a str, got {type(text).__name__}{hint}")
+    for keyword, value in (("name", name), ("source", source)):
+        if value is not None and not isinstance(value, str):
+            raise ArgumentError(f"parse() takes {keyword}= as a str, got {type(value).__name__}")
+    if name is not None and not name.strip():
+        raise ArgumentError("parse() takes a non-empty name=")
     source = source or "<string>"
     items = _Parser(tokenize(text, source=source), source, text).program()
     program_name = name or (Path(source).stem if source != "<string>" else "program")
@@ -64,10 +90,17 @@ def parse(text: str, *, name: str | None = None, source: str | None = None) -> P
 
 def load(path: str | Path) -> Program:
     """Read and parse a ``.te`` file; errors name the file with line:col."""
-    path = Path(path)
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise ArgumentError(
+            f"load() takes the path of a .te file as a str or a Path, got {type(path).__name__}"
+        )
+    try:
+        path = Path(path)
+    except TypeError as err:  # a PathLike whose __fspath__ gives no str
+        raise ArgumentError(f"load() cannot use {path!r} as a path: {err}") from None
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+    except (OSError, UnicodeDecodeError, ValueError) as err:  # ValueError: a NUL in the path
         raise ArgumentError(f"cannot read program file {str(path)!r}: {err}") from None
     return parse(text, name=path.stem, source=str(path))
 
@@ -78,6 +111,8 @@ class _Parser:
         self.pos = 0
         self.source = source
         self.text = text
+        self.nesting = 0  # open parentheses, brackets, calls and unary signs being parsed
+        self.loop_nesting = 0
 
     # -- token helpers
 
@@ -176,10 +211,16 @@ class _Parser:
         dtype = self.expect_name("a dtype (f32, f64 or i32)")
         shape: tuple[SExpr, ...] = ()
         if self.at("["):
+            bracket = self.tok
             shape = self.arguments("[", "]")
+            if len(shape) > MAX_RANK:
+                raise self.error(f"buffer '{name.text}' has {len(shape)} dimensions; polymap allows at most "
+                                 f"{MAX_RANK}", bracket)
         return SDecl(kind.text, name.text, dtype.text, dtype.loc, shape, kind.loc)
 
     def loop(self) -> SLoop:
+        if self.loop_nesting >= MAX_LOOP_NESTING:
+            raise self.error(f"loops nest more than {MAX_LOOP_NESTING} deep (polymap's limit)")
         kind = self.advance()
         if self.tok.kind is Tok.NAME and self.peek().text == "{":
             raise self.error(
@@ -192,7 +233,9 @@ class _Parser:
                              f"found no index name before '{{'")
         index = self.expect_name("a loop index name after the extent")
         self.expect("{", f" to open the body of {kind.text} loop '{index.text}'")
+        self.loop_nesting += 1
         body = self.block(top_level=False)
+        self.loop_nesting -= 1
         self.expect("}", f" to close {kind.text} loop '{index.text}' opened at {kind.loc}")
         return SLoop(kind.text, extent, index.text, index.loc, body, kind.loc)
 
@@ -200,7 +243,7 @@ class _Parser:
         start = self.tok
         if start.kind is not Tok.NAME:
             raise self.error(f"expected a statement but found {start.describe()}")
-        target = self.atom()
+        target, _ = self.atom()
         if not isinstance(target, (SName, SSubscript)):
             raise self.error("expected a buffer element to assign to, like C[i, j]", start)
         if self.tok.kind is not Tok.OP or self.tok.text not in ASSIGN_OPS:
@@ -211,56 +254,109 @@ class _Parser:
     # -- expressions
 
     def expr(self) -> SExpr:
-        node = self.term()
+        """A whole expression, its nesting checked (see the module docstring)."""
+        return self.expr_height()[0]
+
+    # Each method below returns the node with its height (a leaf is 1), so the nesting limit
+    # is checked where a node is built, at the token that crosses it, in constant time.
+
+    def expr_height(self) -> tuple[SExpr, int]:
+        node, height = self.term()
         while self.tok.kind is Tok.OP and self.tok.text in ("+", "-"):
             op = self.advance()
-            node = SBinary(op.text, node, self.term(), op.loc)
-        return node
+            rhs, rhs_height = self.term()
+            node, height = SBinary(op.text, node, rhs, op.loc), self.grown(max(height, rhs_height), op)
+        return node, height
 
-    def term(self) -> SExpr:
-        node = self.unary()
+    def term(self) -> tuple[SExpr, int]:
+        node, height = self.unary()
         while self.tok.kind is Tok.OP and self.tok.text in ("*", "/", "//", "%"):
             op = self.advance()
-            node = SBinary(op.text, node, self.unary(), op.loc)
-        return node
+            rhs, rhs_height = self.unary()
+            node, height = SBinary(op.text, node, rhs, op.loc), self.grown(max(height, rhs_height), op)
+        return node, height
 
-    def unary(self) -> SExpr:
-        if self.at("-"):
-            op = self.advance()
-            return SNeg(self.unary(), op.loc)
-        if self.at("+"):
-            self.advance()
-            return self.unary()
+    def unary(self) -> tuple[SExpr, int]:
+        if self.at("-") or self.at("+"):
+            with self.nested():
+                op = self.advance()
+                operand, height = self.unary()
+            return (SNeg(operand, op.loc), self.grown(height, op)) if op.text == "-" else (operand, height)
         return self.atom()
 
-    def atom(self) -> SExpr:
+    def atom(self) -> tuple[SExpr, int]:
         token = self.tok
         if token.kind in (Tok.INT, Tok.FLOAT):
+            if token.kind is Tok.INT and len(token.text.lstrip("0")) > MAX_INT_DIGITS:
+                raise self.error(
+                    f"integer literal {_abbreviate(token.text)} is too large: it has "
+                    f"{len(token.text.lstrip('0'))} digits (at most {MAX_INT_DIGITS})"
+                )
             self.advance()
-            return SNum(token.text, token.kind is Tok.INT, token.loc)
+            return SNum(token.text, token.kind is Tok.INT, token.loc), 1
         if token.kind is Tok.NAME:
             if token.text in KEYWORDS:
                 raise self.error(f"'{token.text}' is a keyword and cannot start an expression")
             self.advance()
-            if self.at("["):
-                return SSubscript(token.text, self.arguments("[", "]"), token.loc)
-            if self.at("("):
-                return SCall(token.text, self.arguments("(", ")"), token.loc)
-            return SName(token.text, token.loc)
+            if self.at("[") or self.at("("):
+                bracket = self.tok.text
+                args, height = self.arguments_height(bracket, "]" if bracket == "[" else ")")
+                node = (SSubscript if bracket == "[" else SCall)(token.text, args, token.loc)
+                return node, self.grown(height, token)
+            return SName(token.text, token.loc), 1
         if self.at("("):
-            self.advance()
-            inner = self.expr()
-            self.expect(")")
+            with self.nested():
+                self.advance()
+                inner = self.expr_height()
+                self.expect(")")
             return inner
         raise self.error(f"expected an expression but found {token.describe()}")
 
     def arguments(self, open_: str, close: str) -> tuple[SExpr, ...]:
-        self.expect(open_)
-        args: list[SExpr] = []
-        if not self.at(close):
-            args.append(self.expr())
-            while self.at(","):
-                self.advance()
-                args.append(self.expr())
-        self.expect(close)
-        return tuple(args)
+        return self.arguments_height(open_, close)[0]
+
+    def arguments_height(self, open_: str, close: str) -> tuple[tuple[SExpr, ...], int]:
+        """The arguments and the height of the tallest (0 for none)."""
+        with self.nested():
+            self.expect(open_)
+            args: list[SExpr] = []
+            height = 0
+            if not self.at(close):
+                while True:
+                    arg, arg_height = self.expr_height()
+                    args.append(arg)
+                    height = max(height, arg_height)
+                    if not self.at(","):
+                        break
+                    self.advance()
+            self.expect(close)
+        return tuple(args), height
+
+    def grown(self, child_height: int, token: Token) -> int:
+        """The height of a node over a child of ``child_height``, checked against the limit."""
+        if child_height + 1 > MAX_EXPR_NESTING:
+            raise self.error(_too_deep_message(), token)
+        return child_height + 1
+
+    @contextmanager
+    def nested(self) -> Iterator[None]:
+        """Entered for each parenthesis, bracket, call or unary sign: the parser recurses
+        there, so the limit is checked before the recursion can grow."""
+        if self.nesting >= MAX_EXPR_NESTING:
+            raise self.error(_too_deep_message())
+        self.nesting += 1
+        try:
+            yield
+        finally:
+            self.nesting -= 1
+
+
+def _too_deep_message() -> str:
+    return (
+        f"expression nested too deeply: more than {MAX_EXPR_NESTING} levels of operators, signs, "
+        f"parentheses, brackets or calls (polymap's limit; split it with a temporary buffer)"
+    )
+
+
+def _abbreviate(digits: str) -> str:
+    return digits if len(digits) <= 24 else f"{digits[:10]}...{digits[-10:]}"

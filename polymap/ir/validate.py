@@ -6,25 +6,42 @@ index is quasi-affine in the loop indices (a product needs a constant side; ``//
 ``%`` need a positive constant divisor). Products with a *size* (``i * N``) pass here: they
 become affine once the size is bound, and the polyhedral model says so if it is not.
 Races and out-of-bounds accesses are proved by :mod:`polymap.poly`.
+
+Before any of that, one iterative pass checks what the recursive checks rely on: loop nests
+and expressions within the nesting limits of :mod:`polymap.ir.nodes`, every index constant
+within 64 bits, and every integral literal of a statement that computes in i32 within i32.
 """
 
 from __future__ import annotations
 
 from polymap.errors import (
     AccessError,
+    ArgumentError,
     ArityError,
     DeclarationError,
     NotAffineError,
     PolymapError,
+    ProgramError,
+    RangeError,
     SourceLoc,
     UndeclaredError,
 )
 from polymap.ir.nodes import (
+    I32_MAX,
+    I32_MIN,
+    INDEX_MAX,
+    INDEX_MIN,
+    MAX_EXPR_NESTING,
+    MAX_LOOP_NESTING,
+    MAX_RANK,
     Anchor,
     Assign,
+    Binary,
     BufferDecl,
     BufferKind,
     Call,
+    Const,
+    DType,
     IBin,
     IConst,
     IndexExpr,
@@ -32,6 +49,7 @@ from polymap.ir.nodes import (
     IndexValue,
     INeg,
     Loop,
+    Neg,
     New,
     Program,
     Read,
@@ -48,6 +66,27 @@ def validate(program: Program) -> Program:
     return program
 
 
+def check_program_argument(program: object, call: str) -> Program:
+    """The check at the top of a public entry point that takes a Program: the right type
+    (an ArgumentError saying what was expected otherwise) within the limits of
+    :func:`check_limits`, so that a program built in Python cannot crash a recursive stage."""
+    if not isinstance(program, Program):
+        hint = " (parse the text first: polymap.parse(text))" if isinstance(program, str) else ""
+        raise ArgumentError(
+            f"{call}() takes a polymap Program (from polymap.parse or polymap.load), got "
+            f"{type(program).__name__}{hint}"
+        )
+    check_limits(program)
+    return program
+
+
+def check_limits(program: Program) -> None:
+    """Only the iterative first pass of :func:`validate` (nesting limits and constant ranges):
+    what every recursive stage relies on, cheap enough to run at each entry point and after
+    sizes are bound (binding folds constants, which can leave the 64-bit range)."""
+    _Validator(program).limits()
+
+
 class _Validator:
     def __init__(self, program: Program) -> None:
         self.program = program
@@ -58,6 +97,7 @@ class _Validator:
         return cls(message, loc=loc, **self.program.error_context())
 
     def run(self) -> None:
+        self.limits()
         seen: dict[str, SourceLoc | None] = {}
         for param in self.program.params:
             self.declare(param.name, param.loc, seen)
@@ -83,6 +123,73 @@ class _Validator:
                     decl.loc,
                 )
             self.affine(extent, frozenset(), f"the shape of buffer '{decl.name}'", decl.loc)
+
+    # -- limits (iterative: the recursive checks below are safe only once these hold)
+
+    def limits(self) -> None:
+        dtypes: dict[str, DType] = {}
+        for decl in self.program.buffers:
+            self.decl_limits(decl)
+            dtypes[decl.name] = decl.dtype
+        stack: list[tuple[Stmt, int]] = [(stmt, 1) for stmt in reversed(self.program.body)]
+        while stack:
+            stmt, depth = stack.pop()
+            if isinstance(stmt, Loop):
+                if depth > MAX_LOOP_NESTING:
+                    raise self.error(ProgramError,
+                                     f"loop '{stmt.index}' nests more than {MAX_LOOP_NESTING} deep "
+                                     f"(polymap's limit)", stmt.loc)
+                what = f"the extent of {stmt.kind.value} loop '{stmt.index}'"
+                self.expression_limits(stmt.extent, what, stmt.loc, False)
+                stack.extend((inner, depth + 1) for inner in reversed(stmt.body))
+            elif isinstance(stmt, New):
+                self.decl_limits(stmt.decl)
+                dtypes[stmt.decl.name] = stmt.decl.dtype
+            elif isinstance(stmt, (Assign, Anchor)):
+                target = (Read(stmt.buffer, stmt.indices),) if isinstance(stmt, Assign) else ()
+                for part in (*target, stmt.value):
+                    self.expression_limits(part, f"statement {stmt.name}", stmt.loc, False)
+                # Only now that the depth is known to be safe: the compute type walks the value.
+                if _computes_in_i32(stmt, dtypes):
+                    self.expression_limits(stmt.value, f"statement {stmt.name}", stmt.loc, True)
+
+    def decl_limits(self, decl: BufferDecl) -> None:
+        if len(decl.shape) > MAX_RANK:
+            raise self.error(ProgramError,
+                             f"buffer '{decl.name}' has {len(decl.shape)} dimensions; polymap allows at most "
+                             f"{MAX_RANK}", decl.loc)
+        for extent in decl.shape:
+            self.expression_limits(extent, f"the shape of buffer '{decl.name}'", decl.loc, False)
+
+    def after_binding(self) -> str:
+        bound = ", ".join(f"{n} = {v}" for n, v in self.program.bindings)
+        return f" (with the sizes bound: {bound})" if bound else ""
+
+    def expression_limits(self, root, what: str, loc: SourceLoc | None, i32: bool) -> None:
+        """Depth, index constants and (``i32``: the statement computes in i32) literals."""
+        stack = [(root, 1)]
+        while stack:
+            expr, depth = stack.pop()
+            if depth > MAX_EXPR_NESTING:
+                raise self.error(ProgramError,
+                                 f"{what}: an expression nests more than {MAX_EXPR_NESTING} levels deep "
+                                 f"(polymap's limit)", loc)
+            if isinstance(expr, IConst) and not INDEX_MIN <= expr.value <= INDEX_MAX:
+                raise self.error(RangeError,
+                                 f"{what}: the index constant {expr.value} does not fit in 64 bits, the "
+                                 f"widest index arithmetic polymap emits{self.after_binding()}", loc)
+            if isinstance(expr, Const) and isinstance(expr.value, int) \
+                    and not INDEX_MIN <= expr.value <= INDEX_MAX:
+                raise self.error(RangeError,
+                                 f"{what}: the integer literal {expr.value} does not fit in 64 bits; write a "
+                                 f"large value as a float literal (e.g. 1e30)", expr.loc or loc)
+            if isinstance(expr, Const) and i32 and _is_integral(expr.value) \
+                    and not I32_MIN <= expr.value <= I32_MAX:
+                raise self.error(RangeError,
+                                 f"{what}: the literal {_literal_text(expr.value)} does not fit in i32 "
+                                 f"({I32_MIN}..{I32_MAX}), the type the statement computes in",
+                                 expr.loc or loc)
+            stack.extend((child, depth + 1) for child in _children(expr))
 
     # -- statements
 
@@ -184,3 +291,36 @@ class _Validator:
                     f"{what}: '{expr}' divides by {expr.rhs}; '/', '//' and '%' need a positive constant divisor",
                     loc,
                 )
+
+
+def _children(expr) -> tuple:
+    """The sub-expressions of an index or value expression (a read's indices included)."""
+    if isinstance(expr, (IBin, Binary)):
+        return (expr.lhs, expr.rhs)
+    if isinstance(expr, (INeg, Neg)):
+        return (expr.operand,)
+    if isinstance(expr, Call):
+        return expr.args
+    if isinstance(expr, Read):
+        return expr.indices
+    if isinstance(expr, IndexValue):
+        return (expr.expr,)
+    return ()
+
+
+def _computes_in_i32(stmt: Assign | Anchor, dtypes: dict[str, DType]) -> bool:
+    """The statement's compute type is i32: the widest type it reads, or the target's when it
+    reads nothing (the rule of the reference executor and of the emitted C)."""
+    read = [dtypes.get(r.buffer) for r in reads_of(stmt.value)]
+    if read:
+        return all(dt is DType.I32 for dt in read)
+    return isinstance(stmt, Assign) and dtypes.get(stmt.buffer) is DType.I32
+
+
+def _is_integral(value: float) -> bool:
+    # An integral float literal is an i32 value in an i32 statement, as in the reference.
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
+def _literal_text(value: float) -> str:
+    return str(value) if isinstance(value, int) else repr(value)

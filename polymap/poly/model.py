@@ -38,6 +38,7 @@ from polymap.ir.nodes import (
     Stmt,
     index_vars,
 )
+from polymap.ir.validate import check_program_argument
 from polymap.poly.checks import ParLoop, check_bounds, check_races
 from polymap.poly.deps import Dependences, dependences
 from polymap.poly.isl_text import ISL_KEYWORDS, IslNames, NonAffine, evaluate_index, isl_expr
@@ -178,6 +179,12 @@ def analyze(program: Program, *, context: str | None = None) -> PolyModel:
 
     Raises NotAffineError (an index, extent or shape is not quasi-affine), BoundsError,
     RaceError, or ArgumentError (a malformed or empty context)."""
+    check_program_argument(program, "analyze")
+    if context is not None and not isinstance(context, str):
+        raise ArgumentError(
+            f"analyze() takes the context as a str of isl constraints (e.g. 'N >= 256'), got "
+            f"{type(context).__name__}"
+        )
     return _wrap_isl(lambda: _analyze(program, context), program)
 
 
