@@ -101,11 +101,16 @@ class CudaProgram:
         return self.mapping.program
 
 
-def emit_cuda(mapping: Mapping) -> CudaProgram:
+def emit_cuda(mapping: Mapping, *, model: PolyModel | None = None) -> CudaProgram:
     """The CUDA C of a verified mapping (``optimize`` proves it; ``compile`` re-proves a
-    mapping given by hand before calling this)."""
+    mapping given by hand before calling this). ``model`` is the mapped program's model
+    under the mapping's context when the caller has it (the pipeline), else it is built."""
     program = mapping.program
-    model = analyze(program, context=mapping.context)
+    if model is None:
+        model = analyze(program, context=mapping.context)
+    elif model.program != program:
+        raise InternalError(f"emit_cuda: the model given is of program '{model.program.name}', not of the "
+                            f"mapped program '{program.name}'")
     return _Emitter(mapping, model).emit()
 
 

@@ -120,26 +120,33 @@ def verify(program: Program, kernels, *, context: str | None = None) -> Verifica
     if isinstance(kernels, Mapping):
         program = mapped_program(program, kernels)
         kernels = kernels.kernels
-    model = analyze(program, context=context)
+    return prove(analyze(program, context=context), tuple(kernels), context=context)
+
+
+def prove(model: PolyModel, kernels: tuple[KernelMapping, ...], *, context: str | None = None) -> VerificationReport:
+    """``verify`` on a model already built (the pipeline passes the one it analyzed):
+    ``model`` is ``analyze(program, context=context)``."""
     try:
         return _verify(model, tuple(kernels), context)
     except isl.Error as exc:
+        program = model.program
         raise InternalError(
             f"isl failed while verifying the mapping of program '{program.name}': {exc}",
             **program.error_context(),
         ) from exc
 
 
-def mapped_program(program: Program, mapping) -> Program:
+def mapped_program(program: Program, mapping, *, analyze=None) -> Program:
     """The program a Mapping maps: ``program`` itself, or ``program`` as ``optimize``
-    rewrote it (deep bands folded, accumulators in registers: ``Mapping.program``)."""
+    rewrote it (deep bands folded, accumulators in registers: ``Mapping.program``).
+    ``analyze`` is passed to the register promotion (the pipeline's memo of models)."""
     from polymap.ir.fold import fold_deep_bands
     from polymap.ir.registers import promote_accumulators
 
     if mapping.program == program:
         return program
     folded = fold_deep_bands(program)
-    if mapping.program in (folded, promote_accumulators(folded)):
+    if mapping.program in (folded, promote_accumulators(folded, analyze=analyze)):
         return mapping.program
     return program
 
@@ -639,4 +646,4 @@ def _dep_name(dep: Dependence) -> str:
     return f"{dep.kind.value} dependence {dep.source} -> {dep.sink} on {dep.buffer}"
 
 
-__all__ = ["KernelProof", "VerificationReport", "verify"]
+__all__ = ["KernelProof", "VerificationReport", "prove", "verify"]
