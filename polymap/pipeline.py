@@ -25,15 +25,15 @@ from dataclasses import dataclass, field
 
 from polymap.codegen.cuda import CudaProgram, emit_cuda
 from polymap.errors import ArgumentError
-from polymap.ir.fold import fold_deep_bands
 from polymap.ir.nodes import Program
-from polymap.ir.registers import promote_accumulators
 from polymap.mapping.result import Mapping
 from polymap.mapping.solve import cost_sizes, map_kernels, rebind
 from polymap.mapping.space import kernels, parse_pins
 from polymap.mapping.verify import mapped_program, prove
 from polymap.poly.model import PolyModel, analyze
 from polymap.targets import GpuTarget, get_target
+from polymap.transform.fold import fold_deep_bands
+from polymap.transform.registers import promote_accumulators
 
 
 @dataclass

@@ -63,6 +63,7 @@ from polymap.errors import InternalError, VerificationError
 from polymap.ir.nodes import Program
 from polymap.mapping.accesses import kernel_statements
 from polymap.mapping.hardware import Executed, Frame, executed, frame_of, param_prefix
+from polymap.mapping.result import Mapping
 from polymap.mapping.shared import SharedPlan, element_of, shared_plan, shared_reads
 from polymap.mapping.space import KernelMapping
 from polymap.mapping.space import kernels as program_kernels
@@ -70,6 +71,8 @@ from polymap.mapping.staging import scope_loops, stage_candidates
 from polymap.poly.deps import Dependence
 from polymap.poly.isl_text import evaluate_index, isl_expr
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
+from polymap.transform.fold import fold_deep_bands
+from polymap.transform.registers import promote_accumulators
 
 _IN, _OUT, _SET, _PARAM = isl.dim_type.in_, isl.dim_type.out, isl.dim_type.set, isl.dim_type.param
 HW_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -115,8 +118,6 @@ def verify(program: Program, kernels, *, context: str | None = None) -> Verifica
     ``space.kernels(program)``) or a ``Mapping``. ``context`` narrows the symbolic sizes as in
     ``analyze``. Raises VerificationError naming the kernel, loop, statement and access
     that fail with a witness point; program errors of ``analyze`` propagate unchanged."""
-    from polymap.mapping.result import Mapping
-
     if isinstance(kernels, Mapping):
         program = mapped_program(program, kernels)
         kernels = kernels.kernels
@@ -136,13 +137,10 @@ def prove(model: PolyModel, kernels: tuple[KernelMapping, ...], *, context: str 
         ) from exc
 
 
-def mapped_program(program: Program, mapping, *, analyze=None) -> Program:
+def mapped_program(program: Program, mapping, *, analyze=analyze) -> Program:
     """The program a Mapping maps: ``program`` itself, or ``program`` as ``optimize``
     rewrote it (deep bands folded, accumulators in registers: ``Mapping.program``).
     ``analyze`` is passed to the register promotion (the pipeline's memo of models)."""
-    from polymap.ir.fold import fold_deep_bands
-    from polymap.ir.registers import promote_accumulators
-
     if mapping.program == program:
         return program
     folded = fold_deep_bands(program)

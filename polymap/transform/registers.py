@@ -81,6 +81,7 @@ from polymap.ir.nodes import (
     index_vars,
     reads_of,
 )
+from polymap.poly.model import analyze as analyze_program
 
 __all__ = ["promote_accumulators", "renumber_statements"]
 
@@ -88,16 +89,13 @@ __all__ = ["promote_accumulators", "renumber_statements"]
 _Key = tuple[tuple[int, ...], str]
 
 
-def promote_accumulators(program: Program, *, analyze: Callable[[Program], object] | None = None) -> Program:
+def promote_accumulators(program: Program, *, analyze: Callable[[Program], object] = analyze_program) -> Program:
     """Keep reduction accumulators in registers (see the module docstring).
 
     ``analyze`` proves a program (raising ProgramError otherwise); by default
     ``polymap.poly.model.analyze`` without a context. Returns ``program`` itself when
     nothing qualifies or when ``program`` does not analyze (race, bounds or affinity errors
     are the caller's to report)."""
-    if analyze is None:
-        from polymap.poly.model import analyze  # lazy: the model imports isl
-
     try:
         analyze(program)
     except ProgramError:
