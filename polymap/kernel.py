@@ -81,4 +81,5 @@ def compile(
     ``pins``, ``context`` and ``time_limit``); a given mapping is proved again with isl
     before any code is generated, so a hand-made mapping cannot produce wrong code.
     The steps are ``polymap.pipeline.compile_program``."""
-    return Kernel(compile_program(program, mapping, target, pins=pins, context=context, time_limit=time_limit))
+    return Kernel(compile_program(program, mapping, target, pins=pins, context=context,
+                                  time_limit=time_limit))

@@ -21,13 +21,13 @@ the model instead of rebuilding it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from polymap.codegen.cuda import CudaProgram, emit_cuda
 from polymap.errors import ArgumentError
 from polymap.ir.nodes import Program
-from polymap.mapping.result import Mapping
-from polymap.mapping.solve import cost_sizes, map_kernels, rebind
+from polymap.mapping.result import Mapping, given_report
+from polymap.mapping.solve import cost_kernels, cost_sizes, map_kernels, rebind
 from polymap.mapping.space import kernels, parse_pins
 from polymap.mapping.verify import mapped_program, prove
 from polymap.poly.model import PolyModel, analyze
@@ -75,7 +75,7 @@ def optimize_program(program: Program, target: str | GpuTarget, *, pins, context
     model = analyses(program, context)
     proof = prove(model, symbolic, context=context)
     mapping = Mapping(program, gpu, symbolic, tuple(c for _, c, _ in solved), tuple(r for _, _, r in solved),
-                      tuple(sizes.items()), proof.lines(), context)
+                      tuple(sizes.items()), proof, context)
     return Mapped(mapping, model)
 
 
@@ -104,10 +104,15 @@ def compile_program(program: Program, mapping: Mapping | None, target: str | Gpu
 
 def given(program: Program, mapping: Mapping, *, analyses: Analyses | None = None) -> Mapped:
     """A mapping made by hand for ``program`` (or for ``program`` as optimize rewrote it),
-    proved again under its context before any code is generated."""
+    proved again under its context before any code is generated, with its costs computed
+    again by the cost model (``KernelProblem.cost``) at the cost sizes. Decisions that are
+    not the ones the mapping's own proof covers (edited after ``optimize``, or made from
+    scratch) were not solved: their solver entries say so (``given_report``)."""
     analyses = analyses if analyses is not None else Analyses()
     if not isinstance(mapping, Mapping):
-        raise ArgumentError(f"mapping must be a polymap Mapping (from optimize), got {type(mapping).__name__}")
+        raise ArgumentError(
+            f"mapping must be a polymap Mapping (from optimize), got {type(mapping).__name__}"
+        )
     program = mapped_program(program, mapping, analyze=analyses)
     if mapping.program != program:
         raise ArgumentError(
@@ -115,8 +120,14 @@ def given(program: Program, mapping: Mapping, *, analyses: Analyses | None = Non
             "(optimize this program, or pass mapping.program)"
         )
     model = analyses(program, mapping.context)
-    prove(model, mapping.kernels, context=mapping.context)
-    return Mapped(mapping, model)
+    proof = prove(model, mapping.kernels, context=mapping.context)
+    solved = mapping.proved and not mapping.given  # the decisions optimize solved and proved
+    sizes = cost_sizes(program, mapping.context)
+    costs = cost_kernels(analyses(program.bind(**sizes)), mapping.target, mapping.kernels)
+    solver = mapping.solver if solved else tuple(given_report() for _ in mapping.kernels)
+    remade = replace(mapping, costs=costs, solver=solver, cost_sizes=tuple(sizes.items()), proof=proof,
+                     given=not solved)
+    return Mapped(remade, model)
 
 
 __all__ = ["Analyses", "Mapped", "compile_program", "given", "optimize_program", "transform"]

@@ -89,7 +89,8 @@ __all__ = ["promote_accumulators", "renumber_statements"]
 _Key = tuple[tuple[int, ...], str]
 
 
-def promote_accumulators(program: Program, *, analyze: Callable[[Program], object] = analyze_program) -> Program:
+def promote_accumulators(program: Program, *,
+                         analyze: Callable[[Program], object] = analyze_program) -> Program:
     """Keep reduction accumulators in registers (see the module docstring).
 
     ``analyze`` proves a program (raising ProgramError otherwise); by default
