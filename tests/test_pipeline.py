@@ -14,6 +14,7 @@ import pytest
 import polymap
 import polymap.poly.model as poly_model
 from polymap import ArgumentError, Axis, Mapping, Program, analyze, optimize
+from polymap.cli import main
 from polymap.codegen.cuda import emit_cuda
 from polymap.ir.parse import load, parse
 from polymap.mapping.proof import Obligation
@@ -52,6 +53,14 @@ def test_compile_analyzes_each_program_once(monkeypatch):
     assert set(calls) == {(program, None), (mapped, None), (bound, None)}
     assert mapped != program  # three reductions promoted: the rewrite is one of the three
 
+
+
+def test_the_emit_command_analyzes_each_program_once(monkeypatch, tmp_path):
+    calls = _count_analyses(monkeypatch)
+    assert main(["emit", str(ROOT / "models" / "gemv.te"), "-o", str(tmp_path / "gemv.cu")]) == 0
+    # the command's own check of the file (binding defaults where flat indices need them) is
+    # the one repeat: then one pipeline run, not an optimize and a compile that proves it again
+    assert [n for n in calls.values() if n > 1] == [2] and sum(calls.values()) == len(calls) + 1
 
 
 # ------------------------------------------------------------------ the import graph
