@@ -220,6 +220,9 @@ def test_emit_cuda_refuses_a_mapping_without_its_own_proof():
         emit_cuda(replace(optimized, proof=None))
     with pytest.raises(ArgumentError, match="carries no proof"):
         emit_cuda(replace(optimized, context="N >= 300"))  # proved for other sizes
+    short = replace(optimized.proof, kernels=())
+    with pytest.raises(ArgumentError, match="carries no proof"):
+        emit_cuda(replace(optimized, proof=short))  # a report without the kernel's proof
     assert emit_cuda(optimized).source  # its own proof: accepted
 
 

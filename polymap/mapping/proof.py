@@ -90,8 +90,10 @@ class VerificationReport:
 
     def proves(self, program: Program, mappings: tuple[KernelMapping, ...], context: str | None) -> bool:
         """Whether this report is the proof of exactly these decisions on this program for
-        this context (frozen values compared by value)."""
-        return self.program == program and self.mappings == tuple(mappings) and self.context == context
+        this context, with one KernelProof per kernel (frozen values compared by value)."""
+        names = tuple(m.kernel.name for m in mappings)
+        return (self.program == program and self.mappings == tuple(mappings) and self.context == context
+                and tuple(k.kernel for k in self.kernels) == names)
 
     def kernel(self, name: str) -> KernelProof:
         for k in self.kernels:
