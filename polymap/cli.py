@@ -165,11 +165,10 @@ def _compile(args: argparse.Namespace, program):
     """The kernel of ``program`` (as ``_load`` returns it): optimized with the command's
     target, pins, context and time limit, then compiled to CUDA C."""
     import polymap
-    from polymap.mapping.solve import optimize
 
-    mapping = optimize(program, args.target, pins=_pins(args.pin), context=args.context,
-                       time_limit=args.time_limit)
-    return polymap.compile(program, mapping)
+    # one pipeline run: optimizing first and passing the mapping would prove it twice
+    return polymap.compile(program, None, args.target, pins=_pins(args.pin), context=args.context,
+                           time_limit=args.time_limit)
 
 
 def _signature(kernel) -> str:

@@ -10,13 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from polymap.codegen.cuda import CudaProgram, emit_cuda
-from polymap.errors import ArgumentError
+from polymap.codegen.cuda import CudaProgram
 from polymap.ir.nodes import Program
 from polymap.ir.validate import check_program_argument
 from polymap.mapping.result import Mapping
-from polymap.mapping.solve import optimize
-from polymap.mapping.verify import mapped_program, verify
+from polymap.pipeline import compile_program
 from polymap.targets import GpuTarget
 
 
@@ -82,20 +80,8 @@ def compile(
 ) -> Kernel:
     """Compile ``program`` to CUDA C. Without a ``mapping``, ``optimize`` chooses one (with
     ``pins``, ``context`` and ``time_limit``); a given mapping is proved again with isl
-    before any code is generated, so a hand-made mapping cannot produce wrong code."""
+    before any code is generated, so a hand-made mapping cannot produce wrong code.
+    The steps are ``polymap.pipeline.compile_program``."""
     check_program_argument(program, "compile")
-    if mapping is None:
-        mapping = optimize(program, target, pins=pins, context=context, time_limit=time_limit)
-    else:
-        if not isinstance(mapping, Mapping):
-            raise ArgumentError(f"mapping must be a polymap Mapping (from optimize), got {type(mapping).__name__}")
-        program = mapped_program(program, mapping)
-        if mapping.program != program:
-            raise ArgumentError(
-                f"the mapping is for program '{mapping.program.name}', not for this program '{program.name}' "
-                "(optimize this program, or pass mapping.program)"
-            )
-        if pins is not None or context is not None:
-            raise ArgumentError("pins and context belong to optimize; a given mapping already fixes them")
-        verify(program, mapping.kernels, context=mapping.context)
-    return Kernel(emit_cuda(mapping))
+    return Kernel(compile_program(program, mapping, target, pins=pins, context=context,
+                                  time_limit=time_limit))

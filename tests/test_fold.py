@@ -1,11 +1,11 @@
-"""Folding bands deeper than three par loops into a linearized loop (``ir/fold.py``)."""
+"""Folding bands deeper than three par loops into a linearized loop (``transform/fold.py``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from polymap import compile, optimize, parse, reference
-from polymap.ir.fold import fold_deep_bands
+from polymap.transform.fold import fold_deep_bands
 from polymap.mapping.space import kernels
 from polymap.runtime.arguments import random_inputs
 

@@ -1,4 +1,4 @@
-"""Register promotion of reduction accumulators (polymap.ir.registers).
+"""Register promotion of reduction accumulators (polymap.transform.registers).
 
 Expected programs are written out by hand here; expected values come from NumPy formulas
 or from the reference executor run on the *original* program, never from the pass.
@@ -33,7 +33,7 @@ from polymap.ir.nodes import (
     ValueOp,
 )
 from polymap.ir.parse import load, parse
-from polymap.ir.registers import promote_accumulators, renumber_statements
+from polymap.transform.registers import promote_accumulators, renumber_statements
 from polymap.poly.model import analyze
 from polymap.reference import reference
 

@@ -226,11 +226,11 @@ def test_time_loop_with_two_kernels_verifies_launch_order():
     # of the next t: both go forward in (t, kernel) order.
     assert (
         "launch order: flow dependence S0 -> S1 on B from kernel0 to kernel1 keeps the source's launch first"
-        in report.launch_order
+        in report.lines()
     )
     assert (
         "launch order: flow dependence S1 -> S0 on A from kernel1 to kernel0 keeps the source's launch first"
-        in report.launch_order
+        in report.lines()
     )
     assert [k.kernel for k in report.kernels] == ["kernel0", "kernel1"]
 

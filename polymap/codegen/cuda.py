@@ -37,7 +37,7 @@ from polymap.codegen.schedule import (
     host_context,
     schedule_kernel,
 )
-from polymap.errors import CodegenError, InternalError
+from polymap.errors import ArgumentError, CodegenError, InternalError
 from polymap.ir import walk
 from polymap.ir.nodes import (
     Binary,
@@ -116,11 +116,23 @@ class CudaProgram:
         return self.mapping.program
 
 
-def emit_cuda(mapping: Mapping) -> CudaProgram:
+def emit_cuda(mapping: Mapping, *, model: PolyModel | None = None) -> CudaProgram:
     """The CUDA C of a verified mapping (``optimize`` proves it; ``compile`` re-proves a
-    mapping given by hand before calling this)."""
+    mapping given by hand before calling this). ``model`` is the mapped program's model
+    under the mapping's context when the caller has it (the pipeline), else it is built."""
+    if not isinstance(mapping, Mapping):
+        raise ArgumentError(f"emit_cuda takes a polymap Mapping, got {type(mapping).__name__}")
+    if not mapping.proved:
+        raise ArgumentError(
+            f"emit_cuda: the mapping of program '{mapping.program.name}' carries no proof of its own "
+            "decisions (edited or made by hand after verify): compile(program, mapping) proves it first"
+        )
     program = mapping.program
-    model = analyze(program, context=mapping.context)
+    if model is None:
+        model = analyze(program, context=mapping.context)
+    elif model.program != program:
+        raise InternalError(f"emit_cuda: the model given is of program '{model.program.name}', not of the "
+                            f"mapped program '{program.name}'")
     return _Emitter(mapping, model).emit()
 
 
@@ -211,8 +223,14 @@ class _Emitter:
             lines.append(
                 f"  predicted {cost.time_s * 1e6:.4g} us per launch (memory {cost.memory_s * 1e6:.4g} us, "
                 f"compute {cost.compute_s * 1e6:.4g} us)" + (f" at {at}" if at else "")
+                + ("; decisions given, not solved" if m.given else "")
             )
-        lines.append("every kernel proved by isl: each instance once, in bounds, race free, dependences kept")
+            lines.append(f"  proved: {m.proof.kernel(km.kernel.name).summary()}")
+        launches = m.proof.launch_order
+        if launches:
+            plural = "s" if len(launches) > 1 else ""
+            lines.append(f"launch order proved for {len(launches)} dependence{plural} between kernels")
+        lines.append(f"proved by isl for {m.proof.sizes}")
         return lines
 
     # -- kernels

@@ -3,12 +3,24 @@ SCIP's own account of the solve."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from polymap.ir.nodes import Program
 from polymap.mapping.farkas import SolveReport
+from polymap.mapping.proof import VerificationReport
 from polymap.mapping.space import KernelMapping
 from polymap.targets import GpuTarget
+
+# SolveReport.status of decisions passed to ``compile`` rather than solved: no solver ran.
+# (A stand-in until the solver outcome is an enum next to SCIP's status: Outcome.GIVEN.)
+GIVEN_NOT_SOLVED = "given, not solved"
+
+
+def given_report() -> SolveReport:
+    """The solver's entry for a kernel whose decisions were given: no solve, no objective,
+    no bound (``Mapping.given`` says so in a typed field)."""
+    return SolveReport(GIVEN_NOT_SOLVED, 0.0, None, -math.inf, None, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +58,7 @@ class KernelCost:
 class Mapping:
     """A mapped program: one KernelMapping per kernel, its predicted cost, SCIP's report
     per kernel, and the sizes the cost was estimated at (the mapping itself is verified
-    for every size of the context)."""
+    for every size of the context, ``proof``)."""
 
     program: Program
     target: GpuTarget
@@ -54,8 +66,20 @@ class Mapping:
     costs: tuple[KernelCost, ...]
     solver: tuple[SolveReport, ...]  # SCIP's report per kernel
     cost_sizes: tuple[tuple[str, int], ...]
-    proofs: tuple[str, ...] = ()  # what verify proved, one line per obligation
+    proof: VerificationReport | None = None  # what verify proved of these very decisions
     context: str | None = None  # the constraints on the symbolic sizes it was proved for
+    given: bool = False  # the decisions were given to compile, not solved (``solver``: given_reports)
+
+    @property
+    def proofs(self) -> tuple[str, ...]:
+        """What verify proved, one line per obligation (none without a proof)."""
+        return self.proof.lines() if self.proof is not None else ()
+
+    @property
+    def proved(self) -> bool:
+        """Whether ``proof`` is the proof of this mapping: its program, its decisions, its
+        context (a mapping edited after it was proved is not)."""
+        return self.proof is not None and self.proof.proves(self.program, self.kernels, self.context)
 
     @property
     def predicted_time_s(self) -> float:

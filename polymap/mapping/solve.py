@@ -42,15 +42,13 @@ points per thread.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 from pyscipopt import Model, quicksum
 
 from polymap.errors import ArgumentError, InfeasibleMappingError, InternalError, PolymapError, SolverError
-from polymap.ir.fold import fold_deep_bands
 from polymap.ir.nodes import Program
-from polymap.ir.registers import promote_accumulators
 from polymap.ir.walk import declared_locals
 from polymap.mapping.accesses import GlobalAccess, kernel_accesses, kernel_statements, statement_flops
 from polymap.mapping.farkas import SolveReport, add_to_scip, exact_certificate, solve
@@ -65,7 +63,6 @@ from polymap.mapping.space import (
     Pins,
     Staging,
     kernels,
-    parse_pins,
 )
 from polymap.mapping.staging import (
     StageCandidate,
@@ -76,7 +73,7 @@ from polymap.mapping.staging import (
 )
 from polymap.poly.isl_text import const_value, evaluate_index
 from polymap.poly.model import PolyModel, analyze
-from polymap.targets import GpuTarget, get_target
+from polymap.targets import GpuTarget
 
 MAX_LOG_THREADS = 10  # 1024 threads per block
 MAX_LOG_SEQ = 4  # 16 points per loop and thread
@@ -107,38 +104,47 @@ def optimize(
     context (else its smallest value), recorded in ``Mapping.cost_sizes``.
 
     With ``registers`` (the default) reductions first get their accumulators in registers
-    (``ir.registers.promote_accumulators``): ``Mapping.program`` is then the rewritten
+    (``transform.registers.promote_accumulators``): ``Mapping.program`` is then the rewritten
     program, the one whose cost is estimated, proved and emitted.
 
-    Bands deeper than three par loops are first folded (``ir.fold.fold_deep_bands``).
+    Bands deeper than three par loops are first folded (``transform.fold.fold_deep_bands``).
 
     With ``staging`` (the default) the model may stage reads in shared memory
-    (``staging.py``); ``staging=False`` keeps every read in global memory."""
-    from polymap.mapping.verify import verify
+    (``staging.py``); ``staging=False`` keeps every read in global memory.
 
-    gpu = get_target(target)
-    pinned = parse_pins(pins)
-    analyze(program, context=context)  # the program itself must be valid
-    program = fold_deep_bands(program)
-    if registers:
-        program = promote_accumulators(program)
-    sizes = cost_sizes(program, context)
-    bound = program.bind(**sizes)
-    model = analyze(bound)
-    all_kernels = kernels(bound)
-    _check_pin_keys(pinned, all_kernels)
-    mapped, costs, reports = [], [], []
+    The steps themselves are ``polymap.pipeline.optimize_program``."""
+    from polymap.pipeline import optimize_program  # the pipeline sits above mapping/
+
+    return optimize_program(program, target, pins=pins, context=context, time_limit=time_limit,
+                            registers=registers, staging=staging).mapping
+
+
+def map_kernels(model: PolyModel, target: GpuTarget, pins: Pins, time_limit: float | None,
+                staging: bool) -> tuple[tuple[KernelMapping, KernelCost, SolveReport], ...]:
+    """Solve every kernel of the bound program ``model.program``: its decisions, their cost
+    and SCIP's report, in launch order."""
+    all_kernels = kernels(model.program)
+    _check_pin_keys(pins, all_kernels)
+    out = []
     for kernel in all_kernels:
-        problem = KernelProblem.build(kernel, model, gpu, pinned, time_limit, staging)
+        problem = KernelProblem.build(kernel, model, target, pins, time_limit, staging)
         report, decisions = problem.solve_or_explain()
-        mapped.append(decisions)
-        costs.append(problem.cost(decisions))
-        reports.append(report)
-    symbolic = tuple(_rebind(k, kernels(program)) for k in mapped)
-    proof = verify(program, symbolic, context=context)
-    return Mapping(
-        program, gpu, symbolic, tuple(costs), tuple(reports), tuple(sizes.items()), proof.lines(), context
-    )
+        out.append((decisions, problem.cost(decisions), report))
+    return tuple(out)
+
+
+def cost_kernels(model: PolyModel, target: GpuTarget, mappings: tuple[KernelMapping, ...]) -> tuple[KernelCost, ...]:
+    """The cost model's cost of given decisions (``KernelProblem.cost``) on the bound
+    program ``model.program``: each KernelMapping, made for the symbolic program, is moved
+    to the bound kernel of its name, with the band's largest extents at these sizes."""
+    bound = {k.name: k for k in kernels(model.program)}
+    costs = []
+    for km in mappings:
+        problem = KernelProblem.build(bound[km.kernel.name], model, target, Pins(), None)
+        loops = tuple(replace(m, extent=band.extent, max_extent=extent)
+                      for m, band, extent in zip(km.loops, problem.kernel.band, problem.extents))
+        costs.append(problem.cost(KernelMapping(problem.kernel, loops, km.staging)))
+    return tuple(costs)
 
 
 def cost_sizes(program: Program, context: str | None) -> dict[str, int]:
@@ -184,7 +190,7 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...]) -> None:
             raise ArgumentError(f"pin '{key}': 'tile' and 'stage' apply to a seq loop, '{key}' is a par loop")
 
 
-def _rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> KernelMapping:
+def rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> KernelMapping:
     """The same decisions on the kernel of the unbound program (same position, same loops)."""
     kernel = next(k for k in symbolic_kernels if k.name == mapped.kernel.name)
     loops = tuple(

@@ -55,14 +55,14 @@ VerificationError with the lexicographically smallest witness (sizes first).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import islpy as isl
 
 from polymap.errors import InternalError, VerificationError
 from polymap.ir.nodes import Program
 from polymap.mapping.accesses import kernel_statements
 from polymap.mapping.hardware import Executed, Frame, executed, frame_of, param_prefix
+from polymap.mapping.proof import KernelProof, Obligation, Proved, VerificationReport
+from polymap.mapping.result import Mapping
 from polymap.mapping.shared import SharedPlan, element_of, shared_plan, shared_reads
 from polymap.mapping.space import KernelMapping
 from polymap.mapping.space import kernels as program_kernels
@@ -70,39 +70,11 @@ from polymap.mapping.staging import scope_loops, stage_candidates
 from polymap.poly.deps import Dependence
 from polymap.poly.isl_text import evaluate_index, isl_expr
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
+from polymap.transform.fold import fold_deep_bands
+from polymap.transform.registers import promote_accumulators
 
 _IN, _OUT, _SET, _PARAM = isl.dim_type.in_, isl.dim_type.out, isl.dim_type.set, isl.dim_type.param
 HW_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
-
-
-# ------------------------------------------------------------------------- report
-
-
-@dataclass(frozen=True, slots=True)
-class KernelProof:
-    """The obligations proved for one kernel, one readable line each."""
-
-    kernel: str
-    obligations: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class VerificationReport:
-    """What ``verify`` proved: per kernel its obligations, then the launch-order proofs of
-    dependences between launches. ``parametric`` says the grid was taken as a function of
-    the symbolic sizes (see the module docstring) rather than the mapping's ``blocks``."""
-
-    program: str
-    kernels: tuple[KernelProof, ...]
-    launch_order: tuple[str, ...]
-    parametric: bool
-    context: str | None = None
-
-    def lines(self) -> tuple[str, ...]:
-        return tuple(line for k in self.kernels for line in k.obligations) + self.launch_order
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines())
 
 
 # ----------------------------------------------------------------------- entry point
@@ -115,31 +87,34 @@ def verify(program: Program, kernels, *, context: str | None = None) -> Verifica
     ``space.kernels(program)``) or a ``Mapping``. ``context`` narrows the symbolic sizes as in
     ``analyze``. Raises VerificationError naming the kernel, loop, statement and access
     that fail with a witness point; program errors of ``analyze`` propagate unchanged."""
-    from polymap.mapping.result import Mapping
-
     if isinstance(kernels, Mapping):
         program = mapped_program(program, kernels)
         kernels = kernels.kernels
-    model = analyze(program, context=context)
+    return prove(analyze(program, context=context), tuple(kernels), context=context)
+
+
+def prove(model: PolyModel, kernels: tuple[KernelMapping, ...], *,
+          context: str | None = None) -> VerificationReport:
+    """``verify`` on a model already built (the pipeline passes the one it analyzed):
+    ``model`` is ``analyze(program, context=context)``."""
     try:
         return _verify(model, tuple(kernels), context)
     except isl.Error as exc:
+        program = model.program
         raise InternalError(
             f"isl failed while verifying the mapping of program '{program.name}': {exc}",
             **program.error_context(),
         ) from exc
 
 
-def mapped_program(program: Program, mapping) -> Program:
+def mapped_program(program: Program, mapping, *, analyze=analyze) -> Program:
     """The program a Mapping maps: ``program`` itself, or ``program`` as ``optimize``
-    rewrote it (deep bands folded, accumulators in registers: ``Mapping.program``)."""
-    from polymap.ir.fold import fold_deep_bands
-    from polymap.ir.registers import promote_accumulators
-
+    rewrote it (deep bands folded, accumulators in registers: ``Mapping.program``).
+    ``analyze`` is passed to the register promotion (the pipeline's memo of models)."""
     if mapping.program == program:
         return program
     folded = fold_deep_bands(program)
-    if mapping.program in (folded, promote_accumulators(folded)):
+    if mapping.program in (folded, promote_accumulators(folded, analyze=analyze)):
         return mapping.program
     return program
 
@@ -160,20 +135,18 @@ def _verify(model: PolyModel, mappings: tuple[KernelMapping, ...], context: str 
         mine = [s for s in model.statements if owner[s.name] == rank]
         width = max((2 * (len(s.loops) - frame.outer) + 1 for s in mine), default=1)
         ex = tuple(executed(model, frame, s, keys.get(rank, ()), depth, width) for s in mine)
-        name = km.kernel.name
-        lines = [f"{name}: {_describe(frame)}"]
-        lines += _prove_in_bounds(model, frame, ex)
-        lines += _prove_race_free(model, frame, ex)
-        lines += _prove_exactly_once(model, frame, ex)
+        proved = _prove_in_bounds(model, frame, ex)
+        proved += _prove_race_free(model, frame, ex)
+        proved += _prove_exactly_once(model, frame, ex)
         done.update((e.stmt.name, e) for e in ex)
         inside = [d for d in model.dependences.items if owner[d.source] == rank and owner[d.sink] == rank]
-        lines += _prove_thread_order(model, frame, done, inside)
+        proved += _prove_thread_order(model, frame, done, inside)
         plan = shared_plan(model, frame, width)
         if plan is not None:
-            lines += _prove_shared(model, plan, ex)
-        proofs.append(KernelProof(name, tuple(lines)))
+            proved += _prove_shared(model, plan, ex)
+        proofs.append(KernelProof(km.kernel.name, _describe(frame), tuple(proved)))
     launch = _prove_launch_order(model, mappings, owner, done)
-    return VerificationReport(program.name, tuple(proofs), tuple(launch), bool(model.params), context)
+    return VerificationReport(program, mappings, tuple(proofs), tuple(launch), bool(model.params), context)
 
 
 # ------------------------------------------------------------------ mapping shape
@@ -308,7 +281,7 @@ def _buffer(model: PolyModel, a: Access):
     return next(b for b in model.buffers if b.isl_name == isl_name)
 
 
-def _prove_in_bounds(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -> list[str]:
+def _prove_in_bounds(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -> list[Proved]:
     lines = []
     for e in ex:
         s = e.stmt
@@ -326,11 +299,13 @@ def _prove_in_bounds(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
                 f"{a.verb} {_address(a, s, sizes, inst)}, outside {a.buffer}'s shape "
                 f"{_shape(buffer.decl, sizes)}{_unguarded(frame)}"
             )
-        lines.append(f"{frame.mapping.kernel.name}: every access of {s.name} in bounds")
+        lines.append(Proved(Obligation.IN_BOUNDS, s.name,
+                            f"range(R_{s.name} ; A) inside the buffer's shape, every access A of {s.name}",
+                            f"{frame.mapping.kernel.name}: every access of {s.name} in bounds"))
     return lines
 
 
-def _prove_race_free(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -> list[str]:
+def _prove_race_free(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -> list[Proved]:
     accesses = [(e, a) for e in ex for a in e.stmt.accesses]
     touched: dict[str, bool] = {}
     for k, (e1, a1) in enumerate(accesses):
@@ -350,7 +325,8 @@ def _prove_race_free(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
             if clash.is_empty():
                 continue
             raise _race(model, frame, (e1, a1), (e2, a2), clash)
-    return [f"{frame.mapping.kernel.name}: no race between threads on {b}" for b in touched]
+    return [Proved(Obligation.RACE_FREE, b, f"(R_S1 ; A1) ; (R_S2 ; A2)^-1 on {b}, one launch, two threads",
+                   f"{frame.mapping.kernel.name}: no race between threads on {b}") for b in touched]
 
 
 def _race(model, frame, first, second, clash: isl.Map) -> VerificationError:
@@ -371,7 +347,7 @@ def _race(model, frame, first, second, clash: isl.Map) -> VerificationError:
     )
 
 
-def _prove_exactly_once(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -> list[str]:
+def _prove_exactly_once(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -> list[Proved]:
     name = frame.mapping.kernel.name
     lines = []
     for e in ex:
@@ -401,11 +377,13 @@ def _prove_exactly_once(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]
                 f"{name}: {s.label}: instance {_instance(s, coords[n : n + len(s.dims)])} is run twice{_with(sizes)}, "
                 f"by ({_point(e, coords[:n])}) and by ({_point(e, coords[n + len(s.dims) : 2 * n + len(s.dims)])})"
             )
-        lines.append(f"{name}: every instance of {s.name} executed exactly once")
+        lines.append(Proved(Obligation.EXACTLY_ONCE, s.name,
+                            f"range(R_{s.name}) = domain({s.name}), R_{s.name} injective",
+                            f"{name}: every instance of {s.name} executed exactly once"))
     return lines
 
 
-def _prove_thread_order(model: PolyModel, frame: Frame, executed, deps: list[Dependence]) -> list[str]:
+def _prove_thread_order(model: PolyModel, frame: Frame, executed, deps: list[Dependence]) -> list[Proved]:
     """Dependences inside one launch: source and sink in one thread, source first."""
     lines = []
     name = frame.mapping.kernel.name
@@ -428,11 +406,13 @@ def _prove_thread_order(model: PolyModel, frame: Frame, executed, deps: list[Dep
             raise _dep_error(
                 model, name, dep, e1, e2, late, "runs the sink no later than the source in its thread"
             )
-        lines.append(f"{name}: {_dep_name(dep)} kept in one thread, source first")
+        relation = f"R_{dep.source} ; dep ; R_{dep.sink}^-1 in one launch: one thread, source earlier"
+        lines.append(Proved(Obligation.DEPENDENCE_KEPT, _dep_name(dep), relation,
+                            f"{name}: {_dep_name(dep)} kept in one thread, source first"))
     return lines
 
 
-def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) -> list[str]:
+def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) -> list[Proved]:
     """Staged reads get the value the program read (``shared.py``), and no barrier is missing:
 
     * coverage: every element a statement reads from a tile is copied for that block and
@@ -461,8 +441,10 @@ def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) 
                 f"{name}: {e.stmt.label} reads {copy.buffer.name}'s shared tile before the copy of its "
                 f"element{_with(sizes)}"
             )
-        lines.append(f"{name}: every read of {copy.buffer.name} by {e.stmt.name} finds its element copied "
-                     "for its tile, before it")
+        buffer, reader = copy.buffer.name, e.stmt.name
+        relation = f"range(read of {reader} -> tile element) inside range(Copy_{buffer}), the copy earlier"
+        text = f"{name}: every read of {buffer} by {reader} finds its element copied for its tile, before it"
+        lines.append(Proved(Obligation.STAGING_COVERAGE, f"{buffer} read by {reader}", relation, text))
     for copy in plan.copies:
         # the copy against itself (two threads writing one element) and against every read of its tile
         others = [(copy.writes, copy.time, f"Copy_{copy.buffer.name}", "writes")]
@@ -477,8 +459,11 @@ def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) 
                     f"tile and {other} {verb} the same element in another thread of the block with no "
                     f"__syncthreads() between them{_with(sizes)} (hardware points {coords})"
                 )
-        lines.append(f"{name}: a barrier separates every copy into {copy.buffer.name}'s tile from the other "
-                     "threads' accesses to it")
+        buffer = copy.buffer.name
+        relation = f"Copy_{buffer} writes x other threads' accesses to the tile, less barrier-separated pairs"
+        text = (f"{name}: a barrier separates every copy into {buffer}'s tile from the other threads' "
+                "accesses to it")
+        lines.append(Proved(Obligation.BARRIERS, buffer, relation, text))
     return lines
 
 
@@ -519,7 +504,7 @@ def _dep_error(model, name, dep, e1, e2, pairs: isl.Map, what: str) -> Verificat
     )
 
 
-def _prove_launch_order(model: PolyModel, mappings, owner, executed) -> list[str]:
+def _prove_launch_order(model: PolyModel, mappings, owner, executed) -> list[Proved]:
     """A dependence never goes from a later launch to an earlier one."""
     lines = []
     for dep in model.dependences.items:
@@ -538,9 +523,11 @@ def _prove_launch_order(model: PolyModel, mappings, owner, executed) -> list[str
                 f"{_instance(e2.stmt, y)} in {k2.name}{_host(k2, y)}, launched before it "
                 f"(kernels listed as {', '.join(km.kernel.name for km in mappings)})"
             )
-        lines.append(
+        lines.append(Proved(
+            Obligation.LAUNCH_ORDER, _dep_name(dep),
+            f"dep across launches: launch({dep.source}) <<= launch({dep.sink})",
             f"launch order: {_dep_name(dep)} from {k1.name} to {k2.name} keeps the source's launch first"
-        )
+        ))
     return lines
 
 
@@ -639,4 +626,4 @@ def _dep_name(dep: Dependence) -> str:
     return f"{dep.kind.value} dependence {dep.source} -> {dep.sink} on {dep.buffer}"
 
 
-__all__ = ["KernelProof", "VerificationReport", "verify"]
+__all__ = ["KernelProof", "Obligation", "Proved", "VerificationReport", "prove", "verify"]

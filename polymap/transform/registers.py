@@ -40,11 +40,17 @@ Zero-iteration loops. Where L runs no iteration (a triangular extent such as ``s
 at i = 0) the load and store still run: harmless for the value (the element is written
 back unchanged), but the store is a write the original did not make, which can race with
 another thread that does write X[E] (``par 2 p { seq p k { y[0] += x[k] } }``: only p = 1
-wrote y[0]), or reach an element out of bounds. Therefore every promotion is tried one at a
-time on the program built so far, and the candidate is proved with
-``polymap.poly.model.analyze`` (symbolically where sizes are unbound); a promotion that
-makes it raise (RaceError, BoundsError, any ProgramError) is dropped and the loops inside
-stay candidates. A program that does not analyze to begin with is returned unchanged.
+wrote y[0]), or reach an element out of bounds. Therefore the rewritten program is proved
+with ``polymap.poly.model.analyze`` (symbolically where sizes are unbound) before it is
+kept. First every promotion is applied at once (outermost loops first, as below) and the
+result analyzed: where that holds, one analysis proves it, and it is the program the caller
+analyzes next anyway. Where it does not, the promotions are tried one at a time on the
+program built so far; a promotion that makes it raise (RaceError, BoundsError, any
+ProgramError) is dropped and the loops inside stay candidates. A program that does not
+analyze to begin with is returned unchanged.
+
+``analyze`` (keyword) is the function that proves a program: the pipeline passes its memo
+of models, so that a program analyzed here is not analyzed again downstream.
 
 Statements are renumbered S0, S1, ... in textual order afterwards (the invariant
 ``walk.statements`` and the model rely on); the load and store carry the loop's ``loc``.
@@ -52,6 +58,7 @@ Statements are renumbered S0, S1, ... in textual order afterwards (the invariant
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from polymap.errors import ProgramError
@@ -74,6 +81,7 @@ from polymap.ir.nodes import (
     index_vars,
     reads_of,
 )
+from polymap.poly.model import analyze as analyze_program
 
 __all__ = ["promote_accumulators", "renumber_statements"]
 
@@ -81,17 +89,27 @@ __all__ = ["promote_accumulators", "renumber_statements"]
 _Key = tuple[tuple[int, ...], str]
 
 
-def promote_accumulators(program: Program) -> Program:
+def promote_accumulators(program: Program, *,
+                         analyze: Callable[[Program], object] = analyze_program) -> Program:
     """Keep reduction accumulators in registers (see the module docstring).
 
-    Returns ``program`` itself when nothing qualifies or when ``program`` does not analyze
-    (race, bounds or affinity errors are the caller's to report)."""
-    from polymap.poly.model import analyze  # lazy: the model imports isl
-
+    ``analyze`` proves a program (raising ProgramError otherwise); by default
+    ``polymap.poly.model.analyze`` without a context. Returns ``program`` itself when
+    nothing qualifies or when ``program`` does not analyze (race, bounds or affinity errors
+    are the caller's to report)."""
     try:
         analyze(program)
     except ProgramError:
         return program
+    optimistic = _all_at_once(program)
+    if optimistic:
+        whole = _rewrite(program, optimistic)
+        try:
+            analyze(whole)
+        except ProgramError:
+            pass  # some promotion breaks the proof: find which, one at a time
+        else:
+            return whole
     chosen: list[_Key] = []
     rejected: set[_Key] = set()
     while True:
@@ -106,6 +124,17 @@ def promote_accumulators(program: Program) -> Program:
         else:
             chosen.append(pending[0])
     return _rewrite(program, chosen) if chosen else program
+
+
+def _all_at_once(program: Program) -> list[_Key]:
+    """The promotions the one-at-a-time search makes when every trial is proved: the same
+    order, so that where the whole rewrite analyzes, the result is the one it would give."""
+    chosen: list[_Key] = []
+    while True:
+        pending = [k for k in _candidates(program, chosen) if k not in chosen]
+        if not pending:
+            return chosen
+        chosen.append(pending[0])
 
 
 def renumber_statements(program: Program) -> Program:

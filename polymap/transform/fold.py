@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from polymap.ir.nodes import IBin, IConst, IndexOp, IVar, Loop, Program, Stmt, index_vars, substitute_stmt
-from polymap.ir.registers import renumber_statements
 from polymap.ir.walk import loops as all_loops
+from polymap.transform.registers import renumber_statements
 
 MAX_BAND = 3
 

@@ -1,0 +1,133 @@
+"""The pipeline: ``optimize`` and ``compile`` as one list of named steps.
+
+::
+
+    parse      text -> Program                          (ir.parse; the caller's step)
+    transform  Program -> Program                        (fold deep bands, accumulators in registers)
+    analyze    Program, context -> PolyModel             (poly.model, once per distinct pair)
+    map        bound PolyModel -> decisions, costs       (mapping.solve: SCIP per kernel, the cost model)
+    prove      PolyModel, decisions -> VerificationReport (mapping.verify)
+    schedule   PolyModel, KernelMapping -> isl AST        (codegen.schedule, run by the emitter)
+    emit       Mapping, PolyModel -> CUDA C               (codegen.cuda)
+
+Two programs are analyzed in an optimize: the mapped program with symbolic sizes (under
+the context: what is proved and emitted) and the same program with the sizes of the cost
+estimate bound (what the cost model and SCIP see); the program as written is analyzed
+first when it differs (its errors are the user's, reported on the text they wrote), and
+register promotion analyzes what it rewrites. :class:`Analyses` keeps every model built
+during one call, so that no (program, context) is analyzed twice and each step receives
+the model instead of rebuilding it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from polymap.codegen.cuda import CudaProgram, emit_cuda
+from polymap.errors import ArgumentError
+from polymap.ir.nodes import Program
+from polymap.mapping.result import Mapping, given_report
+from polymap.mapping.solve import cost_kernels, cost_sizes, map_kernels, rebind
+from polymap.mapping.space import kernels, parse_pins
+from polymap.mapping.verify import mapped_program, prove
+from polymap.poly.model import PolyModel, analyze
+from polymap.targets import GpuTarget, get_target
+from polymap.transform.fold import fold_deep_bands
+from polymap.transform.registers import promote_accumulators
+
+
+@dataclass
+class Analyses:
+    """The polyhedral models built during one pipeline run, one per (program, context).
+    Programs are frozen and compared by value, so a rewrite that changes nothing, or two
+    steps that reach the same program, share one model."""
+
+    models: dict[tuple[Program, str | None], PolyModel] = field(default_factory=dict)
+
+    def __call__(self, program: Program, context: str | None = None) -> PolyModel:
+        key = (program, context)
+        if key not in self.models:
+            self.models[key] = analyze(program, context=context)
+        return self.models[key]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Mapped:
+    """A proved mapping with the model of its program under its context (what ``emit``
+    needs next)."""
+
+    mapping: Mapping
+    model: PolyModel
+
+
+def optimize_program(program: Program, target: str | GpuTarget, *, pins, context: str | None,
+                     time_limit: float | None, registers: bool = True, staging: bool = True,
+                     analyses: Analyses | None = None) -> Mapped:
+    """The steps of ``polymap.optimize`` (see its docstring for the options)."""
+    analyses = analyses if analyses is not None else Analyses()
+    gpu, pinned = get_target(target), parse_pins(pins)
+    analyses(program, context)  # the program as written must be valid
+    program = transform(program, registers=registers, analyses=analyses)
+    sizes = cost_sizes(program, context)
+    bound = program.bind(**sizes)
+    solved = map_kernels(analyses(bound), gpu, pinned, time_limit, staging)
+    symbolic = tuple(rebind(km, kernels(program)) for km, _, _ in solved)
+    model = analyses(program, context)
+    proof = prove(model, symbolic, context=context)
+    mapping = Mapping(program, gpu, symbolic, tuple(c for _, c, _ in solved), tuple(r for _, _, r in solved),
+                      tuple(sizes.items()), proof, context)
+    return Mapped(mapping, model)
+
+
+def transform(program: Program, *, registers: bool, analyses: Analyses) -> Program:
+    """The program rewrites, in order: deep bands folded, then (with ``registers``)
+    accumulators promoted to registers, each promotion proved by ``analyses``."""
+    program = fold_deep_bands(program)
+    if registers:
+        program = promote_accumulators(program, analyze=analyses)
+    return program
+
+
+def compile_program(program: Program, mapping: Mapping | None, target: str | GpuTarget, *, pins,
+                    context: str | None, time_limit: float | None) -> CudaProgram:
+    """The steps of ``polymap.compile``: optimize (or prove a given mapping), then emit."""
+    analyses = Analyses()
+    if mapping is None:
+        mapped = optimize_program(program, target, pins=pins, context=context, time_limit=time_limit,
+                                  analyses=analyses)
+    else:
+        if pins is not None or context is not None:
+            raise ArgumentError("pins and context belong to optimize; a given mapping already fixes them")
+        mapped = given(program, mapping, analyses=analyses)
+    return emit_cuda(mapped.mapping, model=mapped.model)
+
+
+def given(program: Program, mapping: Mapping, *, analyses: Analyses | None = None) -> Mapped:
+    """A mapping made by hand for ``program`` (or for ``program`` as optimize rewrote it),
+    proved again under its context before any code is generated, with its costs computed
+    again by the cost model (``KernelProblem.cost``) at the cost sizes. Decisions that are
+    not the ones the mapping's own proof covers (edited after ``optimize``, or made from
+    scratch) were not solved: their solver entries say so (``given_report``)."""
+    analyses = analyses if analyses is not None else Analyses()
+    if not isinstance(mapping, Mapping):
+        raise ArgumentError(
+            f"mapping must be a polymap Mapping (from optimize), got {type(mapping).__name__}"
+        )
+    program = mapped_program(program, mapping, analyze=analyses)
+    if mapping.program != program:
+        raise ArgumentError(
+            f"the mapping is for program '{mapping.program.name}', not for this program '{program.name}' "
+            "(optimize this program, or pass mapping.program)"
+        )
+    model = analyses(program, mapping.context)
+    proof = prove(model, mapping.kernels, context=mapping.context)
+    solved = mapping.proved and not mapping.given  # the decisions optimize solved and proved
+    sizes = cost_sizes(program, mapping.context)
+    costs = cost_kernels(analyses(program.bind(**sizes)), mapping.target, mapping.kernels)
+    solver = mapping.solver if solved else tuple(given_report() for _ in mapping.kernels)
+    remade = replace(mapping, costs=costs, solver=solver, cost_sizes=tuple(sizes.items()), proof=proof,
+                     given=not solved)
+    return Mapped(remade, model)
+
+
+__all__ = ["Analyses", "Mapped", "compile_program", "given", "optimize_program", "transform"]
