@@ -32,10 +32,10 @@ from polymap.kernel import Kernel, compile
 from polymap.mapping.result import Mapping
 from polymap.mapping.solve import optimize
 from polymap.mapping.space import Axis, Distribution, LoopPin
-from polymap.mapping.verify import verify
 from polymap.poly.model import analyze
 from polymap.reference import reference
 from polymap.targets import H100, H200, GpuTarget
+from polymap.prove import verify
 from polymap.version import __version__
 
 __all__ = [

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import polymap
 from polymap.codegen.comments import comment, comment_text
-from polymap.codegen.ranges import Interval, index_interval
+from polymap.schedule.ranges import Interval, index_interval
 from polymap.ir.nodes import IBin, IConst, IndexOp, IVar
 from polymap.runtime.nvrtc import compile_ptx
 

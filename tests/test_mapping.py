@@ -29,7 +29,7 @@ from polymap.mapping.solve import (
     shared_capacity,
 )
 from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, Pins, Staging, kernels
-from polymap.mapping.verify import verify
+from polymap.prove import verify
 from polymap.poly.model import analyze
 from polymap.targets import H100
 

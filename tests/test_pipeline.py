@@ -76,9 +76,11 @@ ALLOWED = {
     "targets": set(),
     "reference": {"ir", "poly"},
     "mapping": {"ir", "transform", "poly", "targets"},
-    "codegen": {"ir", "poly", "targets"},
+    "schedule": {"ir", "poly", "targets", "mapping"},
+    "prove": {"ir", "transform", "poly", "targets", "mapping", "schedule"},
+    "codegen": {"ir", "poly", "targets", "schedule"},
     "runtime": {"ir", "poly", "codegen", "reference", "targets"},
-    "pipeline": {"ir", "transform", "poly", "targets", "mapping", "codegen"},
+    "pipeline": {"ir", "transform", "poly", "targets", "mapping", "schedule", "prove", "codegen"},
     "kernel": {"ir", "targets", "mapping", "codegen", "pipeline", "runtime"},
 }
 BASE = {"errors", "version"}
@@ -87,17 +89,6 @@ BASE = {"errors", "version"}
 EXCEPTIONS = {
     # the public name stays in mapping.solve for its importers; it calls up into the steps
     ("polymap.mapping.solve", "polymap.pipeline"),
-    # until the mapped program (hardware relation, shared tiles, time layout) moves to
-    # polymap/schedule/, which verify and codegen will both import
-    ("polymap.codegen.cuda", "polymap.mapping.hardware"),
-    ("polymap.codegen.cuda", "polymap.mapping.result"),
-    ("polymap.codegen.cuda", "polymap.mapping.shared"),
-    ("polymap.codegen.cuda", "polymap.mapping.space"),
-    ("polymap.codegen.cuda", "polymap.mapping.staging"),
-    ("polymap.codegen.schedule", "polymap.mapping.accesses"),
-    ("polymap.codegen.schedule", "polymap.mapping.hardware"),
-    ("polymap.codegen.schedule", "polymap.mapping.shared"),
-    ("polymap.codegen.schedule", "polymap.mapping.space"),
 }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import polymap.mapping.verify as verify_module
+import polymap.prove as verify_module
 from polymap import compile, load, optimize, parse, reference, verify
 from polymap.errors import ArgumentError, InfeasibleMappingError, VerificationError
 from polymap.mapping.space import KernelMapping, Staging

@@ -1,7 +1,7 @@
 """The isl proof of a concrete mapping: correct mappings pass, broken ones are rejected.
 
 Every mapping is written by hand (``mapped`` below) and every expected witness is derived
-by hand in the comment next to it from the hardware model of ``polymap.mapping.verify``:
+by hand in the comment next to it from the hardware model of ``polymap.prove``:
 loop j reads ``g = blockIdx[block_axis]``, ``t = threadIdx[thread_axis]`` and computes
 ``i = g*T*S + s*T + t`` (cyclic) or ``i = g*T*S + t*S + s`` (blocked); a witness is the
 lexicographically smallest failing point, sizes first, then the hardware coordinates
@@ -16,13 +16,13 @@ import re
 import islpy as isl
 import pytest
 
-import polymap.mapping.verify as verify_module
+import polymap.prove as verify_module
 from polymap.errors import MappingError, VerificationError
 from polymap.ir.nodes import Program
 from polymap.ir.parse import parse
 from polymap.mapping.result import Mapping
 from polymap.mapping.space import Axis, Distribution, Kernel, KernelMapping, LoopMapping, kernels
-from polymap.mapping.verify import VerificationReport, verify
+from polymap.prove import VerificationReport, verify
 from polymap.poly.deps import Dependence, Dependences, DepKind
 from polymap.poly.model import analyze
 from polymap.targets import get_target

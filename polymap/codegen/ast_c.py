@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 import islpy as isl
 
 from polymap.codegen.cexpr import negate
-from polymap.codegen.ranges import BOOL, Interval, require64
 from polymap.errors import InternalError
+from polymap.schedule.ranges import BOOL, Interval, require64
 
 _OP = isl.ast_expr_op_type
 _T = isl.ast_expr_type

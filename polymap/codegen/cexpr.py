@@ -14,10 +14,10 @@ ground truth computes:
 Indices are quasi-affine: ``//`` and ``%`` use the floor helpers of
 ``cuda_templates/polymap_helpers.cuh`` (C's own ``/`` and ``%`` truncate). The address of
 every access is given to the printer (``address``), built by isl from the proved access
-relation (``codegen/schedule.py``); a global access is flattened row-major
+relation (``schedule/kernel.py``); a global access is flattened row-major
 (``linear_offset``): ``A[i, k]`` of shape ``[M, K]`` is ``A[i * K + k]``. Integer
 arithmetic is printed in ``int`` where every intermediate value provably fits, else in
-``long long`` (``codegen/ranges.py``).
+``long long`` (``schedule/ranges.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from polymap.codegen.ranges import index_intervals, require64
 from polymap.errors import InternalError
 from polymap.ir.nodes import (
     Anchor,
@@ -52,6 +51,7 @@ from polymap.ir.nodes import (
     ValueOp,
     reads_of,
 )
+from polymap.schedule.ranges import index_intervals, require64
 
 C_TYPE = {DType.F32: "float", DType.F64: "double", DType.I32: "int"}
 _RANK = {DType.I32: 0, DType.F32: 1, DType.F64: 2}

@@ -26,18 +26,7 @@ from polymap.codegen.ast_c import AstPrinter
 from polymap.codegen.cexpr import C_TYPE, StatementPrinter, linear_offset, records_faults
 from polymap.codegen.cnames import CNames
 from polymap.codegen.comments import comment, comment_text
-from polymap.codegen.ranges import Interval, index_interval, index_intervals, require64, set_ranges, size_box
-from polymap.codegen.schedule import (
-    CopyLeaf,
-    KernelSchedule,
-    Place,
-    StatementLeaf,
-    barriers_unconditional,
-    grid_dims,
-    host_context,
-    schedule_kernel,
-)
-from polymap.errors import ArgumentError, CodegenError, InternalError
+from polymap.errors import CodegenError, InternalError
 from polymap.ir import walk
 from polymap.ir.nodes import (
     Binary,
@@ -52,12 +41,22 @@ from polymap.ir.nodes import (
     index_vars,
 )
 from polymap.ir.walk import declared_locals
-from polymap.mapping.hardware import PHASES, Frame
-from polymap.mapping.result import Mapping
-from polymap.mapping.space import KernelMapping
-from polymap.mapping.staging import per_point_locals
 from polymap.poly.isl_text import const_value
-from polymap.poly.model import PolyModel, StatementModel, analyze
+from polymap.poly.model import PolyModel, StatementModel
+from polymap.schedule.hardware import Frame
+from polymap.schedule.kernel import (
+    CopyLeaf,
+    KernelSchedule,
+    Place,
+    StatementLeaf,
+    barriers_unconditional,
+    grid_dims,
+    host_context,
+    per_point_buffers,
+    schedule_kernel,
+)
+from polymap.schedule.program import KernelMapping, Mapping, ScheduledProgram, schedule_program
+from polymap.schedule.ranges import Interval, index_interval, index_intervals, require64, set_ranges, size_box
 from polymap.version import __version__
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "cuda_templates"
@@ -120,24 +119,12 @@ def emit_cuda(mapping: Mapping, *, model: PolyModel | None = None) -> CudaProgra
     """The CUDA C of a verified mapping (``optimize`` proves it; ``compile`` re-proves a
     mapping given by hand before calling this). ``model`` is the mapped program's model
     under the mapping's context when the caller has it (the pipeline), else it is built."""
-    if not isinstance(mapping, Mapping):
-        raise ArgumentError(f"emit_cuda takes a polymap Mapping, got {type(mapping).__name__}")
-    if not mapping.proved:
-        raise ArgumentError(
-            f"emit_cuda: the mapping of program '{mapping.program.name}' carries no proof of its own "
-            "decisions (edited or made by hand after verify): compile(program, mapping) proves it first"
-        )
-    program = mapping.program
-    if model is None:
-        model = analyze(program, context=mapping.context)
-    elif model.program != program:
-        raise InternalError(f"emit_cuda: the model given is of program '{model.program.name}', not of the "
-                            f"mapped program '{program.name}'")
-    return _Emitter(mapping, model).emit()
+    return _Emitter(schedule_program(mapping, model)).emit()
 
 
 class _Emitter:
-    def __init__(self, mapping: Mapping, model: PolyModel) -> None:
+    def __init__(self, scheduled: ScheduledProgram) -> None:
+        mapping, model = scheduled.mapping, scheduled.model
         self.mapping, self.model, self.program = mapping, model, mapping.program
         self.cn = CNames()
         for name in self.program.param_names:
@@ -258,12 +245,11 @@ class _Emitter:
                 dims = "".join(f"[{w}]" for w in copy.buffer.padded)
                 note = comment(f"{copy.buffer.name}'s tile")
                 lines.append(f"  __shared__ {C_TYPE[decl.dtype]} {c_name}{dims};  {note}")
-        self.expanded = self.expanded_locals(km)
+        self.expanded = per_point_buffers(km)
         for decl in declared_locals(kernel.body):
             lines.append(f"  {self.local_declaration(decl, self.expanded.get(decl.name, 1))}")
         # a thread's sequential part has at most 16 points (the optimizer's limit): unrolled
-        lead = PHASES if plan is not None else 0
-        unroll = frozenset(schedule.iterators[lead : lead + len(km.loops)])
+        unroll = frozenset(schedule.iterators[schedule.layout.point_dims])
         printer = AstPrinter(self.isl_to_c, None, unroll, schedule.ranges)
         printer.leaf = lambda name, args, key: self.leaf(schedule, printer, name, args, key)
         self.size_ranges = {p: schedule.ranges[self.model.names[p]] for p in self.program.param_names}
@@ -284,17 +270,6 @@ class _Emitter:
                 f"{schedule.mapping.kernel.name}: isl placed a barrier under a condition on the thread; "
                 "not every thread of a block would meet it"
             )
-
-    def expanded_locals(self, km: KernelMapping) -> dict[str, int]:
-        """Block-local buffers held once per s-point: in a kernel whose tiled loop runs
-        outside the thread's s-points, those declared in the body outside that loop."""
-        staging = km.staging
-        if staging is None or staging.loop is None:
-            return {}
-        points = math.prod(lm.seq for lm in km.loops)
-        if points == 1:
-            return {}
-        return {d.name: points for d in per_point_locals(km.kernel, staging.loop)}
 
     def bind_hardware(self, frame: Frame) -> list[tuple[str, str]]:
         """C names for the host indices, block and thread coordinates of a kernel; returns

@@ -25,7 +25,7 @@ __host__ __device__ __forceinline__ int pm_mod(int a, int b) {  // result has th
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 // The same in 64 bits: index arithmetic is printed in long long where a value may leave
-// int (codegen/ranges.py), and every argument of one call then has that type.
+// int (schedule/ranges.py), and every argument of one call then has that type.
 __host__ __device__ __forceinline__ long long pm_floord(long long a, long long b) {
   long long q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;

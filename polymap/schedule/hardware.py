@@ -120,9 +120,38 @@ def phase_prefix(km: KernelMapping, position: int, first_body_dim: str | None) -
     return ["1", f"floor({first_body_dim}/{staging.tile})", "1"]
 
 
+@dataclass(frozen=True, slots=True)
+class TimeLayout:
+    """The coordinates of a thread's time vector, in order: the three phase coordinates of a
+    staged kernel (phase, tile, part: ``phase_prefix``), one s-point per band loop, then the
+    body's 2d+1 textual order. ``verify`` orders instances by it, ``shared`` places the
+    copies and barriers in it, and ``codegen`` names and unrolls its loops by it."""
+
+    phases: int  # PHASES in a staged kernel, else 0
+    points: int  # one s_j per band loop
+    body: int  # the body's order: 2 * (deepest body nest) + 1
+
+    @property
+    def width(self) -> int:
+        return self.phases + self.points + self.body
+
+    @property
+    def point_dims(self) -> slice:
+        """Where the thread's s-points are (the loops a thread unrolls)."""
+        return slice(self.phases, self.phases + self.points)
+
+    @property
+    def body_dims(self) -> slice:
+        return slice(self.phases + self.points, self.width)
+
+
+def time_layout(km: KernelMapping, body_width: int) -> TimeLayout:
+    return TimeLayout(PHASES if km.staging is not None else 0, len(km.loops), body_width)
+
+
 def time_width(km: KernelMapping, body_width: int) -> int:
     """The length of a thread's time vector: phases, s-points, the body's order."""
-    return (PHASES if km.staging is not None else 0) + len(km.loops) + body_width
+    return time_layout(km, body_width).width
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polymap.ir.nodes import Program
-from polymap.mapping.hardware import Frame, param_prefix, time_width
 from polymap.mapping.staging import StagedBuffer, staged_buffers, tiled_loop
 from polymap.poly.isl_text import isl_expr
 from polymap.poly.model import PolyModel, StatementModel
+from polymap.schedule.hardware import Frame, param_prefix, time_width
 
 
 @dataclass(frozen=True, slots=True, eq=False)

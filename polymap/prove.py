@@ -60,16 +60,16 @@ import islpy as isl
 from polymap.errors import InternalError, VerificationError
 from polymap.ir.nodes import Program
 from polymap.mapping.accesses import kernel_statements
-from polymap.mapping.hardware import Executed, Frame, executed, frame_of, param_prefix
 from polymap.mapping.proof import KernelProof, Obligation, Proved, VerificationReport
 from polymap.mapping.result import Mapping
-from polymap.mapping.shared import SharedPlan, element_of, shared_plan, shared_reads
 from polymap.mapping.space import KernelMapping
 from polymap.mapping.space import kernels as program_kernels
 from polymap.mapping.staging import scope_loops, stage_candidates
 from polymap.poly.deps import Dependence
 from polymap.poly.isl_text import evaluate_index, isl_expr
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
+from polymap.schedule.hardware import Executed, Frame, executed, frame_of, param_prefix
+from polymap.schedule.shared import SharedPlan, element_of, shared_plan, shared_reads
 from polymap.transform.fold import fold_deep_bands
 from polymap.transform.registers import promote_accumulators
 

@@ -30,15 +30,24 @@ from typing import Any
 
 import islpy as isl
 
-from polymap.codegen.ranges import Interval, set_ranges, size_box
 from polymap.ir.nodes import Loop
 from polymap.ir.walk import declared_locals
 from polymap.mapping.accesses import kernel_statements as thread_statements
-from polymap.mapping.hardware import Executed, Frame, executed, frame_of, param_prefix, time_width
-from polymap.mapping.shared import CopyRelation, SharedPlan, element_of, shared_plan, tile_read
 from polymap.mapping.space import KernelMapping
+from polymap.mapping.staging import per_point_locals
 from polymap.poly.isl_text import isl_expr
 from polymap.poly.model import PolyModel, StatementModel
+from polymap.schedule.hardware import (
+    Executed,
+    Frame,
+    TimeLayout,
+    executed,
+    frame_of,
+    param_prefix,
+    time_layout,
+)
+from polymap.schedule.ranges import Interval, set_ranges, size_box
+from polymap.schedule.shared import CopyRelation, SharedPlan, element_of, shared_plan, tile_read
 
 _PARAM, _OUT = isl.dim_type.param, isl.dim_type.out
 _N = isl.ast_node_type
@@ -58,7 +67,8 @@ class KernelSchedule:
     hardware: tuple[str, ...]
     statements: dict[str, StatementModel]
     context: isl.Set  # sizes, host indices, b, t: what the launch guarantees
-    iterators: tuple[str, ...]  # the schedule dimensions: [phase, tile, part], s_1 .. s_m, the body's order
+    iterators: tuple[str, ...]  # the schedule dimensions, in the order of ``layout``
+    layout: TimeLayout  # which of them are phases, s-points and the body's order
     shared: SharedPlan | None = None  # copies and barriers of a staged kernel
     # per annotated leaf: what ``describe`` made of it (the leaf's index expressions, built
     # by isl from the proved relations at that point of the AST)
@@ -157,7 +167,8 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
             schedule = schedule.union(_extra_schedule(prefix, barrier.relation, timed, fixed, frame))
     context = launch_context(model, frame)
     build = isl.AstBuild.from_context(context)
-    dims = time_width(km, width)
+    layout = time_layout(km, width)
+    dims = layout.width
     if plan is not None:
         build = build.set_options(isl.UnionMap(f"{{ [{', '.join(f'c{k}' for k in range(dims))}] -> atomic[x] : "
                                                f"0 <= x < {dims} }}"))
@@ -181,8 +192,8 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
     if failures:  # an exception inside isl's callback: re-raised here, where it belongs
         raise failures[0]
     return KernelSchedule(
-        km, frame, ast, frame.hw[:fixed], {s.domain.get_tuple_name(): s for s in mine}, context, iterators, plan,
-        leaves, ranges,
+        km, frame, ast, frame.hw[:fixed], {s.domain.get_tuple_name(): s for s in mine}, context, iterators, layout,
+        plan, leaves, ranges,
     )
 
 
@@ -194,10 +205,7 @@ class _Describer:
         self.model, self.km, self.statements, self.plan, self.locals = model, km, statements, plan, locals_
         self.points = points
         self.copies = {c.name: c for c in plan.copies} if plan is not None else {}
-        points = math.prod(lm.seq for lm in km.loops)
-        # block-local buffers are held once per s-point where the tile loop runs outside
-        # the points (``codegen.cuda`` declares them so); elsewhere one copy serves
-        self.per_point = km.staging is not None and km.staging.loop is not None and points > 1
+        self.per_point = bool(per_point_buffers(km))
 
     def __call__(self, name: str, at: isl.PwMultiAff, build: isl.AstBuild):
         if name in self.copies:
@@ -231,6 +239,20 @@ class _Describer:
         if self.per_point:  # the slot of the instance's s-point: ``sum_j s_j prod_{l > j} S_l``
             point = _exprs(build, isl.PwMultiAff.from_map(self.points[name]).pullback_pw_multi_aff(at))[0]
         return StatementLeaf(s, accesses, point)
+
+
+def per_point_buffers(km: KernelMapping) -> dict[str, int]:
+    """Block-local buffers held once per s-point of the thread, with the number of points:
+    in a kernel whose tiled loop runs outside the thread's s-points, those declared in the
+    body outside that loop (their values live across the tiles, one per point); elsewhere
+    the points run one after another and one copy serves them in turn (empty)."""
+    staging = km.staging
+    if staging is None or staging.loop is None:
+        return {}
+    points = math.prod(lm.seq for lm in km.loops)
+    if points == 1:
+        return {}
+    return {d.name: points for d in per_point_locals(km.kernel, staging.loop)}
 
 
 def _exprs(build: isl.AstBuild, pma: isl.PwMultiAff) -> tuple[isl.AstExpr, ...]:
