@@ -15,7 +15,10 @@ def solver_line(report: SolveReport) -> str:
     obj = "-" if report.objective is None else f"{report.objective:.6g} us"
     bound = f"{report.dual_bound:.6g} us"
     gap = "-" if report.gap is None else f"{100 * report.gap:.2f}%"
-    return f"SCIP {report.status} in {report.solve_time_s:.3f} s: objective {obj}, dual bound {bound}, gap {gap}"
+    line = f"SCIP {report.status} in {report.solve_time_s:.3f} s: objective {obj}, dual bound {bound}, gap {gap}"
+    if report.status == "timelimit":
+        line += " (stopped at the time limit: the best mapping found, not proved optimal)"
+    return line
 
 
 def format_mapping(mapping: Mapping) -> str:

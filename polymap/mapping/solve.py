@@ -87,6 +87,7 @@ PADDING = 33 / 32  # a staged tile's rows may be padded by one element in 32 (ba
 GRID_YZ = 65535
 TIE_BREAK = 1e-6  # microseconds: never outweighs a real cost difference
 REGISTERS_BASE = 32  # a thread's indices, addresses and loop counters: a rough floor (see _registers)
+DEFAULT_TIME_LIMIT_S = 30.0  # per kernel: a few small programs keep SCIP busy for minutes
 
 
 def optimize(
@@ -113,9 +114,16 @@ def optimize(
     Bands deeper than three par loops are first folded (``ir.fold.fold_deep_bands``).
 
     With ``staging`` (the default) the model may stage reads in shared memory
-    (``staging.py``); ``staging=False`` keeps every read in global memory."""
+    (``staging.py``); ``staging=False`` keeps every read in global memory.
+
+    ``time_limit`` bounds SCIP's time per kernel solve in seconds (``None``: the default
+    ``DEFAULT_TIME_LIMIT_S``, 30 s; a finite positive number otherwise). When SCIP stops at
+    the limit with a feasible mapping, that best mapping is returned and its report says
+    ``timelimit`` with SCIP's objective, dual bound and gap (it is not claimed optimal);
+    without one, SolverError names the kernel and the limit."""
     from polymap.mapping.verify import verify
 
+    time_limit = checked_time_limit(time_limit)
     gpu = get_target(target)
     pinned = parse_pins(pins)
     analyze(program, context=context)  # the program itself must be valid
@@ -139,6 +147,17 @@ def optimize(
     return Mapping(
         program, gpu, symbolic, tuple(costs), tuple(reports), tuple(sizes.items()), proof.lines(), context
     )
+
+
+def checked_time_limit(value) -> float:
+    """SCIP's time limit per kernel in seconds: ``None`` is the default, anything but a finite
+    positive number is an ArgumentError (SCIP would read -1 or inf as "no limit")."""
+    if value is None:
+        return DEFAULT_TIME_LIMIT_S
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ArgumentError(f"time_limit must be a finite number of seconds > 0 (or None for the default "
+                            f"{DEFAULT_TIME_LIMIT_S:g} s), got {value!r}")
+    return float(value)
 
 
 def cost_sizes(program: Program, context: str | None) -> dict[str, int]:
@@ -206,7 +225,7 @@ class KernelProblem:
     model: PolyModel
     target: GpuTarget
     pins: Pins
-    time_limit: float | None
+    time_limit: float  # seconds SCIP may spend on this kernel (per solve)
     launches: int  # host-loop iterations, one launch each
     extents: tuple[int, ...]
     accesses: tuple[GlobalAccess, ...]
@@ -220,6 +239,7 @@ class KernelProblem:
     @classmethod
     def build(cls, kernel: Kernel, model: PolyModel, target: GpuTarget, pins: Pins,
               time_limit: float | None, staging: bool = True) -> KernelProblem:
+        time_limit = checked_time_limit(time_limit)
         launches = _launches(kernel)
         candidates = stage_candidates(kernel, model.program) if staging else ()
         return cls(kernel, model, target, pins, time_limit, launches, _max_extents(kernel, model),
@@ -258,8 +278,10 @@ class KernelProblem:
         if decisions is not None:
             return report, decisions
         if report.status != "infeasible":
-            raise SolverError(f"{self.kernel.name}: SCIP stopped with status '{report.status}' and no mapping "
-                              f"(time limit {self.time_limit} s); raise time_limit")
+            limit = (f" within the time limit of {self.time_limit:g} s; raise time_limit"
+                     if report.status == "timelimit" else f" (time limit {self.time_limit:g} s)")
+            raise SolverError(f"kernel {self.kernel.name}: SCIP stopped with status '{report.status}' and no "
+                              f"feasible mapping{limit}")
         keys = [k for k, _ in self._pins_here()]
         if not keys:
             raise InfeasibleMappingError(f"{self.kernel.name}: no mapping satisfies the limits of {self.target.name}")
