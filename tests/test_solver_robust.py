@@ -3,8 +3,10 @@ limits, extreme sizes and coefficients, pins that name nothing, launch counts in
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +15,12 @@ import polymap.mapping.solve as solve_module
 from polymap import parse
 from polymap.cli import main
 from polymap.errors import ArgumentError, SolverError
+from polymap.ir.parse import load
 from polymap.mapping.solve import DEFAULT_TIME_LIMIT_S, optimize
+from polymap.mapping.space import Axis
+from polymap.targets import H100
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
 
 MATMUL = """
 param M, N, K
@@ -88,18 +95,18 @@ SLOW = """
 in A: f32[200, 200, 200]
 out B0: f32[200, 200, 200]
 out B1: f32[200, 200, 200]
-par 32 i { par (i + 5) / 4 + 1 j { par 48 k {
-  B0[i, j, k] = A[j, k, j] + A[j, i, (k * 5) / 4]
-  B1[i, j, k] = A[k, k, k] + A[(j + i) / 2, j, k]
+par 48 i { par (i + 4) / 2 + 1 j { par 100 k {
+  B0[i, j, k] = A[(j * 5) / 4, (i + k) / 2, i] + A[k, (j + i) / 2, (k + j) / 2]
+  B1[i, j, k] = A[(j * 5) / 4, k, j] + A[i, (k * 4) / 4, (j * 3) / 7] + A[k, (j * 5) / 6, (k + k) / 2]
 } } }
 """
 
 
 def test_a_mapping_found_before_the_time_limit_is_returned_and_reported_as_timelimit():
-    mapping = optimize(parse(SLOW, name="slow"), time_limit=1)
+    mapping = optimize(parse(SLOW, name="slow"), time_limit=2)
     report = mapping.solver[0]
     assert report.status == "timelimit" and not report.optimal
-    assert report.solve_time_s < 1.5
+    assert report.solve_time_s < 2.5
     assert report.objective is not None and report.gap is not None and report.gap > 0
     assert report.dual_bound < report.objective
     text = str(mapping)
@@ -107,3 +114,70 @@ def test_a_mapping_found_before_the_time_limit_is_returned_and_reported_as_timel
                      r"[\d.]+% \(stopped at the time limit: the best mapping found, not proved optimal\)", text)
     assert "SCIP optimal" not in text
     assert mapping.proofs  # the mapping returned is still proved
+
+
+# ------------------------------------------------------------------ the target's limits
+
+
+def _target(**limits):
+    return dataclasses.replace(H100, name="custom", **limits)
+
+
+def _x_loop(mapping):
+    return next(m for m in mapping.kernels[0].loops if m.thread_axis is Axis.X)
+
+
+def test_a_256_thread_target_gets_blocks_of_at_most_256_threads():
+    program = load(MODELS / "matmul_1024.te")
+    assert optimize(program).kernels[0].threads_per_block > 256  # what H100 chooses
+    mapping = optimize(program, _target(max_threads_per_block=256))
+    assert mapping.kernels[0].threads_per_block <= 256
+    assert mapping.costs[0].threads_per_block <= 256
+
+
+def test_a_target_whose_block_limit_is_not_a_power_of_two_gets_the_power_of_two_below_it():
+    mapping = optimize(load(MODELS / "matmul_1024.te"), _target(max_threads_per_block=96, max_threads_per_sm=1536))
+    assert mapping.kernels[0].threads_per_block <= 64
+
+
+def test_a_warp_of_16_lanes_changes_the_lane_model():
+    program = parse("param N = 4096\nin x: f32[2 * N]\nout y: f32[N]\npar N i { y[i] = x[2 * i] }")
+    h100 = optimize(program)
+    row = next(a for a in h100.costs[0].accesses if a.access == "x[2 * i]")
+    assert (row.lane_stride, row.sectors_per_request, row.requests) == (2, 8, 4096 // 32)  # 31*8+4 = 252 bytes
+    half = optimize(program, _target(warp_size=16))
+    row = next(a for a in half.costs[0].accesses if a.access == "x[2 * i]")
+    assert (row.lane_stride, row.sectors_per_request, row.requests) == (2, 4, 4096 // 16)  # 15*8+4 = 124 bytes
+    assert row.bytes == 4 * 32 * 256
+
+
+def test_a_kernel_of_fewer_iterations_than_a_warp_gets_one_warp_of_the_target():
+    program = parse("in x: f32[12]\nout y: f32[12]\npar 12 i { y[i] = x[i] }")
+    assert optimize(program).kernels[0].threads_per_block == 32
+    assert optimize(program, _target(warp_size=16)).kernels[0].threads_per_block == 16
+
+
+def test_a_wider_sector_changes_the_sectors_counted():
+    program = load(MODELS / "matmul_1024.te")
+    mapping = optimize(program, _target(sector_bytes=64), staging=False)
+    row = next(a for a in mapping.costs[0].accesses if a.access == "B[k, j]")
+    assert row.lane_stride == 1 and row.sectors_per_request == 2  # 128 bytes in 64-byte sectors
+    assert row.bytes == 2 * 64 * row.requests
+
+
+def test_block_and_grid_dimension_limits_come_from_the_target():
+    program = parse("param M = 4096, N = 4096\nin A: f32[M, N]\nout B: f32[M, N]\n"
+                    "par M i { par N j { B[i, j] = A[i, j] } }")
+    mapping = optimize(program, _target(max_grid_dim_y=16, max_grid_dim_z=16, max_block_dim_y=4,
+                                        max_block_dim_z=4))
+    grid, block = mapping.kernels[0].grid_dim(), mapping.kernels[0].block_dim()
+    assert grid[1] <= 16 and grid[2] <= 16 and block[1] <= 4 and block[2] <= 4
+    assert optimize(program).kernels[0].grid_dim()[1] > 16  # H100 chooses otherwise
+
+
+def test_the_register_limit_per_thread_comes_from_the_target():
+    program = parse(MATMUL, name="mm").bind(M=2048, N=2048, K=2048)
+    free = optimize(program)
+    assert free.costs[0].registers > 36  # several accumulators per thread on H100
+    tight = optimize(program, _target(max_registers_per_thread=36))
+    assert tight.costs[0].registers <= 36
