@@ -14,7 +14,7 @@ import polymap
 import polymap.mapping.solve as solve_module
 from polymap import parse
 from polymap.cli import main
-from polymap.errors import ArgumentError, SolverError
+from polymap.errors import ArgumentError, InfeasibleMappingError, MappingError, SolverError
 from polymap.ir.parse import load
 from polymap.mapping.solve import DEFAULT_TIME_LIMIT_S, optimize
 from polymap.mapping.space import Axis
@@ -181,3 +181,41 @@ def test_the_register_limit_per_thread_comes_from_the_target():
     assert free.costs[0].registers > 36  # several accumulators per thread on H100
     tight = optimize(program, _target(max_registers_per_thread=36))
     assert tight.costs[0].registers <= 36
+
+
+# ------------------------------------------------------------------ large sizes and coefficients
+
+
+def _copy(size: int, read: str):
+    return parse(f"param N = {size}\nin x: f32[N]\nout y: f32[N]\npar N i {{ y[i] = {read} }}", name="copy")
+
+
+@pytest.mark.parametrize(("size", "read"), [(2_000_000, "x[(1000 * i) / 1000]"), (2**31, "x[i]"),
+                                            (3_000_000_000, "x[(i * 3) / 3]")])
+def test_valid_programs_with_large_sizes_or_coefficients_map_with_exact_certificates(size, read):
+    # SCIP's multipliers for a domain bound of N are about 1/N, below any fixed threshold: the
+    # exact certificate must still be found
+    mapping = optimize(_copy(size, read))
+    assert mapping.solver[0].status == "optimal"
+    rows = {a.access: a for a in mapping.costs[0].accesses}
+    assert {(a.lane_stride, a.sectors_per_request) for a in rows.values()} == {(1, 4)}
+    assert rows["y[i]"].requests == size // 32
+
+
+@pytest.mark.parametrize("size", [10**18, 2**63 - 1, 2**70])
+def test_sizes_beyond_what_scip_holds_exactly_are_a_mapping_error_naming_the_kernel(size, capfd):
+    with pytest.raises(MappingError, match=r"kernel kernel0: y\[i\] \(S0\) has a coefficient \d+ in its "
+                                           r"lane-stride model, beyond 2\^53"):
+        optimize(_copy(size, "x[i]"))
+    assert "ERROR" not in capfd.readouterr().err  # nothing of SCIP's own on stderr
+
+
+def test_a_loop_longer_than_the_gpu_can_launch_is_named():
+    with pytest.raises(InfeasibleMappingError, match=r"the loop i \(1000000000000000 iterations\) is longer than "
+                                                     r"the GPU can launch \(gridDim.x x 16384 = \d+ iterations\)"):
+        optimize(_copy(10**15, "x[i]"))
+    two = parse("param M = 4000000000, N = 4000000000\nin A: f32[M, N]\nout B: f32[N, M]\n"
+                "par M i { par N j { B[j, i] = A[i, j] } }")
+    with pytest.raises(InfeasibleMappingError, match=r"the loops i \(4000000000 iterations\), j \(4000000000 "
+                                                     r"iterations\) each need more than gridDim.y/z"):
+        optimize(two)

@@ -49,7 +49,14 @@ from dataclasses import dataclass
 import islpy as isl
 from pyscipopt import Model, quicksum
 
-from polymap.errors import ArgumentError, InfeasibleMappingError, InternalError, PolymapError, SolverError
+from polymap.errors import (
+    ArgumentError,
+    InfeasibleMappingError,
+    InternalError,
+    MappingError,
+    PolymapError,
+    SolverError,
+)
 from polymap.ir.fold import fold_deep_bands
 from polymap.ir.nodes import Program
 from polymap.ir.registers import promote_accumulators
@@ -283,7 +290,8 @@ class KernelProblem:
                               f"feasible mapping{limit}")
         keys = [k for k, _ in self._pins_here()]
         if not keys:
-            raise InfeasibleMappingError(f"{self.kernel.name}: no mapping satisfies the limits of {self.target.name}")
+            raise InfeasibleMappingError(f"{self.kernel.name}: no mapping satisfies the limits of {self.target.name}"
+                                         + self._capacity_hint())
         conflict = list(keys)
         for key in keys:  # deletion filter: drop every pin the conflict survives without
             trial = [k for k in conflict if k != key]
@@ -294,6 +302,40 @@ class KernelProblem:
             f"{self.kernel.name} (loops {', '.join(self.kernel.indices)}): the pins {described} conflict: "
             f"no mapping within the limits of {self.target.name} satisfies them together"
         )
+
+    def _capacity_hint(self) -> str:
+        """Why no mapping fits, when a loop is longer than the GPU can launch: the loop on x
+        holds at most gridDim.x * blockDim * points per loop and thread, the others gridDim.y
+        or .z times as much."""
+        t = self.target
+        per_block = 2 ** _log2(t.max_threads_per_block) * 2**MAX_LOG_SEQ
+        most_x = t.max_grid_dim_x * per_block
+        most_yz = max(t.max_grid_dim_y, t.max_grid_dim_z) * per_block
+        band = list(zip(self.kernel.band, self.extents))
+        beyond = [f"{loop.index} ({n} iterations)" for loop, n in band if n > most_x]
+        if beyond:
+            return (f": the loop {', '.join(beyond)} is longer than the GPU can launch "
+                    f"(gridDim.x x {per_block} = {most_x} iterations)")
+        long = [f"{loop.index} ({n} iterations)" for loop, n in band if n > most_yz]
+        if len(long) < 2:
+            return ""
+        return (f": the loops {', '.join(long)} each need more than gridDim.y/z x {per_block} = {most_yz} "
+                f"iterations, and only one loop can use gridDim.x")
+
+    def _check_magnitudes(self) -> None:
+        """SCIP computes in doubles: a coefficient beyond 2^53 (a size or a buffer's row
+        stride) is not an exact integer there, and beyond 1e20 it is SCIP's infinity."""
+        limit = 2**53
+        for access in self.accesses:
+            for system in access.systems:
+                for row in system.polyhedron.rows:
+                    for coeff in row.as_coefficients_dict().values():
+                        if abs(coeff) > limit:
+                            raise MappingError(
+                                f"kernel {self.kernel.name}: {access.text} ({access.statement}) has a coefficient "
+                                f"{coeff} in its lane-stride model, beyond 2^53, where SCIP's floating-point "
+                                f"arithmetic is no longer exact; the sizes are too large to map"
+                            )
 
     def _pins_here(self) -> list[tuple[str, LoopPin]]:
         loops = self.kernel.indices + tuple(index for index, _ in self.scope_extents)
@@ -306,15 +348,18 @@ class KernelProblem:
         if self.kernel.is_serial:
             return SolveReport("optimal (no decisions: serial kernel)", 0.0, None, -math.inf, None, 1), \
                 KernelMapping(self.kernel, ())
-        scip = Model(f"polymap.{self.kernel.name}")
-        scip.hideOutput()
-        v = _Variables(self, scip, pins)
+        self._check_magnitudes()
         try:
+            scip = Model(f"polymap.{self.kernel.name}")
+            scip.hideOutput()
+            v = _Variables(self, scip, pins)
             report = solve(scip, time_limit_s=self.time_limit)
-        except PolymapError:
+        except PolymapError as err:
+            if isinstance(err, SolverError) and f"kernel {self.kernel.name}" not in err.message:
+                raise SolverError(f"kernel {self.kernel.name}: {err.message}") from err
             raise
         except Exception as err:  # pyscipopt raises plain exceptions
-            raise SolverError(f"{self.kernel.name}: SCIP failed: {err}") from err
+            raise SolverError(f"kernel {self.kernel.name}: SCIP failed: {err}") from err
         if report.n_solutions == 0:
             return report, None
         self.certificates_checked = v.check_certificates(scip)
