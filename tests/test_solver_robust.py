@@ -219,3 +219,19 @@ def test_a_loop_longer_than_the_gpu_can_launch_is_named():
     with pytest.raises(InfeasibleMappingError, match=r"the loops i \(4000000000 iterations\), j \(4000000000 "
                                                      r"iterations\) each need more than gridDim.y/z"):
         optimize(two)
+
+
+# ------------------------------------------------------------------ pins
+
+
+@pytest.mark.parametrize(("stage", "named"), [(["Z"], "'Z' (no such buffer)"), (["A", "C"], "'C'")])
+def test_a_stage_pin_naming_a_buffer_that_cannot_be_staged_is_an_argument_error(stage, named):
+    with pytest.raises(ArgumentError, match=re.escape(f"pin 'k': stage names {named}, which cannot be staged over "
+                                                      "loop 'k'; the buffers that can: A, B")):
+        optimize(_matmul(256), pins={"k": {"stage": stage}})
+
+
+def test_a_stage_pin_with_staging_off_is_an_argument_error():
+    with pytest.raises(ArgumentError, match=r"pin 'k': stage=\['A'\] asks for shared memory, but staging is off"):
+        optimize(_matmul(256), pins={"k": {"stage": ["A"]}}, staging=False)
+    assert optimize(_matmul(256), pins={"k": {"stage": ["A"]}}).kernels[0].staging.buffers == ("A",)

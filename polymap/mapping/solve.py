@@ -140,7 +140,7 @@ def optimize(
     bound = program.bind(**sizes)
     model = analyze(bound)
     all_kernels = kernels(bound)
-    _check_pin_keys(pinned, all_kernels)
+    _check_pin_keys(pinned, all_kernels, bound if staging else None)
     mapped, costs, reports = [], [], []
     for kernel in all_kernels:
         problem = KernelProblem.build(kernel, model, gpu, pinned, time_limit, staging)
@@ -185,7 +185,9 @@ def cost_sizes(program: Program, context: str | None) -> dict[str, int]:
     return sizes
 
 
-def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...]) -> None:
+def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Program | None) -> None:
+    """Every pin names a loop the model decides; a ``stage`` pin names buffers that can be
+    staged over that loop (``program``: the bound program, None when staging is off)."""
     band = {i for k in all_kernels for i in k.indices} | {f"{k.name}.{i}" for k in all_kernels for i in k.indices}
     tiled = {loop.index for k in all_kernels for loop in scope_loops(k)}
     tiled |= {f"{k.name}.{loop.index}" for k in all_kernels for loop in scope_loops(k)}
@@ -207,6 +209,30 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...]) -> None:
             )
         if fields & {"tile", "stage"}:
             raise ArgumentError(f"pin '{key}': 'tile' and 'stage' apply to a seq loop, '{key}' is a par loop")
+    _check_stage_pins(pins, all_kernels, program)
+
+
+def _check_stage_pins(pins: Pins, all_kernels: tuple[Kernel, ...], program: Program | None) -> None:
+    """A staged buffer that is not a candidate of any loop the pin names would be ignored."""
+    for key, pin in pins.by_key:
+        if not pin.stage:
+            continue
+        if program is None:
+            raise ArgumentError(f"pin '{key}': stage={list(pin.stage)} asks for shared memory, but staging is off "
+                                "(staging=False)")
+        candidates = set()
+        for kernel in all_kernels:
+            loops = {loop.index for loop in scope_loops(kernel)}
+            here = {i for i in loops if key in (i, f"{kernel.name}.{i}")}
+            candidates |= {c.buffer for c in stage_candidates(kernel, program) if c.loop in here}
+        unknown = [b for b in pin.stage if b not in candidates]
+        if unknown:
+            names = {b.name for b in program.buffers}
+            what = ", ".join(f"'{b}'" + ("" if b in names else " (no such buffer)") for b in unknown)
+            raise ArgumentError(
+                f"pin '{key}': stage names {what}, which cannot be staged over loop '{key}'; the buffers that can: "
+                f"{', '.join(sorted(candidates)) or 'none'}"
+            )
 
 
 def _rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> KernelMapping:
