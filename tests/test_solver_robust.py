@@ -235,3 +235,23 @@ def test_a_stage_pin_with_staging_off_is_an_argument_error():
     with pytest.raises(ArgumentError, match=r"pin 'k': stage=\['A'\] asks for shared memory, but staging is off"):
         optimize(_matmul(256), pins={"k": {"stage": ["A"]}}, staging=False)
     assert optimize(_matmul(256), pins={"k": {"stage": ["A"]}}).kernels[0].staging.buffers == ("A",)
+
+
+# ------------------------------------------------------------------ launches
+
+
+def test_launches_of_a_long_host_loop_are_counted_in_closed_form():
+    import time
+
+    program = load(MODELS / "jacobi1d.te").bind(T=10**7)
+    start = time.perf_counter()
+    mapping = optimize(program)
+    assert time.perf_counter() - start < 8  # counting 10^7 launches one by one took 39 s
+    assert [c.launches for c in mapping.costs] == [10**7, 10**7]
+    assert mapping.predicted_time_s == pytest.approx(10**7 * sum(c.time_s for c in mapping.costs))
+
+
+def test_launches_of_a_triangular_host_nest():
+    program = parse("in x: f32[64]\ninout y: f32[64]\n"
+                    "seq 5 t { seq t + 1 u { par 64 i { y[i] = y[i] + x[i] } } }")
+    assert optimize(program).costs[0].launches == 1 + 2 + 3 + 4 + 5

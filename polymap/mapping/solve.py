@@ -58,7 +58,7 @@ from polymap.errors import (
     SolverError,
 )
 from polymap.ir.fold import fold_deep_bands
-from polymap.ir.nodes import Program
+from polymap.ir.nodes import Loop, Program, index_vars
 from polymap.ir.registers import promote_accumulators
 from polymap.ir.walk import declared_locals
 from polymap.mapping.accesses import GlobalAccess, kernel_accesses, kernel_statements, statement_flops
@@ -849,13 +849,16 @@ def _kernel_flops(kernel: Kernel, model: PolyModel) -> int:
 
 
 def _launches(kernel: Kernel) -> int:
-    """Launches of a kernel: the iterations of its host loops at the bound sizes (an inner
-    host loop's extent may depend on the outer host indices)."""
+    """Launches of a kernel: the iterations of its host loops at the bound sizes. A product
+    of the extents where no inner extent depends on the loop's index (10^7 time steps cost
+    nothing), a sum over the loop's values only where one does (a triangular host nest)."""
 
-    def count(loops, env: dict) -> int:
+    def count(loops: tuple[Loop, ...], env: dict) -> int:
         if not loops:
             return 1
         extent = max(0, evaluate_index(loops[0].extent, env))
+        if not any(loops[0].index in index_vars(inner.extent) for inner in loops[1:]):
+            return extent * count(loops[1:], env) if extent else 0
         return sum(count(loops[1:], {**env, loops[0].index: v}) for v in range(extent))
 
     return count(kernel.host_loops, {})
