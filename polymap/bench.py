@@ -43,7 +43,7 @@ def bench_solver(models: list[Path], *, target: str = "h100", repeats: int = 3,
         walls.sort()
         sizes = ", ".join(f"{n}={v}" for n, v in program.bindings + mapping.cost_sizes)
         kernels = tuple(
-            (k.kernel.name, r.status, r.solve_time_s, r.objective, r.dual_bound, r.gap)
+            (k.kernel.name, r.status or r.outcome.value, r.solve_time_s, r.objective, r.dual_bound, r.gap)
             for k, r in zip(mapping.kernels, mapping.solver)
         )
         runs.append(SolverRun(path.stem, sizes, walls[len(walls) // 2], kernels))

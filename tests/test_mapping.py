@@ -25,6 +25,7 @@ from polymap.mapping.solve import (
     optimize,
     shared_capacity,
 )
+from polymap.mapping.outcome import Outcome
 from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, Pins, Staging, kernels
 from polymap.mapping.verify import verify
 from polymap.poly.model import analyze
@@ -116,7 +117,7 @@ def test_every_model_maps_to_proven_optimality():
         if path.stem == "transpose_flat":
             program = program.bind_defaults()
         mapping = optimize(program)
-        assert all(r.status.startswith("optimal") for r in mapping.solver), path
+        assert all(r.outcome in (Outcome.OPTIMAL, Outcome.NO_DECISIONS) for r in mapping.solver), path
         assert mapping.proofs, path
 
 

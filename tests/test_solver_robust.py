@@ -17,6 +17,7 @@ from polymap.cli import main
 from polymap.errors import ArgumentError, InfeasibleMappingError, MappingError, SolverError
 from polymap.ir.parse import load
 from polymap.mapping.solve import DEFAULT_TIME_LIMIT_S, optimize
+from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.space import Axis
 from polymap.targets import H100
 
@@ -105,7 +106,7 @@ par 48 i { par (i + 4) / 2 + 1 j { par 100 k {
 def test_a_mapping_found_before_the_time_limit_is_returned_and_reported_as_timelimit():
     mapping = optimize(parse(SLOW, name="slow"), time_limit=2)
     report = mapping.solver[0]
-    assert report.status == "timelimit" and not report.optimal
+    assert report.status == "timelimit" and report.outcome is Outcome.TIME_LIMIT and not report.optimal
     assert report.solve_time_s < 2.5
     assert report.objective is not None and report.gap is not None and report.gap > 0
     assert report.dual_bound < report.objective
@@ -255,3 +256,35 @@ def test_launches_of_a_triangular_host_nest():
     program = parse("in x: f32[64]\ninout y: f32[64]\n"
                     "seq 5 t { seq t + 1 u { par 64 i { y[i] = y[i] + x[i] } } }")
     assert optimize(program).costs[0].launches == 1 + 2 + 3 + 4 + 5
+
+
+# ------------------------------------------------------------------ outcomes
+
+
+def test_a_serial_kernel_reports_no_decisions_and_no_word_scip_never_said():
+    program = parse("in x: f32[8]\nout s: f32[1]\ns[0] = 0\nseq 8 k { s[0] += x[k] }")
+    mapping = optimize(program)
+    report = mapping.solver[0]
+    assert report.outcome is Outcome.NO_DECISIONS and not report.optimal
+    assert report.status == ""  # SCIP did not run: no status of its own
+    assert "no decisions to solve (serial kernel: one block of one thread)" in str(mapping)
+    assert "optimal" not in str(mapping)
+
+
+@pytest.mark.parametrize(("status", "solutions", "outcome"), [
+    ("optimal", 1, Outcome.OPTIMAL), ("timelimit", 3, Outcome.TIME_LIMIT), ("timelimit", 0, Outcome.STOPPED),
+    ("infeasible", 0, Outcome.INFEASIBLE), ("nodelimit", 2, Outcome.STOPPED), ("optimal (anything)", 1, Outcome.STOPPED),
+])
+def test_the_outcome_is_read_from_scips_exact_status_word(status, solutions, outcome):
+    assert SolveReport(status, 0.1, None, 0.0, None, solutions).outcome is outcome
+
+
+def test_the_mapping_result_imports_nothing_of_the_solver():
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "polymap" / "mapping"
+    for name in ("result.py", "outcome.py", "report.py"):
+        tree = ast.parse((root / name).read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not {m for m in imported if m and ("farkas" in m or "solve" in m or m in ("pyscipopt", "sympy"))}, name

@@ -69,6 +69,7 @@ import sympy
 from pyscipopt import Model, quicksum
 
 from polymap.errors import ArgumentError, InternalError, MappingError, PolymapError, SolverError
+from polymap.mapping.outcome import SolveReport  # re-exported: the report of solve()
 
 # --------------------------------------------------------------------------- polyhedra
 
@@ -427,28 +428,6 @@ def add_to_scip(
     except Exception as err:  # pyscipopt raises plain Exceptions and Warnings
         raise SolverError(f"{name}: SCIP rejected the Farkas constraints: {err}") from err
     return lam_vars
-
-
-@dataclass(frozen=True, slots=True)
-class SolveReport:
-    """What SCIP said, unembellished (minimization).
-
-    ``status`` is SCIP's word ("optimal", "infeasible", "unbounded", "inforunbd",
-    "timelimit", ...). ``objective`` is the best primal value found, ``None`` without a
-    solution; ``dual_bound`` is SCIP's proven lower bound on the optimum (``inf`` when proved
-    infeasible, ``-inf`` when nothing is known); ``gap`` is SCIP's relative gap, ``None``
-    without a solution."""
-
-    status: str
-    solve_time_s: float
-    objective: float | None
-    dual_bound: float
-    gap: float | None
-    n_solutions: int
-
-    @property
-    def optimal(self) -> bool:
-        return self.status == "optimal"
 
 
 def solve(model: Model, *, time_limit_s: float | None = None) -> SolveReport:

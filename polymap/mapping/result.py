@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from polymap.ir.nodes import Program
-from polymap.mapping.farkas import SolveReport
+from polymap.mapping.outcome import SolveReport
 from polymap.mapping.space import KernelMapping
 from polymap.targets import GpuTarget
 

@@ -62,7 +62,8 @@ from polymap.ir.nodes import Loop, Program, index_vars
 from polymap.ir.registers import promote_accumulators
 from polymap.ir.walk import declared_locals
 from polymap.mapping.accesses import GlobalAccess, kernel_accesses, kernel_statements, statement_flops
-from polymap.mapping.farkas import SolveReport, add_to_scip, exact_certificate, solve
+from polymap.mapping.farkas import add_to_scip, exact_certificate, solve
+from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.result import AccessCost, KernelCost, Mapping
 from polymap.mapping.space import (
     Axis,
@@ -309,7 +310,7 @@ class KernelProblem:
         report, decisions = self.solve(self.pins)
         if decisions is not None:
             return report, decisions
-        if report.status != "infeasible":
+        if report.outcome is not Outcome.INFEASIBLE:
             limit = (f" within the time limit of {self.time_limit:g} s; raise time_limit"
                      if report.status == "timelimit" else f" (time limit {self.time_limit:g} s)")
             raise SolverError(f"kernel {self.kernel.name}: SCIP stopped with status '{report.status}' and no "
@@ -372,8 +373,7 @@ class KernelProblem:
 
     def solve(self, pins: Pins) -> tuple[SolveReport, KernelMapping | None]:
         if self.kernel.is_serial:
-            return SolveReport("optimal (no decisions: serial kernel)", 0.0, None, -math.inf, None, 1), \
-                KernelMapping(self.kernel, ())
+            return SolveReport.no_decisions(), KernelMapping(self.kernel, ())
         self._check_magnitudes()
         try:
             scip = Model(f"polymap.{self.kernel.name}")
