@@ -33,9 +33,9 @@ from polymap.mapping.result import Mapping
 from polymap.mapping.solve import optimize
 from polymap.mapping.space import Axis, Distribution, LoopPin
 from polymap.poly.model import analyze
+from polymap.prove import verify
 from polymap.reference import reference
 from polymap.targets import H100, H200, GpuTarget
-from polymap.prove import verify
 from polymap.version import __version__
 
 __all__ = [

@@ -28,20 +28,22 @@ class SolverRun:
     kernels: tuple[tuple[str, str, float, float | None, float, float | None], ...]  # name, status, time, obj, bound, gap
 
 
-def bench_solver(models: list[Path], *, target: str = "h100", repeats: int = 3) -> list[SolverRun]:
-    """Optimize every model ``repeats`` times; keep the median wall time and the last report."""
+def bench_solver(models: list[Path], *, target: str = "h100", repeats: int = 3,
+                 time_limit: float | None = None) -> list[SolverRun]:
+    """Optimize every model ``repeats`` times; keep the median wall time and the last report.
+    ``time_limit`` is SCIP's limit per kernel solve (``optimize``'s default when None)."""
     runs = []
     for path in models:
         program, _, _ = analyze_binding_defaults(load(path))  # flat buffers need their sizes
         walls, mapping = [], None
         for _ in range(repeats):
             start = time.perf_counter()
-            mapping = optimize(program, target)
+            mapping = optimize(program, target, time_limit=time_limit)
             walls.append(time.perf_counter() - start)
         walls.sort()
         sizes = ", ".join(f"{n}={v}" for n, v in program.bindings + mapping.cost_sizes)
         kernels = tuple(
-            (k.kernel.name, r.status, r.solve_time_s, r.objective, r.dual_bound, r.gap)
+            (k.kernel.name, r.status or r.outcome.value, r.solve_time_s, r.objective, r.dual_bound, r.gap)
             for k, r in zip(mapping.kernels, mapping.solver)
         )
         runs.append(SolverRun(path.stem, sizes, walls[len(walls) // 2], kernels))

@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     mapper.add_argument("--pin", action="append", type=_pin, default=[], metavar="LOOP=DECISION",
                         help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
                              "k.tile=16, k.stage=A,B (or none)")
-    mapper.add_argument("--time-limit", type=float, default=None, help="SCIP time limit per kernel (s)")
+    mapper.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
     emit = commands.add_parser("emit", help="optimize, compile and write the CUDA C source")
     emit.add_argument("file", help="a .te program")
     emit.add_argument("-o", "--output", default=None, metavar="OUT.cu", help="file for the source (default: stdout)")
@@ -77,12 +77,17 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("models", nargs="*", help=".te files (default: every file in models/)")
     bench.add_argument("--target", default="h100")
     bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
     bench.add_argument("-o", "--output", default=None, help="markdown file for the results")
     bench.add_argument("--kernels", action="store_true",
                        help="time the generated kernels against cuBLAS and copies on the GPU (on the host "
                             "without one: correctness only, GPU figures pending)")
     bench.add_argument("--host", action="store_true", help="with --kernels: the host correctness run only")
     return parser
+
+
+_TIME_LIMIT_HELP = ("SCIP's time limit per kernel solve in seconds (default 30); at the limit the best mapping "
+                    "found is used and reported as 'timelimit' with its gap")
 
 
 def _mapping_options(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +99,7 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pin", action="append", type=_pin, default=[], metavar="LOOP=DECISION",
                         help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
                              "k.tile=16, k.stage=A,B (or none)")
-    parser.add_argument("--time-limit", type=float, default=None, help="SCIP time limit per kernel (s)")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
 
 
 def _positive(text: str) -> int:
@@ -300,7 +305,7 @@ def _bench(args: argparse.Namespace) -> int:
     if not models:
         print("error: no models given and no models/*.te here", file=sys.stderr)
         return 1
-    runs = bench_solver(models, target=args.target, repeats=args.repeats)
+    runs = bench_solver(models, target=args.target, repeats=args.repeats, time_limit=args.time_limit)
     text = solver_markdown(runs, target=args.target, command="polymap " + " ".join(sys.argv[1:]))
     if args.output:
         Path(args.output).write_text(text)

@@ -7,7 +7,7 @@
     analyze    Program, context -> PolyModel             (poly.model, once per distinct pair)
     map        bound PolyModel -> decisions, costs       (mapping.solve: SCIP per kernel, the cost model)
     prove      PolyModel, decisions -> VerificationReport (polymap.prove)
-    schedule   PolyModel, KernelMapping -> isl AST        (codegen.schedule, run by the emitter)
+    schedule   PolyModel, KernelMapping -> isl AST        (schedule.kernel, run by the emitter)
     emit       Mapping, PolyModel -> CUDA C               (codegen.cuda)
 
 Two programs are analyzed in an optimize: the mapped program with symbolic sizes (under
@@ -30,10 +30,10 @@ from polymap.mapping.result import Mapping, given_report
 from polymap.mapping.solve import cost_kernels, cost_sizes, map_kernels, rebind
 from polymap.mapping.space import kernels, parse_pins
 from polymap.poly.model import PolyModel, analyze
+from polymap.prove import mapped_program, prove
 from polymap.targets import GpuTarget, get_target
 from polymap.transform.fold import fold_deep_bands
 from polymap.transform.registers import promote_accumulators
-from polymap.prove import mapped_program, prove
 
 
 @dataclass

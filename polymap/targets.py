@@ -92,6 +92,18 @@ class GpuTarget:
     """Granularity of a global memory transaction [CUDA-BP]."""
     cache_line_bytes: int = 128
     """L1/L2 cache line, four sectors [CUDA-BP]."""
+    max_block_dim_x: int = 1024
+    """Largest blockDim.x [CC90]."""
+    max_block_dim_y: int = 1024
+    """Largest blockDim.y [CC90]."""
+    max_block_dim_z: int = 64
+    """Largest blockDim.z [CC90]."""
+    max_grid_dim_x: int = 2**31 - 1
+    """Largest gridDim.x [CC90]."""
+    max_grid_dim_y: int = 65535
+    """Largest gridDim.y [CC90]."""
+    max_grid_dim_z: int = 65535
+    """Largest gridDim.z [CC90]."""
 
     def __post_init__(self) -> None:
         self.check()
@@ -102,6 +114,16 @@ class GpuTarget:
     def max_warps_per_sm(self) -> int:
         """Resident warps per SM."""
         return self.max_threads_per_sm // self.warp_size
+
+    @property
+    def block_dim_limits(self) -> tuple[int, int, int]:
+        """(x, y, z): the largest blockDim on each axis."""
+        return self.max_block_dim_x, self.max_block_dim_y, self.max_block_dim_z
+
+    @property
+    def grid_dim_limits(self) -> tuple[int, int, int]:
+        """(x, y, z): the largest gridDim on each axis."""
+        return self.max_grid_dim_x, self.max_grid_dim_y, self.max_grid_dim_z
 
     @property
     def sm_arch(self) -> str:

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 import polymap
 from polymap.codegen.comments import comment, comment_text
-from polymap.schedule.ranges import Interval, index_interval
 from polymap.ir.nodes import IBin, IConst, IndexOp, IVar
 from polymap.runtime.nvrtc import compile_ptx
+from polymap.schedule.ranges import Interval, index_interval
 
 
 def _inputs(program, seed=0, **sizes):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from polymap import compile, optimize, parse, reference
-from polymap.transform.fold import fold_deep_bands
 from polymap.mapping.space import kernels
 from polymap.runtime.arguments import random_inputs
+from polymap.transform.fold import fold_deep_bands
 
 DEEP = """
 param B = 3, H = 5, M = 40, N = 36

@@ -16,24 +16,27 @@ import polymap.mapping.solve as solve_module
 from polymap import parse
 from polymap.errors import ArgumentError, InfeasibleMappingError, InternalError
 from polymap.ir.parse import load
+from polymap.mapping.outcome import Outcome
 from polymap.mapping.solve import (
-    GRID_YZ,
     MAX_LOG_SEQ,
     MAX_LOG_SEQ_TOTAL,
-    MAX_LOG_THREADS,
     MAX_LOG_TILE,
-    MAX_LOG_Z,
     PADDING,
     KernelProblem,
     optimize,
     shared_capacity,
 )
 from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, Pins, Staging, kernels
-from polymap.prove import verify
 from polymap.poly.model import analyze
+from polymap.prove import verify
 from polymap.targets import H100
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
+# H100's limits, restated for the enumeration oracle: a warp of 2^5 threads, blocks of up to
+# 2^10 threads, blockDim.z up to 2^6, gridDim.y and .z up to 65535
+LOG_WARP, MAX_LOG_THREADS, MAX_LOG_Z, GRID_YZ = 5, 10, 6, 65535
+assert (2**LOG_WARP, 2**MAX_LOG_THREADS, 2**MAX_LOG_Z, GRID_YZ) == (
+    H100.warp_size, H100.max_threads_per_block, H100.max_block_dim_z, H100.max_grid_dim_y)
 
 MATMUL = """
 param M, N, K
@@ -114,7 +117,7 @@ def test_every_model_maps_to_proven_optimality():
         if path.stem == "transpose_flat":
             program = program.bind_defaults()
         mapping = optimize(program)
-        assert all(r.status.startswith("optimal") for r in mapping.solver), path
+        assert all(r.outcome in (Outcome.OPTIMAL, Outcome.NO_DECISIONS) for r in mapping.solver), path
         assert mapping.proofs, path
 
 

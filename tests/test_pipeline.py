@@ -17,8 +17,8 @@ from polymap import ArgumentError, Axis, Mapping, Program, analyze, optimize
 from polymap.cli import main
 from polymap.codegen.cuda import emit_cuda
 from polymap.ir.parse import load, parse
+from polymap.mapping.outcome import Outcome
 from polymap.mapping.proof import Obligation
-from polymap.mapping.result import GIVEN_NOT_SOLVED
 from polymap.mapping.solve import KernelProblem
 from polymap.mapping.space import kernels, parse_pins
 from polymap.targets import H100
@@ -185,7 +185,7 @@ def test_a_hand_made_mapping_is_proved_and_costed_as_itself():
     assert cost == problem.cost(hand.kernels[0])
     assert mapping.predicted_time_s == cost.time_s > optimized.predicted_time_s
     # the report says the decisions were given
-    assert [r.status for r in mapping.solver] == [GIVEN_NOT_SOLVED]
+    assert [r.outcome for r in mapping.solver] == [Outcome.GIVEN]
     text = str(mapping)
     assert "given, not solved" in text and "SCIP optimal" not in text
     assert "grid (64, 8, 1) x block (4, 32, 1) = 128 threads per block, 512 blocks" in text

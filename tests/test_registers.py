@@ -33,9 +33,9 @@ from polymap.ir.nodes import (
     ValueOp,
 )
 from polymap.ir.parse import load, parse
-from polymap.transform.registers import promote_accumulators, renumber_statements
 from polymap.poly.model import analyze
 from polymap.reference import reference
+from polymap.transform.registers import promote_accumulators, renumber_statements
 
 ROOT = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(20240917)

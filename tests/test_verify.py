@@ -22,9 +22,9 @@ from polymap.ir.nodes import Program
 from polymap.ir.parse import parse
 from polymap.mapping.result import Mapping
 from polymap.mapping.space import Axis, Distribution, Kernel, KernelMapping, LoopMapping, kernels
-from polymap.prove import VerificationReport, verify
 from polymap.poly.deps import Dependence, Dependences, DepKind
 from polymap.poly.model import analyze
+from polymap.prove import VerificationReport, verify
 from polymap.targets import get_target
 
 MATMUL_INIT = """

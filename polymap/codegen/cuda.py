@@ -416,7 +416,7 @@ class _Emitter:
 
     def copy_leaf(self, printer: AstPrinter, leaf: CopyLeaf) -> list[str]:
         """One element of a tile: ``X_sh[o] = X[lo + o]``, both addresses from isl
-        (``mapping.shared``: the copy's write and source relations)."""
+        (``schedule.shared``: the copy's write and source relations)."""
         buffer = leaf.copy.buffer.candidate.buffer
         decl = self.program.buffer(buffer)
         target = self.shared_names[buffer] + "".join(f"[{printer.expr(e)}]" for e in leaf.target)

@@ -69,6 +69,7 @@ import sympy
 from pyscipopt import Model, quicksum
 
 from polymap.errors import ArgumentError, InternalError, MappingError, PolymapError, SolverError
+from polymap.mapping.outcome import SolveReport  # re-exported: the report of solve()
 
 # --------------------------------------------------------------------------- polyhedra
 
@@ -429,28 +430,6 @@ def add_to_scip(
     return lam_vars
 
 
-@dataclass(frozen=True, slots=True)
-class SolveReport:
-    """What SCIP said, unembellished (minimization).
-
-    ``status`` is SCIP's word ("optimal", "infeasible", "unbounded", "inforunbd",
-    "timelimit", ...). ``objective`` is the best primal value found, ``None`` without a
-    solution; ``dual_bound`` is SCIP's proven lower bound on the optimum (``inf`` when proved
-    infeasible, ``-inf`` when nothing is known); ``gap`` is SCIP's relative gap, ``None``
-    without a solution."""
-
-    status: str
-    solve_time_s: float
-    objective: float | None
-    dual_bound: float
-    gap: float | None
-    n_solutions: int
-
-    @property
-    def optimal(self) -> bool:
-        return self.status == "optimal"
-
-
 def solve(model: Model, *, time_limit_s: float | None = None) -> SolveReport:
     """Optimize ``model`` with SCIP and report its status and bounds honestly."""
     try:
@@ -648,23 +627,48 @@ def exact_certificate(
     multipliers. Rounding each multiplier on its own can break an equation whose
     coefficients are large (a domain bound of 2^26 times a multiplier of 1e-8), so the
     multipliers SCIP left at zero stay zero and the others are solved for exactly with
-    sympy; remaining freedom is fixed at SCIP's (rationalized) values. The result is
-    checked by :meth:`FarkasSystem.certificate_holds` before it is returned."""
+    sympy; remaining freedom is fixed at SCIP's (rationalized) values. A multiplier that
+    matters may be tiny (1/N for a domain bound N of 10^9, below any fixed threshold), so the
+    supports tried are SCIP's multipliers above 1e-9, then every nonzero one, then all of
+    them. The result is checked by :meth:`FarkasSystem.certificate_holds` before it is
+    returned."""
     theta = {s: sympy.Rational(rationalize(float(v))) for s, v in decisions.items()}
-    support = [lam for lam in system.multipliers if multipliers.get(lam, 0.0) > 1e-9]
+    equations = [sympy.expand(eq.subs(theta)) for eq in system.equations]
+    for support in _supports(system, multipliers):
+        values = _solve_on_support(system, theta, equations, support, multipliers)
+        if values is not None:
+            return values
+    return None
+
+
+def _supports(system: FarkasSystem, multipliers: Mapping[sympy.Symbol, float]):
+    """The multiplier sets to solve for, from SCIP's support to every multiplier."""
+    seen = []
+    for threshold in (1e-9, 0.0):
+        support = [lam for lam in system.multipliers if multipliers.get(lam, 0.0) > threshold]
+        if support not in seen:
+            seen.append(support)
+            yield support
+    everything = list(system.multipliers)
+    if everything not in seen:
+        yield everything
+
+
+def _solve_on_support(system: FarkasSystem, theta: dict, equations: list, support: list,
+                      multipliers: Mapping[sympy.Symbol, float]) -> dict[sympy.Symbol, sympy.Rational] | None:
+    """Exact multipliers that are zero off ``support`` and solve ``equations``, the free ones
+    fixed at SCIP's rationalized values; ``None`` when that is no certificate."""
     zero = {lam: sympy.S.Zero for lam in system.multipliers if lam not in support}
-    equations = [sympy.expand(eq.subs(theta).subs(zero)) for eq in system.equations]
+    reduced = [sympy.expand(eq.subs(zero)) for eq in equations]
     candidates = []
     if support:
-        solutions = sympy.linsolve(equations, support)
-        for solution in solutions:
+        for solution in sympy.linsolve(reduced, support):
             free = set().union(*(sympy.sympify(v).free_symbols for v in solution))
-            guess = {f: sympy.Rational(rationalize(float(multipliers.get(f, 0.0)))) for f in free}
+            guess = {f: sympy.Rational(rationalize(max(0.0, float(multipliers.get(f, 0.0))))) for f in free}
             candidates.append({**zero, **{lam: sympy.sympify(v).subs(guess) for lam, v in zip(support, solution)}})
-    elif all(eq == 0 for eq in equations):
+    elif all(eq == 0 for eq in reduced):
         candidates.append(zero)
     for values in candidates:
-        assignment = {**theta, **values}
-        if system.certificate_holds(assignment):
+        if system.certificate_holds({**theta, **values}):
             return values
     return None

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 from polymap.ir.printer import format_block
-from polymap.mapping.farkas import SolveReport
+from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.result import KernelCost, Mapping
 from polymap.mapping.space import KernelMapping
 
 
 def solver_line(report: SolveReport) -> str:
     """SCIP's status, time, objective and dual bound as SCIP reported them."""
-    if report.objective is None and report.status.startswith("optimal (no decisions"):
+    if report.outcome is Outcome.NO_DECISIONS:
         return "no decisions to solve (serial kernel: one block of one thread)"
+    if report.outcome is Outcome.GIVEN:
+        return "given, not solved: a mapping from the caller, its costs recomputed by the model"
     obj = "-" if report.objective is None else f"{report.objective:.6g} us"
     bound = f"{report.dual_bound:.6g} us"
     gap = "-" if report.gap is None else f"{100 * report.gap:.2f}%"
-    return f"SCIP {report.status} in {report.solve_time_s:.3f} s: objective {obj}, dual bound {bound}, gap {gap}"
+    line = f"SCIP {report.status} in {report.solve_time_s:.3f} s: objective {obj}, dual bound {bound}, gap {gap}"
+    if report.outcome is Outcome.TIME_LIMIT:
+        line += " (stopped at the time limit: the best mapping found, not proved optimal)"
+    return line
 
 
 def format_mapping(mapping: Mapping) -> str:

@@ -7,20 +7,16 @@ import math
 from dataclasses import dataclass
 
 from polymap.ir.nodes import Program
-from polymap.mapping.farkas import SolveReport
+from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.proof import VerificationReport
 from polymap.mapping.space import KernelMapping
 from polymap.targets import GpuTarget
 
-# SolveReport.status of decisions passed to ``compile`` rather than solved: no solver ran.
-# (A stand-in until the solver outcome is an enum next to SCIP's status: Outcome.GIVEN.)
-GIVEN_NOT_SOLVED = "given, not solved"
-
 
 def given_report() -> SolveReport:
-    """The solver's entry for a kernel whose decisions were given: no solve, no objective,
-    no bound (``Mapping.given`` says so in a typed field)."""
-    return SolveReport(GIVEN_NOT_SOLVED, 0.0, None, -math.inf, None, 0)
+    """The solver's entry for a kernel whose decisions were given to ``compile``: SCIP did
+    not run (no status, objective or bound), ``Outcome.GIVEN``."""
+    return SolveReport("", 0.0, None, -math.inf, None, 0, Outcome.GIVEN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,9 +34,11 @@ Objective (microseconds): ``time >= u * bytes / bandwidth`` and ``time >= u * fl
 with ``bytes = sum_r instances_r * sigma_r`` (a warp request of sigma sectors moves
 32 sigma bytes for 32 instances) — a roofline estimate, so the objective value is the
 predicted kernel time. A tiny tie-break prefers block axes equal to thread axes, fewer
-per-thread points and larger tiles (fewer barriers). Limits: 32 <= threads per block <= 1024, blockDim.z <= 64, gridDim.y
-and gridDim.z <= 65535, T_j S_j not beyond the next power of two of N_j, at most 64
-points per thread.
+per-thread points and larger tiles (fewer barriers). Limits, all read from the
+``GpuTarget`` (the numbers are H100's): a warp (32) <= threads per block <= 1024 (the power
+of two at or below ``max_threads_per_block``), blockDim and gridDim within the target's
+per-axis limits, registers within its per-thread and per-block limits; and polymap's own:
+T_j S_j not beyond the next power of two of N_j, at most 64 points per thread.
 """
 
 from __future__ import annotations
@@ -47,11 +49,19 @@ from dataclasses import dataclass, replace
 import islpy as isl
 from pyscipopt import Model, quicksum
 
-from polymap.errors import ArgumentError, InfeasibleMappingError, InternalError, PolymapError, SolverError
-from polymap.ir.nodes import Program
+from polymap.errors import (
+    ArgumentError,
+    InfeasibleMappingError,
+    InternalError,
+    MappingError,
+    PolymapError,
+    SolverError,
+)
+from polymap.ir.nodes import Loop, Program, index_vars
 from polymap.ir.walk import declared_locals
 from polymap.mapping.accesses import GlobalAccess, kernel_accesses, kernel_statements, statement_flops
-from polymap.mapping.farkas import SolveReport, add_to_scip, exact_certificate, solve
+from polymap.mapping.farkas import add_to_scip, exact_certificate, solve
+from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.result import AccessCost, KernelCost, Mapping
 from polymap.mapping.space import (
     Axis,
@@ -75,15 +85,13 @@ from polymap.poly.isl_text import const_value, evaluate_index
 from polymap.poly.model import PolyModel, analyze
 from polymap.targets import GpuTarget
 
-MAX_LOG_THREADS = 10  # 1024 threads per block
 MAX_LOG_SEQ = 4  # 16 points per loop and thread
 MAX_LOG_SEQ_TOTAL = 6  # 64 points per thread (accumulators must fit in registers)
-MAX_LOG_Z = 6  # blockDim.z <= 64
 MAX_LOG_TILE = 6  # a tiled seq loop runs at most 64 iterations per tile
 PADDING = 33 / 32  # a staged tile's rows may be padded by one element in 32 (bank conflicts)
-GRID_YZ = 65535
 TIE_BREAK = 1e-6  # microseconds: never outweighs a real cost difference
 REGISTERS_BASE = 32  # a thread's indices, addresses and loop counters: a rough floor (see _registers)
+DEFAULT_TIME_LIMIT_S = 30.0  # per kernel: a few small programs keep SCIP busy for minutes
 
 
 def optimize(
@@ -112,6 +120,12 @@ def optimize(
     With ``staging`` (the default) the model may stage reads in shared memory
     (``staging.py``); ``staging=False`` keeps every read in global memory.
 
+    ``time_limit`` bounds SCIP's time per kernel solve in seconds (``None``: the default
+    ``DEFAULT_TIME_LIMIT_S``, 30 s; a finite positive number otherwise). When SCIP stops at
+    the limit with a feasible mapping, that best mapping is returned and its report says
+    ``timelimit`` with SCIP's objective, dual bound and gap (it is not claimed optimal);
+    without one, SolverError names the kernel and the limit.
+
     The steps themselves are ``polymap.pipeline.optimize_program``."""
     from polymap.pipeline import optimize_program  # the pipeline sits above mapping/
 
@@ -123,8 +137,9 @@ def map_kernels(model: PolyModel, target: GpuTarget, pins: Pins, time_limit: flo
                 staging: bool) -> tuple[tuple[KernelMapping, KernelCost, SolveReport], ...]:
     """Solve every kernel of the bound program ``model.program``: its decisions, their cost
     and SCIP's report, in launch order."""
+    time_limit = checked_time_limit(time_limit)
     all_kernels = kernels(model.program)
-    _check_pin_keys(pins, all_kernels)
+    _check_pin_keys(pins, all_kernels, model.program if staging else None)
     out = []
     for kernel in all_kernels:
         problem = KernelProblem.build(kernel, model, target, pins, time_limit, staging)
@@ -147,6 +162,17 @@ def cost_kernels(model: PolyModel, target: GpuTarget, mappings: tuple[KernelMapp
     return tuple(costs)
 
 
+def checked_time_limit(value) -> float:
+    """SCIP's time limit per kernel in seconds: ``None`` is the default, anything but a finite
+    positive number is an ArgumentError (SCIP would read -1 or inf as "no limit")."""
+    if value is None:
+        return DEFAULT_TIME_LIMIT_S
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ArgumentError(f"time_limit must be a finite number of seconds > 0 (or None for the default "
+                            f"{DEFAULT_TIME_LIMIT_S:g} s), got {value!r}")
+    return float(value)
+
+
 def cost_sizes(program: Program, context: str | None) -> dict[str, int]:
     """Concrete sizes for the cost estimate (see :func:`optimize`)."""
     sizes = {p.name: p.default for p in program.params if p.default is not None}
@@ -166,7 +192,9 @@ def cost_sizes(program: Program, context: str | None) -> dict[str, int]:
     return sizes
 
 
-def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...]) -> None:
+def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Program | None) -> None:
+    """Every pin names a loop the model decides; a ``stage`` pin names buffers that can be
+    staged over that loop (``program``: the bound program, None when staging is off)."""
     band = {i for k in all_kernels for i in k.indices} | {f"{k.name}.{i}" for k in all_kernels for i in k.indices}
     tiled = {loop.index for k in all_kernels for loop in scope_loops(k)}
     tiled |= {f"{k.name}.{loop.index}" for k in all_kernels for loop in scope_loops(k)}
@@ -188,6 +216,30 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...]) -> None:
             )
         if fields & {"tile", "stage"}:
             raise ArgumentError(f"pin '{key}': 'tile' and 'stage' apply to a seq loop, '{key}' is a par loop")
+    _check_stage_pins(pins, all_kernels, program)
+
+
+def _check_stage_pins(pins: Pins, all_kernels: tuple[Kernel, ...], program: Program | None) -> None:
+    """A staged buffer that is not a candidate of any loop the pin names would be ignored."""
+    for key, pin in pins.by_key:
+        if not pin.stage:
+            continue
+        if program is None:
+            raise ArgumentError(f"pin '{key}': stage={list(pin.stage)} asks for shared memory, but staging is off "
+                                "(staging=False)")
+        candidates = set()
+        for kernel in all_kernels:
+            loops = {loop.index for loop in scope_loops(kernel)}
+            here = {i for i in loops if key in (i, f"{kernel.name}.{i}")}
+            candidates |= {c.buffer for c in stage_candidates(kernel, program) if c.loop in here}
+        unknown = [b for b in pin.stage if b not in candidates]
+        if unknown:
+            names = {b.name for b in program.buffers}
+            what = ", ".join(f"'{b}'" + ("" if b in names else " (no such buffer)") for b in unknown)
+            raise ArgumentError(
+                f"pin '{key}': stage names {what}, which cannot be staged over loop '{key}'; the buffers that can: "
+                f"{', '.join(sorted(candidates)) or 'none'}"
+            )
 
 
 def rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> KernelMapping:
@@ -212,7 +264,7 @@ class KernelProblem:
     model: PolyModel
     target: GpuTarget
     pins: Pins
-    time_limit: float | None
+    time_limit: float  # seconds SCIP may spend on this kernel (per solve)
     launches: int  # host-loop iterations, one launch each
     extents: tuple[int, ...]
     accesses: tuple[GlobalAccess, ...]
@@ -226,6 +278,7 @@ class KernelProblem:
     @classmethod
     def build(cls, kernel: Kernel, model: PolyModel, target: GpuTarget, pins: Pins,
               time_limit: float | None, staging: bool = True) -> KernelProblem:
+        time_limit = checked_time_limit(time_limit)
         launches = _launches(kernel)
         candidates = stage_candidates(kernel, model.program) if staging else ()
         return cls(kernel, model, target, pins, time_limit, launches, _max_extents(kernel, model),
@@ -263,12 +316,15 @@ class KernelProblem:
         report, decisions = self.solve(self.pins)
         if decisions is not None:
             return report, decisions
-        if report.status != "infeasible":
-            raise SolverError(f"{self.kernel.name}: SCIP stopped with status '{report.status}' and no mapping "
-                              f"(time limit {self.time_limit} s); raise time_limit")
+        if report.outcome is not Outcome.INFEASIBLE:
+            limit = (f" within the time limit of {self.time_limit:g} s; raise time_limit"
+                     if report.status == "timelimit" else f" (time limit {self.time_limit:g} s)")
+            raise SolverError(f"kernel {self.kernel.name}: SCIP stopped with status '{report.status}' and no "
+                              f"feasible mapping{limit}")
         keys = [k for k, _ in self._pins_here()]
         if not keys:
-            raise InfeasibleMappingError(f"{self.kernel.name}: no mapping satisfies the limits of {self.target.name}")
+            raise InfeasibleMappingError(f"{self.kernel.name}: no mapping satisfies the limits of {self.target.name}"
+                                         + self._capacity_hint())
         conflict = list(keys)
         for key in keys:  # deletion filter: drop every pin the conflict survives without
             trial = [k for k in conflict if k != key]
@@ -280,6 +336,40 @@ class KernelProblem:
             f"no mapping within the limits of {self.target.name} satisfies them together"
         )
 
+    def _capacity_hint(self) -> str:
+        """Why no mapping fits, when a loop is longer than the GPU can launch: the loop on x
+        holds at most gridDim.x * blockDim * points per loop and thread, the others gridDim.y
+        or .z times as much."""
+        t = self.target
+        per_block = 2 ** _log2(t.max_threads_per_block) * 2**MAX_LOG_SEQ
+        most_x = t.max_grid_dim_x * per_block
+        most_yz = max(t.max_grid_dim_y, t.max_grid_dim_z) * per_block
+        band = list(zip(self.kernel.band, self.extents))
+        beyond = [f"{loop.index} ({n} iterations)" for loop, n in band if n > most_x]
+        if beyond:
+            return (f": the loop {', '.join(beyond)} is longer than the GPU can launch "
+                    f"(gridDim.x x {per_block} = {most_x} iterations)")
+        long = [f"{loop.index} ({n} iterations)" for loop, n in band if n > most_yz]
+        if len(long) < 2:
+            return ""
+        return (f": the loops {', '.join(long)} each need more than gridDim.y/z x {per_block} = {most_yz} "
+                f"iterations, and only one loop can use gridDim.x")
+
+    def _check_magnitudes(self) -> None:
+        """SCIP computes in doubles: a coefficient beyond 2^53 (a size or a buffer's row
+        stride) is not an exact integer there, and beyond 1e20 it is SCIP's infinity."""
+        limit = 2**53
+        for access in self.accesses:
+            for system in access.systems:
+                for row in system.polyhedron.rows:
+                    for coeff in row.as_coefficients_dict().values():
+                        if abs(coeff) > limit:
+                            raise MappingError(
+                                f"kernel {self.kernel.name}: {access.text} ({access.statement}) has a coefficient "
+                                f"{coeff} in its lane-stride model, beyond 2^53, where SCIP's floating-point "
+                                f"arithmetic is no longer exact; the sizes are too large to map"
+                            )
+
     def _pins_here(self) -> list[tuple[str, LoopPin]]:
         loops = self.kernel.indices + tuple(index for index, _ in self.scope_extents)
         return [kp for i in loops for kp in self.pins.for_loop(self.kernel.name, i)]
@@ -289,17 +379,19 @@ class KernelProblem:
 
     def solve(self, pins: Pins) -> tuple[SolveReport, KernelMapping | None]:
         if self.kernel.is_serial:
-            return SolveReport("optimal (no decisions: serial kernel)", 0.0, None, -math.inf, None, 1), \
-                KernelMapping(self.kernel, ())
-        scip = Model(f"polymap.{self.kernel.name}")
-        scip.hideOutput()
-        v = _Variables(self, scip, pins)
+            return SolveReport.no_decisions(), KernelMapping(self.kernel, ())
+        self._check_magnitudes()
         try:
+            scip = Model(f"polymap.{self.kernel.name}")
+            scip.hideOutput()
+            v = _Variables(self, scip, pins)
             report = solve(scip, time_limit_s=self.time_limit)
-        except PolymapError:
+        except PolymapError as err:
+            if isinstance(err, SolverError) and f"kernel {self.kernel.name}" not in err.message:
+                raise SolverError(f"kernel {self.kernel.name}: {err.message}") from err
             raise
         except Exception as err:  # pyscipopt raises plain exceptions
-            raise SolverError(f"{self.kernel.name}: SCIP failed: {err}") from err
+            raise SolverError(f"kernel {self.kernel.name}: SCIP failed: {err}") from err
         if report.n_solutions == 0:
             return report, None
         self.certificates_checked = v.check_certificates(scip)
@@ -319,7 +411,7 @@ class KernelProblem:
         rows, total_bytes, shared = [], 0.0, 0
         for a in self.accesses:
             stride = a.exact_stride(delta)
-            sectors = sectors_per_request(stride, a.element_bytes)
+            sectors = sectors_per_request(stride, a.element_bytes, lanes=t.warp_size, sector=t.sector_bytes)
             requests = -(-a.instances // t.warp_size)
             from_shared = any(c.serves(a.statement, a.buffer, a.is_write) for c in staged)
             moved = 0 if from_shared else sectors * t.sector_bytes * requests
@@ -363,79 +455,128 @@ def occupancy_penalty(target: GpuTarget, threads_per_block: int) -> float:
     return target.max_threads_per_sm / resident
 
 
-def sectors_per_request(stride: int, element_bytes: int, *, lanes: int = 32, sector: int = 32) -> int:
-    """32-byte sectors touched by one warp whose lanes are ``stride`` elements apart."""
+def sectors_per_request(stride: int, element_bytes: int, *, lanes: int, sector: int) -> int:
+    """Sectors of ``sector`` bytes touched by one warp of ``lanes`` lanes ``stride`` elements apart."""
     span = (lanes - 1) * abs(stride) * element_bytes + element_bytes
     return min(lanes, max(1, -(-span // sector)))
 
 
 class _Variables:
-    """Adds the decision variables and constraints of one kernel to a SCIP model."""
+    """Adds the decision variables and constraints of one kernel to a SCIP model, one method
+    per constraint group; every hardware limit is read from the kernel's ``GpuTarget``."""
 
     def __init__(self, problem: KernelProblem, scip: Model, pins: Pins) -> None:
         self.p = problem
+        self.scip = scip
+        t = problem.target
         band = problem.kernel.band
-        axes = list(Axis)
+        self.n = len(band)
+        self.log_warp = _log2(t.warp_size)  # a power of two (GpuTarget.check)
+        self.log_block = _log2(t.max_threads_per_block)  # block sizes are powers of two
+        self.certificates: list = []  # (access, Farkas system, its SCIP variables)
         pinned = {loop.index: _merge(pins.for_loop(problem.kernel.name, loop.index)) for loop in band}
         caps = [max(0, math.ceil(math.log2(n))) if n > 1 else 0 for n in problem.extents]
         for j, loop in enumerate(band):
             pin = pinned[loop.index]
             if pin.threads or pin.seq:  # a pinned size may overshoot: the guard handles it
                 caps[j] = max(caps[j], _log2(pin.threads or 1) + _log2(pin.seq or 1))
-        tiny = sum(caps) < 5
-        self.certificates: list = []  # (access, Farkas system, its SCIP variables)
+        # fewer iterations than a warp: the block is exactly one warp, guarded
+        self.tiny = sum(caps) < self.log_warp
+        self._decisions()
+        self._loop_limits(caps, pinned)
+        self._block_limits()
+        deltas = self._lane_steps()
+        traffic = self._coalescing(deltas)
+        p_log = {loop.index: self.lt[j] + self.ls[j] for j, loop in enumerate(band)}
+        block = self._block_size()
+        traffic = self._staging(scip, pins, traffic, p_log, block)
+        self._registers(scip, quicksum(self.ls[j] for j in range(self.n)), block)
+        time = self._time(traffic, block)
+        self._objective(time)
+
+    def _decisions(self) -> None:
+        """The binaries of every band loop: thread axis, block axis, log2 T, log2 S, cyclic."""
+        scip, band = self.scip, self.p.kernel.band
         self.ax = {(j, a): scip.addVar(f"ax[{loop.index},{a.value}]", vtype="B") for j, loop in enumerate(band)
-                   for a in axes}
+                   for a in Axis}
         self.bx = {(j, a): scip.addVar(f"bx[{loop.index},{a.value}]", vtype="B") for j, loop in enumerate(band)
-                   for a in axes}
+                   for a in Axis}
         self.ut = {(j, k): scip.addVar(f"ut[{loop.index},{k}]", vtype="B") for j, loop in enumerate(band)
-                   for k in range(MAX_LOG_THREADS + 1)}
+                   for k in range(self.log_block + 1)}
         self.us = {(j, m): scip.addVar(f"us[{loop.index},{m}]", vtype="B") for j, loop in enumerate(band)
                    for m in range(MAX_LOG_SEQ + 1)}
         self.cyc = {j: scip.addVar(f"cyclic[{loop.index}]", vtype="B") for j, loop in enumerate(band)}
-        n = len(band)
-        lt = {j: quicksum(k * self.ut[j, k] for k in range(MAX_LOG_THREADS + 1)) for j in range(n)}
-        ls = {j: quicksum(m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) for j in range(n)}
-        seq = {j: scip.addVar(f"S[{band[j].index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ) for j in range(n)}
-        for j in range(n):
-            scip.addCons(quicksum(self.ax[j, a] for a in axes) == 1)
-            scip.addCons(quicksum(self.bx[j, a] for a in axes) == 1)
-            scip.addCons(quicksum(self.ut[j, k] for k in range(MAX_LOG_THREADS + 1)) == 1)
+        self.lt = {j: quicksum(k * self.ut[j, k] for k in range(self.log_block + 1)) for j in range(self.n)}
+        self.ls = {j: quicksum(m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) for j in range(self.n)}
+        self.seq = {j: scip.addVar(f"S[{band[j].index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ)
+                    for j in range(self.n)}
+        for j in range(self.n):
+            scip.addCons(quicksum(self.ax[j, a] for a in Axis) == 1)
+            scip.addCons(quicksum(self.bx[j, a] for a in Axis) == 1)
+            scip.addCons(quicksum(self.ut[j, k] for k in range(self.log_block + 1)) == 1)
             scip.addCons(quicksum(self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) == 1)
-            scip.addCons(seq[j] == quicksum(2**m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)))
-            scip.addCons(lt[j] <= MAX_LOG_Z + (MAX_LOG_THREADS - MAX_LOG_Z) * (1 - self.ax[j, Axis.Z]))
-            if tiny:
-                scip.addCons(ls[j] == 0)
-            else:
-                scip.addCons(lt[j] + ls[j] <= caps[j])
-                scip.addCons(lt[j] >= min(5, caps[j]) * self.ax[j, Axis.X])
-            need = max(0, math.ceil(math.log2(problem.extents[j] / GRID_YZ))) if problem.extents[j] > GRID_YZ else 0
-            scip.addCons(lt[j] + ls[j] >= need * (self.bx[j, Axis.Y] + self.bx[j, Axis.Z]))
-            self._pin(scip, j, pinned[band[j].index], lt[j], ls[j])
+            scip.addCons(self.seq[j] == quicksum(2**m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)))
         # threadIdx.x always holds a loop: it decides which loop's iterations are neighbours in a warp
-        scip.addCons(quicksum(self.ax[j, Axis.X] for j in range(n)) == 1)
-        for a in axes:
-            scip.addCons(quicksum(self.ax[j, a] for j in range(n)) <= 1)
-            scip.addCons(quicksum(self.bx[j, a] for j in range(n)) <= 1)
-        total_lt = quicksum(lt[j] for j in range(n))
-        if tiny:
-            scip.addCons(total_lt == 5)
+        scip.addCons(quicksum(self.ax[j, Axis.X] for j in range(self.n)) == 1)
+        for a in Axis:
+            scip.addCons(quicksum(self.ax[j, a] for j in range(self.n)) <= 1)
+            scip.addCons(quicksum(self.bx[j, a] for j in range(self.n)) <= 1)
+
+    def _loop_limits(self, caps: list[int], pinned: dict[str, LoopPin]) -> None:
+        """Per loop: blockDim and gridDim of its axes within the target's limits, T_j S_j not
+        beyond the next power of two of N_j, the x loop at least a warp wide (or its whole
+        extent), and the pins."""
+        scip, p, t = self.scip, self.p, self.p.target
+        for j, loop in enumerate(p.kernel.band):
+            lt, ls = self.lt[j], self.ls[j]
+            for a, most in zip(Axis, t.block_dim_limits):
+                scip.addCons(lt <= _log2(most) + self.log_block * (1 - self.ax[j, a]))
+            if self.tiny:
+                scip.addCons(ls == 0)
+            else:
+                scip.addCons(lt + ls <= caps[j])
+                scip.addCons(lt >= min(self.log_warp, caps[j]) * self.ax[j, Axis.X])
+            for a, most in zip(Axis, t.grid_dim_limits):
+                # ceil(N_j / (T_j S_j)) blocks on axis a: T_j S_j >= N_j / most
+                need = max(0, math.ceil(math.log2(p.extents[j] / most))) if p.extents[j] > most else 0
+                if need:
+                    scip.addCons(lt + ls >= need * self.bx[j, a])
+            self._pin(scip, j, pinned[loop.index], lt, ls)
+
+    def _block_limits(self) -> None:
+        """A block of at least a warp (exactly one for a tiny kernel) and at most
+        ``max_threads_per_block`` threads; at most ``2^MAX_LOG_SEQ_TOTAL`` points per thread."""
+        scip = self.scip
+        self.total_lt = quicksum(self.lt[j] for j in range(self.n))
+        if self.tiny:
+            scip.addCons(self.total_lt == self.log_warp)
         else:
-            scip.addCons(total_lt >= 5)
-            scip.addCons(total_lt <= MAX_LOG_THREADS)
-        scip.addCons(quicksum(ls[j] for j in range(n)) <= MAX_LOG_SEQ_TOTAL)
-        # lane steps: step_j = 1 (cyclic) or S_j (blocked); delta_j = step_j on the x loop, else 0
+            scip.addCons(self.total_lt >= self.log_warp)
+            scip.addCons(self.total_lt <= self.log_block)
+        scip.addCons(quicksum(self.ls[j] for j in range(self.n)) <= MAX_LOG_SEQ_TOTAL)
+
+    def _lane_steps(self) -> dict[str, object]:
+        """step_j = 1 (cyclic) or S_j (blocked); delta_j = step_j on the x loop, else 0."""
+        scip = self.scip
         deltas = {}
-        for j, loop in enumerate(band):
+        self.steps = {}
+        for j, loop in enumerate(self.p.kernel.band):
             step = scip.addVar(f"step[{loop.index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ)
-            scip.addCons(step == self.cyc[j] + seq[j] - self.cyc[j] * seq[j])
+            scip.addCons(step == self.cyc[j] + self.seq[j] - self.cyc[j] * self.seq[j])
             delta = scip.addVar(f"delta[{loop.index}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ)
             scip.addCons(delta == self.ax[j, Axis.X] * step)
             deltas[loop.index] = delta
-        t = problem.target
+            self.steps[j] = step
+        return deltas
+
+    def _coalescing(self, deltas: dict) -> list:
+        """Per global access: the lane stride D bounded by Farkas over the domain, and the
+        sectors one warp request touches, ``sector * sigma >= (warp - 1) e D + e`` unless
+        ``z`` (then ``sigma = warp``, one sector per lane). Returns the traffic terms."""
+        scip, p, t = self.scip, self.p, self.p.target
         traffic = []
         self.sectors = []
-        for k, access in enumerate(problem.accesses):
+        for k, access in enumerate(p.accesses):
             bound = scip.addVar(f"D[{access.statement}:{access.text}]", vtype="I", lb=0)
             theta = {access.bound: bound, **{d: deltas[d.name.removeprefix("delta__")] for d in access.deltas}}
             for system in access.systems:
@@ -449,28 +590,42 @@ class _Variables:
             scip.addCons(t.sector_bytes * sectors >= (t.warp_size - 1) * e * bound + e - big * wide)
             traffic.append(access.instances * sectors)
             self.sectors.append(sectors)
-        p_log = {loop.index: lt[j] + ls[j] for j, loop in enumerate(band)}
-        block = {v: scip.addVar(f"block_log2={v}", vtype="B") for v in range(MAX_LOG_THREADS + 1)}
+        return traffic
+
+    def _block_size(self) -> dict[int, object]:
+        """One binary per log2 of the block's thread count."""
+        scip = self.scip
+        block = {v: scip.addVar(f"block_log2={v}", vtype="B") for v in range(self.log_block + 1)}
         scip.addCons(quicksum(block.values()) == 1)
-        scip.addCons(quicksum(v * block[v] for v in block) == total_lt)
-        traffic = self._staging(scip, pins, traffic, p_log, block)
-        self._registers(scip, quicksum(ls[j] for j in range(n)), block)
-        # fill: u >= 1 and u >= capacity * prod S_j / prod N_j
+        scip.addCons(quicksum(v * block[v] for v in block) == self.total_lt)
+        return block
+
+    def _time(self, traffic: list, block: dict):
+        """The roofline time in microseconds, divided by the fraction of the GPU filled:
+        ``u >= 1``, ``u >= SMs * threads per SM * prod S_j / prod N_j`` and
+        ``u >= threads per SM / (blocks per SM * threads per block)``."""
+        scip, p, t = self.scip, self.p, self.p.target
         capacity = t.sm_count * t.max_threads_per_sm
-        prod_s = seq[0]
-        for j in range(1, n):
+        prod_s = self.seq[0]
+        for j in range(1, self.n):
             nxt = scip.addVar(f"prodS[{j}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ_TOTAL)
-            scip.addCons(nxt == prod_s * seq[j])
+            scip.addCons(nxt == prod_s * self.seq[j])
             prod_s = nxt
         u = scip.addVar("underfill", vtype="C", lb=1.0)
-        scip.addCons(u >= capacity * prod_s / math.prod(problem.extents))
+        scip.addCons(u >= capacity * prod_s / math.prod(p.extents))
         # occupancy: an SM holds at most max_blocks_per_sm blocks, so small blocks leave
-        # thread slots empty: u >= threads per SM / (blocks per SM * threads per block)
+        # thread slots empty
         scip.addCons(u >= quicksum(occupancy_penalty(t, 2**v) * block[v] for v in block))
         time = scip.addVar("time_us", vtype="C", lb=0.0)
         memory_us = quicksum(traffic) * (1e6 / t.dram_bandwidth)
         scip.addCons(time >= u * memory_us)
-        scip.addCons(time >= u * (problem.flops * 1e6 / t.peak_fp32_flops))
+        scip.addCons(time >= u * (p.flops * 1e6 / t.peak_fp32_flops))
+        return time
+
+    def _objective(self, time) -> None:
+        """The time, plus a tie-break far below any real cost difference."""
+        scip, n = self.scip, self.n
+        axes = list(Axis)
         same = [scip.addVar(f"same[{j},{a.value}]", vtype="B") for j in range(n) for a in axes]
         for idx, var in enumerate(same):
             j, a = divmod(idx, 3)
@@ -480,8 +635,8 @@ class _Variables:
         # and, between mappings that cost the same, lower thread axes and blocked points, so
         # that the answer does not depend on which of the tied optima SCIP meets first
         order = quicksum(a.position * self.ax[j, a] + a.position * self.bx[j, a] for j in range(n) for a in axes)
-        tie = TIE_BREAK * (n - quicksum(same) + quicksum(ls[j] for j in range(n)) + MAX_LOG_TILE - self.log_tile
-                           + 0.01 * (order + quicksum(self.cyc.values())))
+        tie = TIE_BREAK * (n - quicksum(same) + quicksum(self.ls[j] for j in range(n)) + MAX_LOG_TILE
+                           - self.log_tile + 0.01 * (order + quicksum(self.cyc.values())))
         scip.setObjective(time + tie, "minimize")
 
     def _staging(self, scip: Model, pins: Pins, traffic: list, p_log: dict, block: dict) -> list:
@@ -536,7 +691,7 @@ class _Variables:
             scip.addCons(width_log[c.dims[-1]] >= row * st)
             # global traffic of the copies
             outside = [v for v in p.kernel.indices if v not in c.dims]
-            top = len(outside) * (MAX_LOG_THREADS + MAX_LOG_SEQ)
+            top = len(outside) * (self.log_block + MAX_LOG_SEQ)
             full = self.p.staged_bytes(c, {v: 1 for v in p.kernel.indices})
             # y[m] = 1 for m = sum of the logs (when staged; all 0 otherwise): a smaller m means
             # more traffic, so the minimum takes the largest m allowed, the exact one
@@ -553,7 +708,7 @@ class _Variables:
                     traffic[k] = a.instances * left
             # shared memory of the tile
             widths = quicksum(width_log.values())
-            top_w = sum(MAX_LOG_THREADS + MAX_LOG_SEQ for v in c.loops if v != c.loop)
+            top_w = sum(self.log_block + MAX_LOG_SEQ for v in c.loops if v != c.loop)
             top_w += MAX_LOG_TILE if c.loop in c.dims else 0
             # z[m] = 1 for m >= the log of the tile's elements (when staged; all 0 otherwise)
             z = {m: scip.addVar(f"tilelog[{c.buffer}]={m}", vtype="B") for m in range(top_w + 1)}
@@ -628,7 +783,7 @@ class _Variables:
             value = scip.getVal
             thread_axis = next(a for a in Axis if value(self.ax[j, a]) > 0.5)
             block_axis = next(a for a in Axis if value(self.bx[j, a]) > 0.5)
-            lt = next(k for k in range(MAX_LOG_THREADS + 1) if value(self.ut[j, k]) > 0.5)
+            lt = next(k for k in range(self.log_block + 1) if value(self.ut[j, k]) > 0.5)
             ls = next(m for m in range(MAX_LOG_SEQ + 1) if value(self.us[j, m]) > 0.5)
             dist = Distribution.CYCLIC if value(self.cyc[j]) > 0.5 else Distribution.BLOCKED
             loops.append(LoopMapping(loop.index, thread_axis, block_axis, 2**lt, 2**ls, dist, loop.extent,
@@ -653,6 +808,8 @@ def _merge(pins: tuple[tuple[str, LoopPin], ...]) -> LoopPin:
 
 
 def _log2(value: int) -> int:
+    """The largest k with 2^k <= value (exact for powers of two; a limit that is not one,
+    e.g. 768 threads per block, allows the powers of two below it)."""
     return value.bit_length() - 1
 
 
@@ -698,13 +855,16 @@ def _kernel_flops(kernel: Kernel, model: PolyModel) -> int:
 
 
 def _launches(kernel: Kernel) -> int:
-    """Launches of a kernel: the iterations of its host loops at the bound sizes (an inner
-    host loop's extent may depend on the outer host indices)."""
+    """Launches of a kernel: the iterations of its host loops at the bound sizes. A product
+    of the extents where no inner extent depends on the loop's index (10^7 time steps cost
+    nothing), a sum over the loop's values only where one does (a triangular host nest)."""
 
-    def count(loops, env: dict) -> int:
+    def count(loops: tuple[Loop, ...], env: dict) -> int:
         if not loops:
             return 1
         extent = max(0, evaluate_index(loops[0].extent, env))
+        if not any(loops[0].index in index_vars(inner.extent) for inner in loops[1:]):
+            return extent * count(loops[1:], env) if extent else 0
         return sum(count(loops[1:], {**env, loops[0].index: v}) for v in range(extent))
 
     return count(kernel.host_loops, {})

@@ -1,7 +1,7 @@
 """The launches of a program at concrete sizes, computed in Python: what the emitted
 ``extern "C"`` launcher does in C, for runtimes that launch kernels themselves (CuPy).
 Both walk the kernels in order inside their host loops and take each grid from the same
-isl functions (``codegen.schedule.grid_dims``), so they launch the same grid."""
+isl functions (``schedule.kernel.grid_dims``), so they launch the same grid."""
 
 from __future__ import annotations
 
