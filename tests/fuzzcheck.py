@@ -15,7 +15,7 @@ per-program wall limit), crash (the worker died).
 
 Command line: ``python tests/fuzzcheck.py --show SEED`` prints a program;
 ``python tests/fuzzcheck.py --run FIRST COUNT [--jobs J]`` runs a campaign and appends its
-record to ``docs/benchmarks/fuzz_pipeline.md`` (``$POLYMAP_FUZZ_RECORD`` overrides the path).
+record to ``docs/benchmarks/DATE-fuzz-pipeline.md`` (``$POLYMAP_FUZZ_RECORD`` overrides the path).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import datetime
 import multiprocessing
 import multiprocessing.connection
 import os
+import platform
 import signal
 import sys
 import tempfile
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzzgen import FuzzCase, generate
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORD = ROOT / "docs" / "benchmarks" / "fuzz_pipeline.md"
+BENCHMARKS = ROOT / "docs" / "benchmarks"
 OUTCOMES = ("ok", "clean error", "internal error", "wrong result", "hang", "crash", "rejected")
 FAILURES = ("internal error", "wrong result", "hang", "crash")
 
@@ -332,8 +333,10 @@ def write_record(
     path: str | Path | None = None,
 ) -> Path:
     """Append this campaign's counts, seeds, date and command to the markdown record
-    (``$POLYMAP_FUZZ_RECORD``, else docs/benchmarks/fuzz_pipeline.md)."""
-    path = Path(path or os.environ.get("POLYMAP_FUZZ_RECORD") or RECORD)
+    (``$POLYMAP_FUZZ_RECORD``, else docs/benchmarks/DATE-fuzz-pipeline.md, dated like the
+    other records there)."""
+    today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    path = Path(path or os.environ.get("POLYMAP_FUZZ_RECORD") or BENCHMARKS / f"{today}-fuzz-pipeline.md")
     path.parent.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     c = campaign.counts
@@ -352,6 +355,7 @@ def write_record(
         f"## {now}",
         "",
         f"- command: `{command}`",
+        f"- host: {platform.machine()}, {os.cpu_count()} cores, polymap {polymap_version()}",
         f"- seeds: {first_seed} .. {first_seed + campaign.tried - 1} ({campaign.tried} programs)",
         (
             f"- jobs: {jobs}, wall limit per program: {timeout:g} s, SCIP time limit: {time_limit:g} s, "
@@ -376,6 +380,12 @@ def write_record(
     with path.open("a") as f:
         f.write("\n".join(lines) + "\n")
     return path
+
+
+def polymap_version() -> str:
+    from polymap.version import __version__
+
+    return __version__
 
 
 def main(argv=None) -> int:

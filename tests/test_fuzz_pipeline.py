@@ -5,7 +5,7 @@ found, each as a reproducer.
 * ``test_fast_slice``: a few dozen generated programs in the default suite.
 * ``test_long_fuzz_run`` (``pytest -m fuzz``): thousands of programs in parallel worker
   processes, each within a wall limit; its counts are appended to
-  ``docs/benchmarks/fuzz_pipeline.md`` (``$POLYMAP_FUZZ_RECORD`` overrides the path).
+  ``docs/benchmarks/DATE-fuzz-pipeline.md`` (``$POLYMAP_FUZZ_RECORD`` overrides the path).
 * The reproducers of known bugs are ``xfail(strict=False)``: they start passing as the fixes
   land on their branches, and then the marks come off.
 
