@@ -290,6 +290,21 @@ def test_names_differing_only_by_case_and_very_long_names():
     )
 
 
+def test_names_spelling_the_emitted_identifiers():
+    """Buffers and loops named like the identifiers the emitter adds for a staged kernel
+    (tile buffers ``A_sh``, tile counters ``kt``, block and thread indices ``bx``, ``tx``)."""
+    text = """
+    param M, N, K
+    in A: f32[M, K]
+    in A_sh: f32[K, N]
+    in kt: f32[M]
+    out bx: f32[M, N]
+    par M tx { par N ty { seq K s_b { bx[tx, ty] += A[tx, s_b] * A_sh[s_b, ty] * kt[tx] } } }
+    """
+    kernel = _check_text(text, {"M": 64, "N": 64, "K": 70})
+    assert any(k.staging is not None for k in kernel.mapping.kernels)
+
+
 @pytest.mark.xfail(
     strict=False,
     reason="found by the fuzzer: a program name of 300 characters makes the host "
