@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fuzzgen import FuzzCase, generate
+from fuzzgen import FuzzCase, generate, mutate
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "docs" / "benchmarks"
@@ -322,6 +322,43 @@ def run_campaign(
 # ------------------------------------------------------------------ the record
 
 
+def check_mutation(seed: int) -> Result:
+    """Parse and analyze a mutated program (even seeds mutate a generated program, odd ones
+    a model): ok, or a PolymapError that names the file, else an internal error."""
+    import polymap
+    from polymap.errors import InternalError, PolymapError
+
+    models = sorted((ROOT / "models").glob("*.te"))
+    base = models[seed // 2 % len(models)].read_text() if seed % 2 else generate(seed).text
+    text = mutate(base, seed)
+    stage = "parse"
+    try:
+        program = polymap.parse(text, name="mutant", source="mutant.te")
+        stage = "analyze"
+        polymap.analyze(program)
+    except InternalError as err:
+        return _classify(seed, stage, err)
+    except PolymapError as err:
+        if "mutant.te" not in str(err):
+            return Result(seed, "internal error", stage, f"unlocated {type(err).__name__}", str(err)[:300])
+        return Result(seed, "clean error", stage, type(err).__name__)
+    except Exception as err:  # noqa: BLE001 - a raw exception is the finding
+        return _classify(seed, stage, err)
+    return Result(seed, "ok")
+
+
+def run_mutations(seeds) -> Campaign:
+    """Mutated programs through parse and analyze, in this process (nothing runs natively)."""
+    campaign, start = Campaign(), time.monotonic()
+    for seed in seeds:
+        result = check_mutation(seed)
+        campaign.counts[result.outcome] += 1
+        if result.outcome != "ok":
+            campaign.results.append(result)
+    campaign.seconds = time.monotonic() - start
+    return campaign
+
+
 def write_record(
     campaign: Campaign,
     *,
@@ -331,6 +368,7 @@ def write_record(
     timeout: float,
     time_limit: float,
     path: str | Path | None = None,
+    what: str = "generated programs, end to end",
 ) -> Path:
     """Append this campaign's counts, seeds, date and command to the markdown record
     (``$POLYMAP_FUZZ_RECORD``, else docs/benchmarks/DATE-fuzz-pipeline.md, dated like the
@@ -348,11 +386,13 @@ def write_record(
             "Generated programs (`tests/fuzzgen.py`) checked end to end by `tests/fuzzcheck.py`:",
             "oracle and reference agree, `compile` then `run_host` equals the reference, NVRTC",
             "compiles a sample. A program is reproduced from its seed alone:",
-            "`python tests/fuzzcheck.py --show SEED`. Each run appends a section.",
+            "`python tests/fuzzcheck.py --show SEED`. Mutated programs (`fuzzgen.mutate` of a generated",
+            "program or a model) go through parse and analyze only: every error must be a located",
+            "PolymapError. Each run appends a section.",
             "",
         ]
     lines += [
-        f"## {now}",
+        f"## {now}: {what}",
         "",
         f"- command: `{command}`",
         f"- host: {platform.machine()}, {os.cpu_count()} cores, polymap {polymap_version()}",
@@ -360,6 +400,8 @@ def write_record(
         (
             f"- jobs: {jobs}, wall limit per program: {timeout:g} s, SCIP time limit: {time_limit:g} s, "
             f"total {campaign.seconds:.0f} s"
+            if timeout > 0
+            else f"- in this process (nothing compiled or run), total {campaign.seconds:.0f} s"
         ),
         "",
         "| tried | ok | clean error | internal error | wrong result | hang | crash | rejected |",

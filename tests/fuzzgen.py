@@ -467,3 +467,87 @@ def _bare_dim(decl: str, name: str) -> bool:
 def generate(seed: int) -> FuzzCase:
     """The program of ``seed`` (deterministic)."""
     return _Gen(seed).program()
+
+
+# ------------------------------------------------------------------ mutations for the parser
+
+TOKENS = (
+    "par",
+    "seq",
+    "new",
+    "in",
+    "out",
+    "inout",
+    "param",
+    "anchor",
+    "{",
+    "}",
+    "[",
+    "]",
+    "(",
+    ")",
+    ",",
+    ";",
+    "=",
+    "+=",
+    "max=",
+    "//",
+    "/",
+    "%",
+    "*",
+    "-",
+    "+",
+    "0",
+    "-1",
+    "2147483648",
+    "1e309",
+    ".5",
+    "i",
+    "N",
+    "f32",
+    "i32",
+    "f64",
+    ":",
+    "\n",
+    "#",
+    "exp(",
+    "i * j",
+    "N * N",
+    "\\",
+    '"',
+    "é",
+    "\t",
+    "\0",
+)
+
+
+def mutate(text: str, seed: int) -> str:
+    """``text`` with 1-4 random edits: a character or token deleted, inserted, replaced or
+    duplicated, a line dropped, doubled or swapped with another (deterministic in ``seed``)."""
+    r = random.Random(seed)
+    for _ in range(r.randint(1, 4)):
+        lines = text.split("\n")
+        edit = r.choice(["delete", "insert", "replace", "dup", "line-drop", "line-dup", "line-swap"])
+        pos = r.randrange(len(text) + 1)
+        if edit == "delete" and text:
+            n = r.choice([1, 1, 2, 5])
+            text = text[:pos] + text[pos + n :]
+        elif edit == "insert":
+            text = text[:pos] + r.choice(TOKENS) + text[pos:]
+        elif edit == "replace" and text:
+            text = text[:pos] + r.choice(TOKENS) + text[pos + 1 :]
+        elif edit == "dup" and text:
+            end = min(len(text), pos + r.randint(1, 20))
+            text = text[:end] + text[pos:end] + text[end:]
+        elif edit == "line-drop" and len(lines) > 1:
+            del lines[r.randrange(len(lines))]
+            text = "\n".join(lines)
+        elif edit == "line-dup":
+            k = r.randrange(len(lines))
+            lines.insert(k, lines[k])
+            text = "\n".join(lines)
+        elif edit == "line-swap" and len(lines) > 1:
+            a, b = r.randrange(len(lines)), r.randrange(len(lines))
+            lines[a], lines[b] = lines[b], lines[a]
+            text = "\n".join(lines)
+    return text

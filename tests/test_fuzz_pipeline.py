@@ -29,7 +29,7 @@ from polymap import parse, reference
 from polymap.errors import InternalError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fuzzcheck import FAILURES, check_case, mismatch, run_campaign, write_record
+from fuzzcheck import FAILURES, check_case, mismatch, run_campaign, run_mutations, write_record
 from fuzzgen import generate
 from oracle import run_oracle
 
@@ -175,6 +175,32 @@ def test_long_fuzz_run():
     for name, seeds in campaign.classes().items():
         print(f"  {name}: {len(seeds)} (seeds {seeds[:8]})")
     assert campaign.counts["rejected"] == 0
+    assert not campaign.failures(), campaign.classes()
+
+
+def test_mutated_programs_fail_cleanly():
+    """Fast slice of the parser fuzzer: every mutant parses and analyzes, or raises a
+    PolymapError that names the file (never a raw exception or an InternalError)."""
+    campaign = run_mutations(range(400))
+    assert not campaign.failures(), campaign.classes()
+    assert campaign.counts["ok"] > 50 and campaign.counts["clean error"] > 200  # both paths are exercised
+
+
+@pytest.mark.fuzz
+def test_long_mutation_run():
+    """``pytest -m fuzz``: $POLYMAP_FUZZ_MUTATIONS mutants (6000) through parse and analyze, recorded."""
+    count = int(os.environ.get("POLYMAP_FUZZ_MUTATIONS", "6000"))
+    campaign = run_mutations(range(count))
+    path = write_record(
+        campaign,
+        first_seed=0,
+        command="pytest -m fuzz tests/test_fuzz_pipeline.py",
+        jobs=1,
+        timeout=0,
+        time_limit=0,
+        what="mutated programs, parse and analyze",
+    )
+    print(f"tried {campaign.tried}: {dict(campaign.counts)}; recorded in {path}")
     assert not campaign.failures(), campaign.classes()
 
 
