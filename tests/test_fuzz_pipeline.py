@@ -381,14 +381,16 @@ def _payload(marker: Path) -> str:
     return f'static int pm_pwned = system("touch {marker}");'
 
 
+_OPEN = pytest.mark.xfail(strict=False, reason=ITEM4)
+# texts that end a // comment today are xfail (issue 14 item 4); the others already stay inside
 HOSTILE_TEXTS = [
-    "\n{payload}\n",
-    "*/ {payload} /*",
-    "// \\\n{payload}",
-    "\\",
-    '"quoted" \'single\' \\"',
-    '\n#include "/etc/passwd"\n',
-    "\r{payload}\r\n",
+    pytest.param("\n{payload}\n", marks=_OPEN, id="newline"),
+    pytest.param('\n#include "/etc/passwd"\n', marks=_OPEN, id="include"),
+    pytest.param("\r{payload}\r\n", marks=_OPEN, id="carriage-return"),
+    pytest.param("*/ {payload} /*", id="block-comment-end"),
+    pytest.param("// \\\n{payload}", id="line-splice"),
+    pytest.param("\\", id="backslash"),
+    pytest.param('"quoted" \'single\' \\"', id="quotes"),
 ]
 
 
@@ -405,7 +407,6 @@ def _assert_source_is_safe(kernel, marker: Path) -> None:
     assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=False, reason=ITEM4)
 @pytest.mark.parametrize("hostile", HOSTILE_TEXTS)
 def test_program_name_cannot_escape_a_comment(hostile, tmp_path):
     marker = tmp_path / "pwned"
@@ -418,7 +419,6 @@ def test_program_name_cannot_escape_a_comment(hostile, tmp_path):
     kernel.ptx()
 
 
-@pytest.mark.xfail(strict=False, reason=ITEM4)
 @pytest.mark.parametrize("hostile", HOSTILE_TEXTS)
 def test_source_file_name_cannot_escape_a_comment(hostile, tmp_path):
     marker = tmp_path / "pwned"
