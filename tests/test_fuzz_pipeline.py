@@ -599,3 +599,25 @@ def test_large_coefficient_division_index_compiles():
         )
     except InternalError as err:
         pytest.fail(f"InternalError on a valid program: {err}")
+
+
+@pytest.mark.xfail(
+    strict=False, reason="issue 14 item 6: Farkas certificate check fails on a folded band (seed 30)"
+)
+def test_folded_triangular_band_with_a_modulo_read_compiles():
+    """Found by the fuzzer (seeds 30, 1076): no large constant in the program; the folded
+    4-deep band's strides at the cost sizes (256) are what grow large. (size_K and size_M
+    only give run_host the sizes.)"""
+    text = """
+    param K, M
+    out W: f64[3 * (2 * M + 3), 2 * M + 3, K, 2 * K + 3]
+    in X: f32[2 * M + 3, 5, 2 * K + 3]
+    in size_K: i32[K]
+    in size_M: i32[M]
+    par 2 * M + 3 i1 { par i1 + 1 i2 { par 2 * K + 3 i3 { par K i4 {
+      W[3 * i2 + 1, i1, K - 1 - i4, (2 * K + 3) - 1 - i3] = X[0, (3 * i2 + 4) % 5, 0] } } } }
+    """
+    try:
+        _check_text(text, {"K": 7, "M": 4})
+    except InternalError as err:
+        pytest.fail(f"InternalError on a valid program: {err}")
