@@ -135,7 +135,7 @@ def test_fast_slice():
         f"seed {r.seed}: {r.failure_class}: {r.detail}" for r in campaign.failures() if r.seed not in KNOWN
     ]
     assert not unexpected, "\n".join(unexpected)
-    assert campaign.counts["rejected"] == 0
+    assert not [r for r in campaign.results if r.outcome == "rejected" and r.stage == "analyze"]  # invalid
     assert campaign.counts["ok"] >= len(FAST_SEEDS) - len(KNOWN) - 3  # clean errors are rare
 
 
@@ -174,7 +174,7 @@ def test_long_fuzz_run():
     print(f"tried {campaign.tried}: {dict(campaign.counts)}; recorded in {path}")
     for name, seeds in campaign.classes().items():
         print(f"  {name}: {len(seeds)} (seeds {seeds[:8]})")
-    assert campaign.counts["rejected"] == 0
+    assert not [r for r in campaign.results if r.outcome == "rejected" and r.stage == "analyze"]  # invalid
     assert not campaign.failures(), campaign.classes()
 
 
