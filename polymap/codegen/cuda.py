@@ -29,16 +29,14 @@ from polymap.codegen.comments import comment, comment_text
 from polymap.errors import CodegenError, InternalError
 from polymap.ir import walk
 from polymap.ir.nodes import (
-    Binary,
     BufferDecl,
     BufferKind,
-    Call,
     IndexValue,
     Loop,
-    Neg,
     Program,
     ValueExpr,
     index_vars,
+    leaves_of,
 )
 from polymap.ir.walk import declared_locals
 from polymap.poly.isl_text import const_value
@@ -513,15 +511,7 @@ class _Emitter:
 
 def _valued_indices(e: ValueExpr) -> set[str]:
     """The names an ``IndexValue`` of a value expression mentions (loop indices, sizes)."""
-    if isinstance(e, IndexValue):
-        return set(index_vars(e.expr))
-    if isinstance(e, Neg):
-        return _valued_indices(e.operand)
-    if isinstance(e, Binary):
-        return _valued_indices(e.lhs) | _valued_indices(e.rhs)
-    if isinstance(e, Call):
-        return set().union(*(_valued_indices(a) for a in e.args))
-    return set()
+    return {name for leaf in leaves_of(e) if isinstance(leaf, IndexValue) for name in index_vars(leaf.expr)}
 
 
 def _no_leaf(name: str, args: list, key=None) -> list[str]:

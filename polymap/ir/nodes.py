@@ -302,17 +302,21 @@ def _vparen(expr: ValueExpr, prec: int) -> str:
     return f"({expr})" if own < prec else str(expr)
 
 
+def leaves_of(expr: ValueExpr) -> tuple[ValueExpr, ...]:
+    """The leaves of a value expression (reads, constants, indices used as values), left
+    to right."""
+    if isinstance(expr, Neg):
+        return leaves_of(expr.operand)
+    if isinstance(expr, Binary):
+        return leaves_of(expr.lhs) + leaves_of(expr.rhs)
+    if isinstance(expr, Call):
+        return tuple(leaf for arg in expr.args for leaf in leaves_of(arg))
+    return (expr,)
+
+
 def reads_of(expr: ValueExpr) -> tuple[Read, ...]:
     """Every buffer read in a value expression, left to right."""
-    if isinstance(expr, Read):
-        return (expr,)
-    if isinstance(expr, Neg):
-        return reads_of(expr.operand)
-    if isinstance(expr, Binary):
-        return reads_of(expr.lhs) + reads_of(expr.rhs)
-    if isinstance(expr, Call):
-        return tuple(r for arg in expr.args for r in reads_of(arg))
-    return ()
+    return tuple(leaf for leaf in leaves_of(expr) if isinstance(leaf, Read))
 
 
 # ------------------------------------------------------------------- declarations
