@@ -35,6 +35,16 @@ __host__ __device__ __forceinline__ double pm_max(double a, double b) { return (
 __host__ __device__ __forceinline__ double pm_min(double a, double b) { return (a != a || a < b) ? a : b; }
 __host__ __device__ __forceinline__ int pm_abs(int a) { return a < 0 ? -a : a; }
 
+// A float stored into i32: truncated toward zero, saturated at the i32 range, NaN -> 0.
+// C leaves an out-of-range conversion undefined (x86 gives INT_MIN, a GPU saturates); this
+// is the GPU's answer, defined on the host too, and what the reference executor computes.
+__host__ __device__ __forceinline__ int pm_to_i32(float a) {
+  return a != a ? 0 : a >= 2147483648.0f ? 2147483647 : a < -2147483648.0f ? (-2147483647 - 1) : (int)a;
+}
+__host__ __device__ __forceinline__ int pm_to_i32(double a) {
+  return a != a ? 0 : a >= 2147483647.0 ? 2147483647 : a <= -2147483648.0 ? (-2147483647 - 1) : (int)a;
+}
+
 // The fault word: 0, or the largest emitted source line (``__LINE__``) at which a thread
 // divided an i32 value by zero. The runtimes clear it before a run and read it after:
 // the host emulation through ctypes (``pm_fault`` in the library), CuPy through

@@ -24,7 +24,8 @@ Value typing (C-like; ``i32 < f32 < f64``):
   zero) for i32; an i32 division by zero is an ArgumentError naming the statement.
 * ``exp log sqrt tanh`` of an i32 compute in f32; ``abs max min`` keep the type; ``max``
   and ``min`` propagate NaN (as ``np.maximum``).
-* The result is cast to the target's dtype on store (float to i32 truncates toward zero).
+* The result is cast to the target's dtype on store: float to i32 truncates toward zero,
+  saturates at the i32 range and gives 0 for NaN (what a GPU's conversion does).
   ``+= -= *= max= min=`` combine the old and the new value in their promotion, then cast.
 
 Initial contents: ``out`` buffers are zeros; temporaries (``new``) are undefined in the
@@ -379,9 +380,7 @@ class _Executor:
             old = target[idx]
             common = _promote(old.dtype, value.dtype)
             value = _ASSIGN_OPS[stmt.op](old.astype(common), value.astype(common))
-        # An explicit cast to the buffer's dtype: float -> i32 truncates toward zero (NaN and
-        # out-of-range values give what numpy's cast gives; a plain scalar store would raise).
-        target[idx] = np.asarray(value).astype(target.dtype, copy=False)
+        target[idx] = to_dtype(np.asarray(value), target.dtype)
 
 
 class _Eval:
@@ -446,3 +445,13 @@ class _Eval:
         q = np.floor_divide(a, b)
         # Floor and truncation differ by one when the division is inexact and the signs differ.
         return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(_I32)
+
+
+def to_dtype(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``value`` converted for a store into a buffer of ``dtype``. Float to i32 truncates
+    toward zero, saturates at the i32 range and maps NaN to 0, as the emitted ``pm_to_i32``
+    does (numpy's own cast leaves out-of-range values to the platform)."""
+    if dtype == _I32 and value.dtype.kind == "f":
+        wide = np.nan_to_num(value.astype(np.float64), nan=0.0, posinf=2**31 - 1, neginf=-(2**31))
+        return np.trunc(np.clip(wide, -(2**31), 2**31 - 1)).astype(_I32)
+    return value.astype(dtype, copy=False)

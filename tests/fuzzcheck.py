@@ -86,8 +86,45 @@ def make_inputs(bound, seed: int) -> dict:
     return inputs
 
 
-def mismatch(got: dict, want: dict) -> str | None:
-    """None when equal (i32 exactly, floats within 1e-4 of the scale), else which buffer and how."""
+def libm_dependent(program) -> set[str]:
+    """The buffers whose values pass through ``tanh`` or ``exp``, directly or through
+    another such buffer. Neither function is correctly rounded, in numpy or in the C
+    library, so an i32 store of such a value truncates a number within an ulp of an integer
+    either way (seed 1256: tanh(10) is 0.99999999 in one and 1.0 in the other)."""
+    from polymap.ir.nodes import Assign, Read
+    from polymap.ir.walk import statements
+
+    found: set[str] = set()
+    assigns = [ctx.stmt for ctx in statements(program) if isinstance(ctx.stmt, Assign)]
+    while True:
+        more = {a.target.buffer for a in assigns
+                if _has_call(a.value) or any(isinstance(r, Read) and r.buffer in found for r in _reads(a.value))}
+        if more <= found:
+            return found
+        found |= more
+
+
+def _has_call(expr) -> bool:
+    from polymap.ir.nodes import Binary, Call, Fn, Neg
+
+    if isinstance(expr, Call):
+        return expr.fn in (Fn.TANH, Fn.EXP) or any(_has_call(a) for a in expr.args)
+    if isinstance(expr, Binary):
+        return _has_call(expr.lhs) or _has_call(expr.rhs)
+    if isinstance(expr, Neg):
+        return _has_call(expr.operand)
+    return False
+
+
+def _reads(expr):
+    from polymap.ir.nodes import reads_of
+
+    return reads_of(expr)
+
+
+def mismatch(got: dict, want: dict, *, off_by_one: set[str] = frozenset()) -> str | None:
+    """None when equal (i32 exactly, or within 1 for the buffers of ``off_by_one``; floats
+    within 1e-4 of the scale), else which buffer and how."""
     import numpy as np
 
     if set(got) != set(want):
@@ -97,7 +134,7 @@ def mismatch(got: dict, want: dict) -> str | None:
         if a.shape != b.shape or a.dtype != b.dtype:
             return f"{name}: {a.dtype}{list(a.shape)} != {b.dtype}{list(b.shape)}"
         if b.dtype.kind == "i":
-            bad = a != b
+            bad = np.abs(a.astype(np.int64) - b) > (1 if name in off_by_one else 0)
         else:
             finite = np.isfinite(b)
             scale = max(1.0, float(np.abs(b[finite]).max())) if finite.any() else 1.0
@@ -149,7 +186,8 @@ def check_case(case: FuzzCase, *, time_limit: float = 10.0, ptx: bool = False) -
         oracle, _ = run_oracle(bound, inputs)
     except Exception as err:  # noqa: BLE001
         return Result(seed, "wrong result", "oracle", type(err).__name__, str(err)[:300])
-    if (why := mismatch(want, oracle)) is not None:
+    loose = libm_dependent(bound)
+    if (why := mismatch(want, oracle, off_by_one=loose)) is not None:
         return Result(seed, "wrong result", "reference", why.split(":")[0], "reference vs oracle: " + why)
     try:
         kernel = polymap.compile(compiled, context=context, time_limit=time_limit)
@@ -159,7 +197,7 @@ def check_case(case: FuzzCase, *, time_limit: float = 10.0, ptx: bool = False) -
         got = kernel.run_host(**inputs)
     except Exception as err:  # noqa: BLE001
         return _classify(seed, "run", err)
-    if (why := mismatch(got, want)) is not None:
+    if (why := mismatch(got, want, off_by_one=loose)) is not None:
         staged = any(k.staging is not None for k in kernel.mapping.kernels)
         return Result(seed, "wrong result", "run", "staged" if staged else "unstaged", why)
     if ptx:

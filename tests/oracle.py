@@ -59,7 +59,15 @@ def dtype_of(x) -> DType:
 
 
 def convert(x, t: DType):
-    """A numpy scalar of dtype t (numpy's cast: float -> i32 truncates toward zero)."""
+    """A numpy scalar of dtype t (float -> i32 truncates toward zero, saturates at the i32
+    range, NaN -> 0; written here without the reference's helper, on purpose)."""
+    if t is DType.I32 and isinstance(x, np.floating):
+        v = float(x)
+        if v != v:
+            return np.int32(0)
+        if math.isinf(v):
+            return np.int32(2**31 - 1 if v > 0 else -(2**31))
+        return np.int32(max(-(2**31), min(2**31 - 1, math.trunc(v))))
     return np.array(x).astype(SCALAR[t])[()]
 
 

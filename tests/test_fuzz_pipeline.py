@@ -38,10 +38,7 @@ ITEM4 = "issue 14 item 4 (user text escaping comments of the emitted code), fixe
 
 # Seeds of the fast slice whose failure is a known, filed bug (issue 14): each has its own
 # xfail test below, and leaves this list when its fix lands.
-KNOWN = {
-    24: "issue 14 item 6: Farkas certificate check fails with a large coefficient (i * 1048576 // 1048576)",
-    30: "issue 14 item 6: Farkas certificate check fails with large coefficients in a folded band",
-}
+KNOWN: dict[int, str] = {}
 FAST_SEEDS = range(32)
 
 
@@ -314,11 +311,6 @@ def test_names_spelling_the_emitted_identifiers():
     assert any(k.staging is not None for k in kernel.mapping.kernels)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="found by the fuzzer: a program name of 300 characters makes the host "
-    "cache's file name too long (raw OSError from run_host)",
-)
 def test_a_very_long_program_name_runs_on_the_host():
     program = _simple_program("p" * 300)
     x = np.arange(4, dtype=np.float32)
@@ -554,14 +546,32 @@ def test_i32_division_by_zero_in_the_data_is_a_clean_error(data):
     assert done.returncode == 0 and "clean" in done.stdout, (done.returncode, done.stderr[-2000:])
 
 
-@pytest.mark.xfail(strict=False, reason="issue 14 item 6: Farkas certificate check with large coefficients")
 def test_large_coefficient_division_index_compiles():
+    """Issue 14 item 6: the Farkas rows now come from isl's normal form of the index (``i``),
+    not the user's ``(i * 1048576) / 1048576`` with its coefficient of 2^20."""
     try:
         _check_text(
             "param N\nin x: f32[N]\nout y: f32[N]\npar N i { y[i] = x[(i * 1048576) / 1048576] }", {"N": 64}
         )
     except InternalError as err:
         pytest.fail(f"InternalError on a valid program: {err}")
+
+
+def test_large_row_strides_of_an_affine_write_do_not_cancel_in_the_lane_stride():
+    """Found by the fuzzer (seed 1076): at the cost size 256, W's row strides reach 3.4e7,
+    and SCIP's integrality tolerance let delta_i2 = 3e-8 cancel delta_i3 = 1 in
+    ``D >= c . delta``, so D = 0 and the certificate check raised InternalError. The
+    bound is now ``D >= sum |c_j| delta_j``, in which a fractional delta only raises D."""
+    text = """
+    param M
+    out W: f64[2 * M, M, M + 1, M]
+    in X: f32[4 * M]
+    in size_M: i32[M]
+    par M i1 { par M i2 { par i1 + 1 i3 { par i1 i4 {
+      W[2 * i2 + 1, M - 1 - i1, i4 + 1, i3] = X[4 * i2]
+    } } } }
+    """
+    _check_text(text, {"M": 8})
 
 
 def test_folded_triangular_band_with_a_modulo_read_compiles():

@@ -277,3 +277,18 @@ def test_an_unwritable_cache_folder_falls_back_to_a_temporary_one(tmp_path, monk
     with pytest.warns(cache.CacheWarning, match=r"is not writable .*caching in .* for this process only"):
         _check_runs(program, kernel)
     assert not_a_folder.read_text() == "a file where the cache folder should be"
+
+
+# ------------------------------------------------------------------ float -> i32 stores
+
+
+def test_a_float_stored_into_i32_saturates_and_nan_gives_zero_on_the_host_and_in_the_reference():
+    """C leaves an out-of-range float -> int conversion undefined (x86 gives INT_MIN, a GPU
+    saturates); polymap defines it as the GPU does, in the emitted code and the reference."""
+    from polymap.reference import reference
+
+    program = polymap.parse("param N = 8\nin x: f32[N]\nout y: i32[N]\npar N i { y[i] = x[i] * 2 }", name="sat")
+    x = np.array([1e10, -1e10, np.nan, 1.35, -1.35, np.inf, -np.inf, 1073741824.0], np.float32)
+    want = np.array([2**31 - 1, -(2**31), 0, 2, -2, 2**31 - 1, -(2**31), 2**31 - 1], np.int32)
+    np.testing.assert_array_equal(reference(program, x=x)["y"], want)
+    np.testing.assert_array_equal(polymap.compile(program, time_limit=20).run_host(x=x)["y"], want)

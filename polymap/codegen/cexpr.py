@@ -9,7 +9,8 @@ ground truth computes:
 * a binary operation converts both sides to the wider type; i32 ``/`` truncates toward zero;
   ``exp log sqrt tanh`` of an i32 value work in f32;
 * ``t op= v`` computes ``t op v`` in the wider of the two types and converts the result to
-  ``t``'s type (a float stored into i32 truncates toward zero).
+  ``t``'s type (a float stored into i32 truncates toward zero and saturates, NaN
+  giving 0: ``pm_to_i32``).
 
 Indices are quasi-affine: ``//`` and ``%`` use the floor helpers of
 ``cuda_templates/polymap_helpers.cuh`` (C's own ``/`` and ``%`` truncate). The address of
@@ -214,6 +215,8 @@ def convert(text: str, prec: int, src: DType, dst: DType) -> str:
     """``text`` (of type src, at precedence prec) converted to dst."""
     if src is dst:
         return text
+    if dst is DType.I32:  # from a float: saturating, NaN -> 0 (cuda_templates/polymap_helpers.cuh)
+        return f"pm_to_i32({text})"
     return f"({C_TYPE[dst]}){paren(text, prec, _UNARY)}"
 
 

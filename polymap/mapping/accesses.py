@@ -151,11 +151,18 @@ def _global_access(kernel: Kernel, stmt: StatementModel, access, decl: BufferDec
     deltas = {i: delta_symbol(i) for i in band}
     here = _Address(xs, tag=f"q_{tag}")
     there = _Address({u: x + deltas.get(u, 0) for u, x in xs.items()}, tag=f"r_{tag}")
-    addr = sum((here.expr(e) * s for e, s in zip(access.indices, strides)), sympy.S.Zero)
-    shifted = sum((there.expr(e) * s for e, s in zip(access.indices, strides)), sympy.S.Zero)
+    simplified = _simplified_indices(access, stmt)
+    addr = sum((here.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero)
+    shifted = sum((there.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero)
     diff = sympy.expand(shifted - addr)
     quasi = bool(here.rows)
     coefficients = tuple((i, int(diff.coeff(deltas[i]))) for i in band) if not quasi else ()
+    if not quasi:
+        # One band loop is on threadIdx.x, so at most one delta is nonzero and
+        # |sum c_j delta_j| = sum |c_j| delta_j. Written with |c_j| the bound has no
+        # cancellation between loops: SCIP's integrality tolerance (a delta of 3e-8 times a
+        # row stride of 3.4e7) can then only raise D, never hide a stride.
+        diff = sum((abs(c) * deltas[i] for i, c in coefficients), sympy.S.Zero)
     bound = sympy.Symbol(f"D__{tag}")
     systems: list[FarkasSystem] = []
     for piece in stmt.domain.get_basic_sets():
@@ -168,7 +175,7 @@ def _global_access(kernel: Kernel, stmt: StatementModel, access, decl: BufferDec
             rows += [r.subs(shift).subs(fresh) for r in domain.rows] + list(there.rows)
             variables += list(fresh.values()) + list(there.existentials)
         polyhedron = Polyhedron(tuple(variables), tuple(rows))
-        for sign, label in ((1, "up"), (-1, "down")):
+        for sign, label in ((1, "up"), (-1, "down")) if quasi else ((1, "up"),):
             systems.append(farkas(polyhedron, bound - sign * diff, prefix=f"lam_{tag}_{label}{len(systems)}"))
     return GlobalAccess(
         statement=stmt.name,
@@ -202,8 +209,52 @@ def _row_strides(decl: BufferDecl) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def _simplified_indices(access, stmt: StatementModel) -> tuple[isl.Aff | None, ...]:
+    """isl's own form of each index of ``access`` where it is one quasi-affine piece, else
+    ``None``. isl normalizes what the user wrote: ``(i * 1048576) / 1048576`` is ``i`` and
+    ``(65536 * i) % 6`` is ``2 * (-i mod 3)``, so the Farkas rows carry isl's small
+    coefficients instead of the user's large ones (issue 14 item 6: SCIP's tolerances do
+    not survive a coefficient of 2^20 on an existential)."""
+    relation = access.relation.intersect_domain(stmt.domain)
+    try:
+        function = isl.PwMultiAff.from_map(relation)
+    except isl.Error:
+        return (None,) * len(access.indices)
+    out = []
+    for d in range(len(access.indices)):
+        pieces = function.get_pw_aff(d).get_pieces()
+        out.append(pieces[0][1] if len(pieces) == 1 else None)
+    return tuple(out)
+
+
 class _Address:
     """Index expressions as sympy, with an existential per floor division or modulo."""
+
+    def index(self, e: IndexExpr, aff: isl.Aff | None) -> sympy.Expr:
+        """The index ``e``, from isl's normalized ``aff`` of it when there is one."""
+        if aff is None or _is_affine(e):
+            return self.expr(e)
+        values = [self.values[_user_name(aff, k, self.values)] for k in range(aff.dim(isl.dim_type.in_))]
+        return self._aff(aff, values)
+
+    def _aff(self, aff: isl.Aff, values: list) -> sympy.Expr:
+        """``aff`` over the input values, with an existential per integer division of its
+        local space. Division ``k`` is an affine function of the inputs and of divisions
+        ``0..k-1`` of the same local space."""
+        divs: list[sympy.Expr] = []
+        for k in range(aff.dim(isl.dim_type.div)):
+            divs.append(self._floor(_linear(aff.get_div(k), values, divs)))
+        return _linear(aff, values, divs)
+
+    def _floor(self, value: sympy.Expr) -> sympy.Symbol:
+        """A new existential ``q = floor(value)``: ``0 <= m (value - q) <= m - 1`` with ``m``
+        the common denominator of ``value``."""
+        m = sympy.fraction(sympy.together(value))[1]
+        q = sympy.Symbol(f"{self.tag}{len(self.existentials)}")
+        self.existentials.append(q)
+        scaled = sympy.expand(m * value)
+        self.rows += [scaled - m * q, m * q + m - 1 - scaled]
+        return q
 
     def __init__(self, values: dict[str, sympy.Expr], *, tag: str) -> None:
         self.values = values
@@ -232,3 +283,39 @@ class _Address:
         self.existentials.append(q)
         self.rows += [lhs - c * q, c * q + c - 1 - lhs]  # c q <= lhs <= c q + c - 1
         return q if e.op is IndexOp.FLOORDIV else lhs - c * q
+
+
+def _is_affine(e: IndexExpr) -> bool:
+    if isinstance(e, (IConst, IVar)):
+        return True
+    if isinstance(e, INeg):
+        return _is_affine(e.operand)
+    return e.op not in (IndexOp.FLOORDIV, IndexOp.MOD) and _is_affine(e.lhs) and _is_affine(e.rhs)
+
+
+def _rational(value: isl.Val) -> sympy.Rational:
+    return sympy.Rational(str(value))  # "p/q": exact at any size, unlike get_num_si
+
+
+def _user_name(aff: isl.Aff, k: int, values: dict[str, sympy.Expr]) -> str:
+    """The user loop index of input dimension ``k`` of ``aff`` (its isl name is the name of
+    the loop's symbol)."""
+    name = aff.get_dim_name(isl.dim_type.in_, k)
+    for user, value in values.items():
+        if any(s.name == name for s in value.free_symbols):
+            return user
+    raise InternalError(f"isl dimension '{name}' is not a loop index of the access")
+
+
+def _linear(aff: isl.Aff, values: list, divs: list) -> sympy.Expr:
+    """``aff`` as sympy, its inputs and (already named) divisions substituted."""
+    expr = _rational(aff.get_constant_val())
+    for k, v in enumerate(values):
+        expr += _rational(aff.get_coefficient_val(isl.dim_type.in_, k)) * v
+    for k in range(aff.dim(isl.dim_type.div)):
+        c = _rational(aff.get_coefficient_val(isl.dim_type.div, k))
+        if c:
+            if k >= len(divs):
+                raise InternalError(f"isl division {k} of {aff} refers to a later division")
+            expr += c * divs[k]
+    return sympy.expand(expr)

@@ -45,7 +45,9 @@ def build_library(source: str, name: str = "kernel") -> Path:
     """Compile ``source`` for the host into a shared library (cached) and return its path."""
     cxx = compiler()
     key = hashlib.sha256("\0".join([source, HEADER.read_text(), cxx, *FLAGS]).encode()).hexdigest()[:24]
-    library = cache.cache_dir() / f"{name}-{key}.so"
+    # the key identifies the entry; the name is for people, cut so that the file name stays
+    # within NAME_MAX (255 bytes) with the ".sha256" and temporary-file affixes around it
+    library = cache.cache_dir() / f"{name[:64]}-{key}.so"
     if cache.is_intact(library):
         return library
     with tempfile.TemporaryDirectory(prefix="polymap-") as tmp:
