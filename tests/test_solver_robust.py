@@ -296,3 +296,37 @@ def test_the_mapping_result_imports_nothing_of_the_solver():
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not {m for m in imported if m and ("farkas" in m or "solve" in m or m in ("pyscipopt", "sympy"))}, name
+
+
+# ------------------------------------------------------------------ the warp model
+
+
+def test_a_warp_wraps_into_y_when_the_x_loop_has_fewer_threads_than_a_warp():
+    # j on x has 4 threads: a warp covers 8 rows of i, 256 bytes apart in A (one sector each)
+    # and 16 bytes apart in C (128 contiguous bytes, 4 sectors)
+    program = parse("param M = 65536\nin A: f32[M, 64]\nout C: f32[M, 4]\n"
+                    "par M i { par 4 j { C[i, j] = A[i, j] } }")
+    mapping = optimize(program, staging=False, pins={"j": "threadIdx.x", "i": "threadIdx.y"})
+    rows = {a.access: a for a in mapping.costs[0].accesses}
+    assert (rows["A[i, j]"].sectors_per_request, rows["A[i, j]"].bytes) == (8, 2 * 2**20)
+    assert (rows["C[i, j]"].sectors_per_request, rows["C[i, j]"].bytes) == (4, 2**20)
+    report = mapping.solver[0]
+    # the objective SCIP minimized is the cost printed (up to the tie-break)
+    assert report.objective == pytest.approx(mapping.costs[0].time_s * 1e6, rel=1e-5)
+    free = optimize(program, staging=False)
+    assert free.solver[0].objective == pytest.approx(free.costs[0].time_s * 1e6, rel=1e-5)
+
+
+@pytest.mark.parametrize(("stride", "row_stride", "lanes", "sectors"), [
+    (1, 64, 4, 8),    # 8 rows of 16 bytes, 256 bytes apart
+    (1, 4, 4, 4),     # 8 rows of 16 bytes, contiguous: 128 bytes
+    (1, 8, 8, 4),     # 4 rows of 32 bytes back to back: 128 bytes
+    (1, 16, 8, 4),    # 4 rows of 32 bytes, 64 bytes apart: a sector each
+    (2, 3, 4, 4),     # rows of 28 bytes, 12 bytes apart, overlapping: a span of 112 bytes
+    (0, 0, 2, 1),     # a broadcast
+    (64, 1, 16, 32),  # one sector per lane at most
+])
+def test_wrapped_sectors(stride, row_stride, lanes, sectors):
+    from polymap.mapping.solve import wrapped_sectors
+
+    assert wrapped_sectors(stride, row_stride, 4, lanes=lanes, warp=32, sector=32) == sectors

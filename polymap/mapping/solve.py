@@ -404,14 +404,21 @@ class KernelProblem:
         are the exact maxima over the domain (isl), which equal the Farkas bounds for affine
         accesses."""
         t = self.target
-        delta = {m.index: (1 if m.distribution is Distribution.CYCLIC else m.seq) if m.thread_axis is Axis.X else 0
-                 for m in mapping.loops}
+        step = {m.index: 1 if m.distribution is Distribution.CYCLIC else m.seq for m in mapping.loops}
+        delta = {m.index: step[m.index] if m.thread_axis is Axis.X else 0 for m in mapping.loops}
+        x_threads = next((m.threads for m in mapping.loops if m.thread_axis is Axis.X), t.warp_size)
+        wrap = x_threads < t.warp_size  # the warp wraps into rows along the y loop
+        delta_y = {m.index: step[m.index] if m.thread_axis is Axis.Y else 0 for m in mapping.loops}
         staged = self._staged(mapping)
         spans = {m.index: m.threads * m.seq for m in mapping.loops}
         rows, total_bytes, shared = [], 0.0, 0
         for a in self.accesses:
             stride = a.exact_stride(delta)
-            sectors = sectors_per_request(stride, a.element_bytes, lanes=t.warp_size, sector=t.sector_bytes)
+            if wrap:
+                sectors = wrapped_sectors(stride, a.exact_stride(delta_y), a.element_bytes, lanes=x_threads,
+                                          warp=t.warp_size, sector=t.sector_bytes)
+            else:
+                sectors = sectors_per_request(stride, a.element_bytes, lanes=t.warp_size, sector=t.sector_bytes)
             requests = -(-a.instances // t.warp_size)
             from_shared = any(c.serves(a.statement, a.buffer, a.is_write) for c in staged)
             moved = 0 if from_shared else sectors * t.sector_bytes * requests
@@ -461,6 +468,16 @@ def sectors_per_request(stride: int, element_bytes: int, *, lanes: int, sector: 
     return min(lanes, max(1, -(-span // sector)))
 
 
+def wrapped_sectors(stride: int, row_stride: int, element_bytes: int, *, lanes: int, warp: int, sector: int) -> int:
+    """Sectors touched by one warp that covers ``lanes`` lanes ``stride`` elements apart in
+    each of ``warp / lanes`` rows ``row_stride`` elements apart: at most the sectors of its
+    whole span, at most the rows times the sectors of one row, at most one per lane."""
+    count = warp // lanes
+    row = (lanes - 1) * abs(stride) * element_bytes + element_bytes
+    span = row + (count - 1) * abs(row_stride) * element_bytes
+    return max(1, min(warp, -(-span // sector), count * -(-row // sector)))
+
+
 class _Variables:
     """Adds the decision variables and constraints of one kernel to a SCIP model, one method
     per constraint group; every hardware limit is read from the kernel's ``GpuTarget``."""
@@ -486,7 +503,8 @@ class _Variables:
         self._loop_limits(caps, pinned)
         self._block_limits()
         deltas = self._lane_steps()
-        traffic = self._coalescing(deltas)
+        rows = self._warp_rows(caps)
+        traffic = self._coalescing(deltas, rows)
         p_log = {loop.index: self.lt[j] + self.ls[j] for j, loop in enumerate(band)}
         block = self._block_size()
         traffic = self._staging(scip, pins, traffic, p_log, block)
@@ -569,28 +587,96 @@ class _Variables:
             self.steps[j] = step
         return deltas
 
-    def _coalescing(self, deltas: dict) -> list:
+    def _warp_rows(self, caps: list[int]) -> dict[int, object]:
+        """A warp is the first ``warp_size`` linear thread ids: along x while the x loop has a
+        warp of threads or more; when it has ``T_x = 2^k`` fewer, the warp wraps into
+        ``warp / T_x`` rows along the y loop, which must hold them (no wrap into z). Returns
+        ``{k: W_k}``, ``W_k = 1`` when the x loop has ``2^k < warp`` threads, for the k the
+        limits allow (none when every loop that may be on x has a warp of iterations); and
+        sets ``self.y_deltas``, the steps between rows (``delta_j = step_j`` on the y loop)."""
+        scip, band = self.scip, self.p.kernel.band
+        self.y_deltas = {}
+        rows = {}
+        for k in range(self.log_warp):
+            # off the tiny case the x loop runs min(warp, its whole extent) threads: k = caps[j]
+            loops = [j for j in range(self.n) if self.tiny or caps[j] == k]
+            if not loops:
+                continue
+            w = []
+            for j in loops:
+                var = scip.addVar(f"wrap[{band[j].index},{k}]", vtype="B")  # x loop j with 2^k threads
+                scip.addCons(var <= self.ax[j, Axis.X])
+                scip.addCons(var <= self.ut[j, k])
+                scip.addCons(var >= self.ax[j, Axis.X] + self.ut[j, k] - 1)
+                w.append(var)
+            rows[k] = quicksum(w)
+            # the y loop holds the warp's rows: T_y >= warp / 2^k
+            scip.addCons(quicksum(self.ax[j, Axis.Y] for j in range(self.n)) >= rows[k])
+            for j in range(self.n):
+                scip.addCons(self.lt[j] >= (self.log_warp - k) * (rows[k] + self.ax[j, Axis.Y] - 1))
+        if rows:
+            for j, loop in enumerate(band):
+                delta = scip.addVar(f"delta_y[{loop.index}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ)
+                scip.addCons(delta == self.ax[j, Axis.Y] * self.steps[j])
+                self.y_deltas[loop.index] = delta
+        return rows
+
+    def _coalescing(self, deltas: dict, rows: dict[int, object]) -> list:
         """Per global access: the lane stride D bounded by Farkas over the domain, and the
         sectors one warp request touches, ``sector * sigma >= (warp - 1) e D + e`` unless
-        ``z`` (then ``sigma = warp``, one sector per lane). Returns the traffic terms."""
+        ``z`` (then ``sigma = warp``, one sector per lane). A warp that wraps into rows
+        (``_warp_rows``) touches at most the sectors of its whole span, and at most its rows
+        times the sectors of one row: the smaller bound holds (``_wrapped_sectors``).
+        Returns the traffic terms."""
         scip, p, t = self.scip, self.p, self.p.target
         traffic = []
         self.sectors = []
+        wrapped = quicksum(rows.values()) if rows else 0
         for k, access in enumerate(p.accesses):
-            bound = scip.addVar(f"D[{access.statement}:{access.text}]", vtype="I", lb=0)
-            theta = {access.bound: bound, **{d: deltas[d.name.removeprefix("delta__")] for d in access.deltas}}
-            for system in access.systems:
-                lams = add_to_scip(system, scip, theta, name=f"{access.statement}.{k}.{system.prefix}")
-                self.certificates.append((access, system, {**theta, **lams}))
+            bound = self._stride_bound(k, access, deltas, "D")
             sectors = scip.addVar(f"sigma[{access.statement}:{access.text}]", vtype="I", lb=1, ub=t.warp_size)
             wide = scip.addVar(f"z[{access.statement}:{access.text}]", vtype="B")
             e = access.element_bytes
             big = (t.warp_size - 1) * e * _max_stride(access) + e
             scip.addCons(sectors >= t.warp_size * wide)
-            scip.addCons(t.sector_bytes * sectors >= (t.warp_size - 1) * e * bound + e - big * wide)
+            scip.addCons(t.sector_bytes * sectors >= (t.warp_size - 1) * e * bound + e - big * (wide + wrapped))
+            if rows:
+                row_bound = self._stride_bound(k, access, self.y_deltas, "Dy")
+                self._wrapped_sectors(access, rows, sectors, wide, bound, row_bound)
             traffic.append(access.instances * sectors)
             self.sectors.append(sectors)
         return traffic
+
+    def _stride_bound(self, k: int, access: GlobalAccess, deltas: dict, label: str):
+        """An integer ``>= |addr(x + delta) - addr(x)|`` over the domain, by Farkas."""
+        scip = self.scip
+        bound = scip.addVar(f"{label}[{access.statement}:{access.text}]", vtype="I", lb=0)
+        theta = {access.bound: bound, **{d: deltas[d.name.removeprefix("delta__")] for d in access.deltas}}
+        for system in access.systems:
+            lams = add_to_scip(system, scip, theta, name=f"{access.statement}.{k}.{label}.{system.prefix}")
+            self.certificates.append((access, system, {**theta, **lams}))
+        return bound
+
+    def _wrapped_sectors(self, access: GlobalAccess, rows: dict, sectors, wide, bound, row_bound) -> None:
+        """For each wrap ``2^k`` lanes x ``R = warp / 2^k`` rows: ``rowsec`` the sectors of
+        one row, ``sector * rowsec >= (2^k - 1) e D + e``; then either the span bound
+        ``sector * sigma >= (2^k - 1) e D + (R - 1) e D_y + e`` or the row bound
+        ``sigma >= R * rowsec`` (``c`` says which; minimizing takes the smaller)."""
+        scip, t = self.scip, self.p.target
+        e = access.element_bytes
+        most = _max_stride(access)
+        tag = f"{access.statement}:{access.text}"
+        for k, on in rows.items():
+            lanes, count = 2**k, t.warp_size // 2**k
+            big_row = (lanes - 1) * e * most + e
+            big_span = big_row + (count - 1) * e * most
+            rowsec = scip.addVar(f"rowsec[{tag},{k}]", vtype="I", lb=1, ub=None)  # a row may span more than a warp of sectors
+            scip.addCons(t.sector_bytes * rowsec >= (lanes - 1) * e * bound + e - big_row * (1 - on))
+            c = scip.addVar(f"rowbound[{tag},{k}]", vtype="B")
+            scip.addCons(t.sector_bytes * sectors >= (lanes - 1) * e * bound + (count - 1) * e * row_bound + e
+                         - big_span * (1 - on + c + wide))
+            top = count * t.warp_size
+            scip.addCons(sectors >= count * rowsec - top * (1 - on) - top * (1 - c) - top * wide)
 
     def _block_size(self) -> dict[int, object]:
         """One binary per log2 of the block's thread count."""
