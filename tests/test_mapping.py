@@ -187,9 +187,9 @@ def test_every_farkas_certificate_is_checked_exactly():
     problem = KernelProblem.build(kernel, model, H100, Pins(), None)
     report, mapping = problem.solve(Pins())
     assert report.status == "optimal" and mapping is not None
-    # five affine accesses, one system each: with one loop on threadIdx.x the bound is
-    # D >= sum |c_j| delta_j, which needs no second (downward) system
-    assert problem.certificates_checked == sum(len(a.systems) for a in problem.accesses) == 5
+    # five affine accesses, one system per band loop (i, j) each: D_j >= |c_j| delta_j,
+    # which needs no second (downward) system
+    assert problem.certificates_checked == sum(len(a.systems) for a in problem.accesses) == 10
 
 
 def test_a_broken_certificate_is_reported_loudly(monkeypatch):

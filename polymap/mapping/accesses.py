@@ -62,8 +62,10 @@ class GlobalAccess:
     instances: int  # executions of the statement in one launch of the kernel
     coefficients: tuple[tuple[str, int], ...]  # d addr / d i_j for band loops (affine part)
     quasi_affine: bool
-    systems: tuple[FarkasSystem, ...]  # psi = D - diff >= 0 and psi = D + diff >= 0, per piece
-    bound: sympy.Symbol  # D
+    systems: tuple[FarkasSystem, ...]  # every system below, for checks of its coefficients
+    # per band loop j, (j, D_j, systems): psi = D_j -+ (addr(x + delta_j e_j) - addr(x)) >= 0
+    # per piece of the domain, the bound for a mapping with loop j on the lanes' axis
+    per_loop: tuple[tuple[str, sympy.Symbol, tuple[FarkasSystem, ...]], ...]
     deltas: tuple[sympy.Symbol, ...]  # delta_j symbols used by the systems
     indices: tuple[IndexExpr, ...]
     row_strides: tuple[int, ...]
@@ -157,26 +159,8 @@ def _global_access(kernel: Kernel, stmt: StatementModel, access, decl: BufferDec
     diff = sympy.expand(shifted - addr)
     quasi = bool(here.rows)
     coefficients = tuple((i, int(diff.coeff(deltas[i]))) for i in band) if not quasi else ()
-    if not quasi:
-        # One band loop is on threadIdx.x, so at most one delta is nonzero and
-        # |sum c_j delta_j| = sum |c_j| delta_j. Written with |c_j| the bound has no
-        # cancellation between loops: SCIP's integrality tolerance (a delta of 3e-8 times a
-        # row stride of 3.4e7) can then only raise D, never hide a stride.
-        diff = sum((abs(c) * deltas[i] for i, c in coefficients), sympy.S.Zero)
-    bound = sympy.Symbol(f"D__{tag}")
-    systems: list[FarkasSystem] = []
-    for piece in stmt.domain.get_basic_sets():
-        domain = Polyhedron.from_isl(piece)
-        rows = list(domain.rows) + list(here.rows)
-        variables = list(domain.variables) + list(here.existentials)
-        if quasi:
-            shift = {x: x + deltas.get(u, 0) for u, x in xs.items()}
-            fresh = {e: sympy.Symbol(f"{e.name}_{tag}_shift") for e in domain.existentials}
-            rows += [r.subs(shift).subs(fresh) for r in domain.rows] + list(there.rows)
-            variables += list(fresh.values()) + list(there.existentials)
-        polyhedron = Polyhedron(tuple(variables), tuple(rows))
-        for sign, label in ((1, "up"), (-1, "down")) if quasi else ((1, "up"),):
-            systems.append(farkas(polyhedron, bound - sign * diff, prefix=f"lam_{tag}_{label}{len(systems)}"))
+    per_loop = tuple(_lane_systems(stmt, access, simplified, strides, xs, index, deltas[index], tag=f"{tag}_{index}")
+                     for index in band)
     return GlobalAccess(
         statement=stmt.name,
         text=access.text,
@@ -186,14 +170,48 @@ def _global_access(kernel: Kernel, stmt: StatementModel, access, decl: BufferDec
         instances=instances,
         coefficients=coefficients,
         quasi_affine=quasi,
-        systems=tuple(systems),
-        bound=bound,
+        systems=tuple(system for _, _, systems in per_loop for system in systems),
+        per_loop=per_loop,
         deltas=tuple(deltas.values()),
         indices=access.indices,
         row_strides=strides,
         domain=stmt.domain,
         isl_names=tuple(isl_of.items()),
     )
+
+
+def _lane_systems(stmt: StatementModel, access, simplified, strides, xs: dict, index: str,
+                  delta: sympy.Symbol, *, tag: str) -> tuple[str, sympy.Symbol, tuple[FarkasSystem, ...]]:
+    """The Farkas systems of an access for lanes that step band loop ``index`` by
+    ``delta``, the other loops fixed. One loop at a time: no other loop's delta can cancel
+    this one's stride within SCIP's tolerances (a delta of -3e-8 times a row stride of
+    3.4e7 once hid a stride of 1), and the floor divisions
+    that do not involve ``index`` are then the same existential at ``x`` and at the shifted
+    point (``a_b / 32`` with the lanes along ``d``): two existentials would differ by up to
+    one over the rationals, and Farkas would charge a row stride that no lane pair has."""
+    here = _Address(xs, tag=f"q_{tag}")
+    there = _Address({u: x + delta if u == index else x for u, x in xs.items()}, tag=f"r_{tag}", shared=here)
+    addr = sum((here.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero)
+    shifted = sum((there.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero)
+    diff = sympy.expand(shifted - addr)
+    bound = sympy.Symbol(f"D__{tag}")
+    systems: list[FarkasSystem] = []
+    shift = {xs[index]: xs[index] + delta}
+    if not here.rows:  # affine: diff = c_j delta_j with delta_j >= 0, whatever x is
+        for piece in stmt.domain.get_basic_sets():
+            domain = Polyhedron.from_isl(piece)
+            stride = abs(diff.coeff(delta))  # diff is c_j delta_j: no x, no constant
+            systems.append(farkas(domain, bound - stride * delta, prefix=f"lam_{tag}_up{len(systems)}"))
+        return index, bound, tuple(systems)
+    for piece in stmt.domain.get_basic_sets():
+        domain = Polyhedron.from_isl(piece)
+        fresh = {e: sympy.Symbol(f"{e.name}_{tag}_shift") for e in domain.existentials}
+        rows = list(domain.rows) + here.rows + [r.subs(shift).subs(fresh) for r in domain.rows] + there.rows
+        variables = list(domain.variables) + here.existentials + list(fresh.values()) + there.existentials
+        polyhedron = Polyhedron(tuple(variables), tuple(rows))
+        for sign, label in ((1, "up"), (-1, "down")):
+            systems.append(farkas(polyhedron, bound - sign * diff, prefix=f"lam_{tag}_{label}{len(systems)}"))
+    return index, bound, tuple(systems)
 
 
 def _row_strides(decl: BufferDecl) -> tuple[int, ...]:
@@ -249,18 +267,24 @@ class _Address:
     def _floor(self, value: sympy.Expr) -> sympy.Symbol:
         """A new existential ``q = floor(value)``: ``0 <= m (value - q) <= m - 1`` with ``m``
         the common denominator of ``value``."""
+        value = sympy.expand(value)
+        if value in self.floors:
+            return self.floors[value]
         m = sympy.fraction(sympy.together(value))[1]
-        q = sympy.Symbol(f"{self.tag}{len(self.existentials)}")
+        q = self.floors[value] = sympy.Symbol(f"{self.tag}{len(self.existentials)}")
         self.existentials.append(q)
         scaled = sympy.expand(m * value)
         self.rows += [scaled - m * q, m * q + m - 1 - scaled]
         return q
 
-    def __init__(self, values: dict[str, sympy.Expr], *, tag: str) -> None:
+    def __init__(self, values: dict[str, sympy.Expr], *, tag: str, shared: _Address | None = None) -> None:
         self.values = values
         self.tag = tag
         self.rows: list[sympy.Expr] = []
         self.existentials: list[sympy.Symbol] = []
+        # floor(value / divisor) -> its existential; with ``shared``, those of another
+        # address, so that a division whose argument is the same at both points is one variable
+        self.floors: dict[sympy.Expr, sympy.Symbol] = shared.floors if shared is not None else {}
 
     def expr(self, e: IndexExpr) -> sympy.Expr:
         if isinstance(e, IConst):
@@ -279,9 +303,7 @@ class _Address:
         if e.op is IndexOp.MUL:
             return sympy.expand(lhs * rhs)  # one side is a number in a bound, affine program
         c = int(rhs)
-        q = sympy.Symbol(f"{self.tag}{len(self.existentials)}")
-        self.existentials.append(q)
-        self.rows += [lhs - c * q, c * q + c - 1 - lhs]  # c q <= lhs <= c q + c - 1
+        q = self._floor(lhs / c)  # c q <= lhs <= c q + c - 1
         return q if e.op is IndexOp.FLOORDIV else lhs - c * q
 
 

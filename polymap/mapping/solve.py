@@ -59,7 +59,13 @@ from polymap.errors import (
 )
 from polymap.ir.nodes import Loop, Program, index_vars
 from polymap.ir.walk import declared_locals
-from polymap.mapping.accesses import GlobalAccess, kernel_accesses, kernel_statements, statement_flops
+from polymap.mapping.accesses import (
+    GlobalAccess,
+    delta_symbol,
+    kernel_accesses,
+    kernel_statements,
+    statement_flops,
+)
 from polymap.mapping.farkas import add_to_scip, exact_certificate, solve
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.result import AccessCost, KernelCost, Mapping
@@ -637,25 +643,39 @@ class _Variables:
             sectors = scip.addVar(f"sigma[{access.statement}:{access.text}]", vtype="I", lb=1, ub=t.warp_size)
             wide = scip.addVar(f"z[{access.statement}:{access.text}]", vtype="B")
             e = access.element_bytes
-            big = (t.warp_size - 1) * e * _max_stride(access) + e
             scip.addCons(sectors >= t.warp_size * wide)
-            scip.addCons(t.sector_bytes * sectors >= (t.warp_size - 1) * e * bound + e - big * (wide + wrapped))
+            # the span bound holds unless z or a wrapped warp: an indicator, because a big-M
+            # of the size of a row stride times SCIP's integrality tolerance (1e-7 on z) would
+            # cancel the bound (seen: 2 sectors charged for 4)
+            plain = scip.addVar(f"plain[{access.statement}:{access.text}]", vtype="B")
+            scip.addCons(plain >= 1 - wide - wrapped)
+            scip.addConsIndicator(t.sector_bytes * sectors - (t.warp_size - 1) * e * bound >= e, plain)
             if rows:
-                row_bound = self._stride_bound(k, access, self.y_deltas, "Dy")
+                row_bound = self._stride_bound(k, access, self.y_deltas, "Dy", Axis.Y)
                 self._wrapped_sectors(access, rows, sectors, wide, bound, row_bound)
             traffic.append(access.instances * sectors)
             self.sectors.append(sectors)
         return traffic
 
-    def _stride_bound(self, k: int, access: GlobalAccess, deltas: dict, label: str):
-        """An integer ``>= |addr(x + delta) - addr(x)|`` over the domain, by Farkas."""
+    def _stride_bound(self, k: int, access: GlobalAccess, deltas: dict, label: str, axis: Axis = Axis.X):
+        """An integer ``>= |addr(x + delta) - addr(x)|`` over the domain, by Farkas, with
+        ``delta`` the steps of the loop on ``axis``: a bound ``D_j`` per band loop
+        (``accesses.py``), of which the bound takes the one of the loop on ``axis``, through
+        an indicator: a big-M of the size of the address span times SCIP's integrality
+        tolerance (ax = 1 - 1e-7) would swallow the stride."""
         scip = self.scip
         bound = scip.addVar(f"{label}[{access.statement}:{access.text}]", vtype="I", lb=0)
-        theta = {access.bound: bound, **{d: deltas[d.name.removeprefix("delta__")] for d in access.deltas}}
-        for system in access.systems:
-            lams = add_to_scip(system, scip, theta, name=f"{access.statement}.{k}.{label}.{system.prefix}")
-            self.certificates.append((access, system, {**theta, **lams}))
+        position = {loop.index: j for j, loop in enumerate(self.p.kernel.band)}
+        for index, symbol, systems in access.per_loop:
+            own = scip.addVar(f"{label}[{access.statement}:{access.text}:{index}]", vtype="I", lb=0)
+            self._add_systems(k, access, systems, {symbol: own, delta_symbol(index): deltas[index]}, f"{label}.{index}")
+            scip.addConsIndicator(own - bound <= 0, self.ax[position[index], axis])
         return bound
+
+    def _add_systems(self, k: int, access: GlobalAccess, systems, theta: dict, label: str) -> None:
+        for system in systems:
+            lams = add_to_scip(system, self.scip, theta, name=f"{access.statement}.{k}.{label}.{system.prefix}")
+            self.certificates.append((access, system, {**theta, **lams}))
 
     def _wrapped_sectors(self, access: GlobalAccess, rows: dict, sectors, wide, bound, row_bound) -> None:
         """For each wrap ``2^k`` lanes x ``R = warp / 2^k`` rows: ``rowsec`` the sectors of
@@ -664,19 +684,24 @@ class _Variables:
         ``sigma >= R * rowsec`` (``c`` says which; minimizing takes the smaller)."""
         scip, t = self.scip, self.p.target
         e = access.element_bytes
-        most = _max_stride(access)
         tag = f"{access.statement}:{access.text}"
         for k, on in rows.items():
             lanes, count = 2**k, t.warp_size // 2**k
-            big_row = (lanes - 1) * e * most + e
-            big_span = big_row + (count - 1) * e * most
             rowsec = scip.addVar(f"rowsec[{tag},{k}]", vtype="I", lb=1, ub=None)  # a row may span more than a warp of sectors
-            scip.addCons(t.sector_bytes * rowsec >= (lanes - 1) * e * bound + e - big_row * (1 - on))
+            wraps = scip.addVar(f"wraps[{tag},{k}]", vtype="B")
+            scip.addCons(wraps == on)
+            # indicators, not big-Ms of a stride's size (see _coalescing)
+            scip.addConsIndicator(t.sector_bytes * rowsec - (lanes - 1) * e * bound >= e, wraps)
             c = scip.addVar(f"rowbound[{tag},{k}]", vtype="B")
-            scip.addCons(t.sector_bytes * sectors >= (lanes - 1) * e * bound + (count - 1) * e * row_bound + e
-                         - big_span * (1 - on + c + wide))
-            top = count * t.warp_size
-            scip.addCons(sectors >= count * rowsec - top * (1 - on) - top * (1 - c) - top * wide)
+            span = scip.addVar(f"spanbound[{tag},{k}]", vtype="B")
+            scip.addCons(span >= wraps - c - wide)
+            scip.addConsIndicator(t.sector_bytes * sectors - (lanes - 1) * e * bound - (count - 1) * e * row_bound >= e,
+                                  span)
+            # the row bound, when the warp wraps, c chooses it and not z: an indicator too, since
+            # a row of a large stride spans more sectors than any constant big-M would allow
+            rowwise = scip.addVar(f"rowwise[{tag},{k}]", vtype="B")
+            scip.addCons(rowwise >= wraps + c - wide - 1)
+            scip.addConsIndicator(sectors - count * rowsec >= 0, rowwise)
 
     def _block_size(self) -> dict[int, object]:
         """One binary per log2 of the block's thread count."""
@@ -897,12 +922,6 @@ def _log2(value: int) -> int:
     """The largest k with 2^k <= value (exact for powers of two; a limit that is not one,
     e.g. 768 threads per block, allows the powers of two below it)."""
     return value.bit_length() - 1
-
-
-def _max_stride(access: GlobalAccess) -> int:
-    if access.quasi_affine:
-        return 2**31  # unknown in advance; only used as a big-M
-    return sum(abs(c) for _, c in access.coefficients) * 2**MAX_LOG_SEQ
 
 
 def _max_extents(kernel: Kernel, model: PolyModel) -> tuple[int, ...]:
