@@ -25,11 +25,14 @@ class SolverRun:
     model: str
     sizes: str
     wall_s: float
-    kernels: tuple[tuple[str, str, float, float | None, float, float | None], ...]  # name, status, time, obj, bound, gap
+    kernels: tuple[
+        tuple[str, str, float, float | None, float, float | None], ...
+    ]  # name, status, time, obj, bound, gap
 
 
-def bench_solver(models: list[Path], *, target: str = "h100", repeats: int = 3,
-                 time_limit: float | None = None) -> list[SolverRun]:
+def bench_solver(
+    models: list[Path], *, target: str = "h100", repeats: int = 3, time_limit: float | None = None
+) -> list[SolverRun]:
     """Optimize every model ``repeats`` times; keep the median wall time and the last report.
     ``time_limit`` is SCIP's limit per kernel solve (``optimize``'s default when None)."""
     runs = []
@@ -47,8 +50,11 @@ def bench_solver(models: list[Path], *, target: str = "h100", repeats: int = 3,
             for k, r in zip(mapping.kernels, mapping.solver)
         )
         runs.append(SolverRun(path.stem, sizes, walls[len(walls) // 2], kernels))
-        print(f"{path.stem}: {walls[len(walls) // 2]:.3f} s; " + "; ".join(
-            solver_line(r) for r in mapping.solver), flush=True)
+        print(
+            f"{path.stem}: {walls[len(walls) // 2]:.3f} s; "
+            + "; ".join(solver_line(r) for r in mapping.solver),
+            flush=True,
+        )
     return runs
 
 
@@ -72,8 +78,7 @@ def solver_markdown(runs: list[SolverRun], *, target: str, command: str) -> str:
     lines = [
         f"# Optimizer speed, {now}",
         "",
-        f"Command: `{command}`. Machine: {machine()}, Python {platform.python_version()}. "
-        f"Target: {target}.",
+        f"Command: `{command}`. Machine: {machine()}, Python {platform.python_version()}. Target: {target}.",
         "",
         "`wall` is the median of the runs of `optimize` (isl analysis, Farkas linearization, SCIP, exact "
         "certificate checks and the isl proof of the mapping); the kernel columns are SCIP's own report.",

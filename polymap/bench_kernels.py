@@ -58,10 +58,22 @@ CASES = (
     Case("axpy 2^26", "axpy.te", {}, {"N": 1000}, ("copy",), lambda s: 3 * 4 * s["N"]),
     Case("matmul 256x256x32", "matmul_256x256x32.te", {}, {"M": 40, "N": 33, "K": 7}, ("cublas",)),
     Case("matmul 1024^3", "matmul_1024.te", {}, {"M": 33, "N": 65, "K": 9}, ("cublas",)),
-    Case("matmul 4096^3", "matmul_1024.te", {"M": 4096, "N": 4096, "K": 4096}, {"M": 17, "N": 70, "K": 5},
-         ("cublas",)),
+    Case(
+        "matmul 4096^3",
+        "matmul_1024.te",
+        {"M": 4096, "N": 4096, "K": 4096},
+        {"M": 17, "N": 70, "K": 5},
+        ("cublas",),
+    ),
     Case("matmul stride-32 A", "matmul_strided_a.te", {}, {"M": 9, "N": 40, "K": 6}, ("naive", "cublas")),
-    Case("transpose 4096^2", "transpose.te", {}, {"M": 33, "N": 47}, ("copy",), lambda s: 2 * 4 * s["M"] * s["N"]),
+    Case(
+        "transpose 4096^2",
+        "transpose.te",
+        {},
+        {"M": 33, "N": 47},
+        ("copy",),
+        lambda s: 2 * 4 * s["M"] * s["N"],
+    ),
 )
 
 
@@ -133,12 +145,17 @@ def run_gpu_cases(root: Path, cases=CASES, *, repeat: int = 20) -> list[Result]:
         want = _device_reference(case, inputs, cp)
         error = max(float(cp.abs(got[k] - want[k]).max()) for k in want)
         samples = tuple(kernel.time(repeat=repeat, **inputs))
-        baselines = {b: tuple(_time(_baseline(b, case, inputs, sizes, cp), cp, repeat)) for b in case.baselines}
+        baselines = {
+            b: tuple(_time(_baseline(b, case, inputs, sizes, cp), cp, repeat)) for b in case.baselines
+        }
         result = Result(case.name, sizes, "gpu", error, kernel.mapping.predicted_time_s, samples, baselines)
         results.append(result)
-        print(f"{case.name}: polymap {result.median_s * 1e6:.1f} us; " + "; ".join(
-            f"{b} {statistics.median(s) * 1e6:.1f} us" for b, s in baselines.items()) + f"; error {error:.3g}",
-            flush=True)
+        print(
+            f"{case.name}: polymap {result.median_s * 1e6:.1f} us; "
+            + "; ".join(f"{b} {statistics.median(s) * 1e6:.1f} us" for b, s in baselines.items())
+            + f"; error {error:.3g}",
+            flush=True,
+        )
     return results
 
 
@@ -167,7 +184,9 @@ def _baseline(name: str, case: Case, inputs: dict, sizes: dict, cp) -> Callable[
         m, n, k = sizes["M"], sizes["N"], sizes["K"]
         c = cp.empty((m, n), cp.float32)
         grid = ((n + 127) // 128, m, 1)
-        return lambda: fn(grid, (128, 1, 1), (inputs["A"], inputs["B"], c, np.int32(m), np.int32(n), np.int32(k)))
+        return lambda: fn(
+            grid, (128, 1, 1), (inputs["A"], inputs["B"], c, np.int32(m), np.int32(n), np.int32(k))
+        )
     raise ValueError(name)
 
 

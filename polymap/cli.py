@@ -48,29 +48,55 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     check = commands.add_parser("check", help="prove a program valid and print its polyhedral model")
     check.add_argument("file", help="a .te program")
-    check.add_argument("--size", action="append", type=_size, default=[], metavar="NAME=N",
-                       help="bind a size parameter (repeatable)")
-    check.add_argument("--context", default=None,
-                       help="constraints on the unbound sizes, in isl syntax (e.g. 'N >= 256')")
+    check.add_argument(
+        "--size",
+        action="append",
+        type=_size,
+        default=[],
+        metavar="NAME=N",
+        help="bind a size parameter (repeatable)",
+    )
+    check.add_argument(
+        "--context", default=None, help="constraints on the unbound sizes, in isl syntax (e.g. 'N >= 256')"
+    )
     mapper = commands.add_parser("map", help="choose and prove the thread mapping, print the report")
     mapper.add_argument("file", help="a .te program")
     mapper.add_argument("--target", default="h100", help="GPU: h100 or h200 (default h100)")
-    mapper.add_argument("--size", action="append", type=_size, default=[], metavar="NAME=N",
-                        help="bind a size parameter (repeatable)")
+    mapper.add_argument(
+        "--size",
+        action="append",
+        type=_size,
+        default=[],
+        metavar="NAME=N",
+        help="bind a size parameter (repeatable)",
+    )
     mapper.add_argument("--context", default=None, help="constraints on the unbound sizes (isl syntax)")
-    mapper.add_argument("--pin", action="append", type=_pin, default=[], metavar="LOOP=DECISION",
-                        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
-                             "k.tile=16, k.stage=A,B (or none)")
+    mapper.add_argument(
+        "--pin",
+        action="append",
+        type=_pin,
+        default=[],
+        metavar="LOOP=DECISION",
+        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
+        "k.tile=16, k.stage=A,B (or none)",
+    )
     mapper.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
     emit = commands.add_parser("emit", help="optimize, compile and write the CUDA C source")
     emit.add_argument("file", help="a .te program")
-    emit.add_argument("-o", "--output", default=None, metavar="OUT.cu", help="file for the source (default: stdout)")
+    emit.add_argument(
+        "-o", "--output", default=None, metavar="OUT.cu", help="file for the source (default: stdout)"
+    )
     _mapping_options(emit)
-    run = commands.add_parser("run", help="optimize, compile, run on random inputs and compare with the reference")
+    run = commands.add_parser(
+        "run", help="optimize, compile, run on random inputs and compare with the reference"
+    )
     run.add_argument("file", help="a .te program")
     _mapping_options(run)
-    run.add_argument("--host", action="store_true",
-                     help="run on the host (C++ emulation of the CUDA source) even when a GPU is available")
+    run.add_argument(
+        "--host",
+        action="store_true",
+        help="run on the host (C++ emulation of the CUDA source) even when a GPU is available",
+    )
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     run.add_argument("--repeat", type=_positive, default=10, help="timed GPU runs (default 10)")
     bench = commands.add_parser("bench", help="measure the optimizer on models/ and record the raw results")
@@ -79,26 +105,43 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
     bench.add_argument("-o", "--output", default=None, help="markdown file for the results")
-    bench.add_argument("--kernels", action="store_true",
-                       help="time the generated kernels against cuBLAS and copies on the GPU (on the host "
-                            "without one: correctness only, GPU figures pending)")
+    bench.add_argument(
+        "--kernels",
+        action="store_true",
+        help="time the generated kernels against cuBLAS and copies on the GPU (on the host "
+        "without one: correctness only, GPU figures pending)",
+    )
     bench.add_argument("--host", action="store_true", help="with --kernels: the host correctness run only")
     return parser
 
 
-_TIME_LIMIT_HELP = ("SCIP's time limit per kernel solve in seconds (default 30); at the limit the best mapping "
-                    "found is used and reported as 'timelimit' with its gap")
+_TIME_LIMIT_HELP = (
+    "SCIP's time limit per kernel solve in seconds (default 30); at the limit the best mapping "
+    "found is used and reported as 'timelimit' with its gap"
+)
 
 
 def _mapping_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``map``, shared by ``emit`` and ``run``."""
     parser.add_argument("--target", default="h100", help="GPU: h100 or h200 (default h100)")
-    parser.add_argument("--size", action="append", type=_size, default=[], metavar="NAME=N",
-                        help="bind a size parameter (repeatable)")
+    parser.add_argument(
+        "--size",
+        action="append",
+        type=_size,
+        default=[],
+        metavar="NAME=N",
+        help="bind a size parameter (repeatable)",
+    )
     parser.add_argument("--context", default=None, help="constraints on the unbound sizes (isl syntax)")
-    parser.add_argument("--pin", action="append", type=_pin, default=[], metavar="LOOP=DECISION",
-                        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
-                             "k.tile=16, k.stage=A,B (or none)")
+    parser.add_argument(
+        "--pin",
+        action="append",
+        type=_pin,
+        default=[],
+        metavar="LOOP=DECISION",
+        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
+        "k.tile=16, k.stage=A,B (or none)",
+    )
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
 
 
@@ -111,9 +154,14 @@ def _positive(text: str) -> int:
 def _pin(text: str) -> tuple[str, str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip() or not value.strip():
-        raise argparse.ArgumentTypeError(f"expected LOOP=DECISION (e.g. j=threadIdx.x or j.threads=64), got {text!r}")
-    loop, _, field = key.strip().rpartition(".") if key.count(".") and key.split(".")[-1] in _PIN_FIELDS \
+        raise argparse.ArgumentTypeError(
+            f"expected LOOP=DECISION (e.g. j=threadIdx.x or j.threads=64), got {text!r}"
+        )
+    loop, _, field = (
+        key.strip().rpartition(".")
+        if key.count(".") and key.split(".")[-1] in _PIN_FIELDS
         else (key.strip(), "", "")
+    )
     return loop, field, value.strip()
 
 
@@ -126,9 +174,13 @@ def _pins(items: list[tuple[str, str, str]]) -> dict:
         entry = pins.setdefault(loop, {})
         if field:
             if field == "stage":  # k.stage=A,B (k.stage=none: nothing staged)
-                entry[field] = [] if value.lower() == "none" else [b.strip() for b in value.split(",") if b.strip()]
+                entry[field] = (
+                    [] if value.lower() == "none" else [b.strip() for b in value.split(",") if b.strip()]
+                )
             else:
-                entry[field] = int(value) if field in ("threads", "seq", "tile") and value.isdigit() else value
+                entry[field] = (
+                    int(value) if field in ("threads", "seq", "tile") and value.isdigit() else value
+                )
         else:
             from polymap.mapping.space import parse_pins
 
@@ -160,8 +212,9 @@ def _map(args: argparse.Namespace) -> int:
     from polymap.mapping.solve import optimize
 
     program, _ = _load(args)
-    mapping = optimize(program, args.target, pins=_pins(args.pin), context=args.context,
-                       time_limit=args.time_limit)
+    mapping = optimize(
+        program, args.target, pins=_pins(args.pin), context=args.context, time_limit=args.time_limit
+    )
     print(mapping)
     return 0
 
@@ -172,8 +225,9 @@ def _compile(args: argparse.Namespace, program):
     import polymap
 
     # one pipeline run: optimizing first and passing the mapping would prove it twice
-    return polymap.compile(program, None, args.target, pins=_pins(args.pin), context=args.context,
-                           time_limit=args.time_limit)
+    return polymap.compile(
+        program, None, args.target, pins=_pins(args.pin), context=args.context, time_limit=args.time_limit
+    )
 
 
 def _signature(kernel) -> str:
@@ -199,8 +253,10 @@ def _emit(args: argparse.Namespace) -> int:
             Path(args.output).write_text(kernel.source)
         except OSError as exc:
             raise ArgumentError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    line = (f"wrote {'<stdout>' if to_stdout else args.output}: {count} kernel{'s' if count != 1 else ''}, "
-            f"launcher {_signature(kernel)}")
+    line = (
+        f"wrote {'<stdout>' if to_stdout else args.output}: {count} kernel{'s' if count != 1 else ''}, "
+        f"launcher {_signature(kernel)}"
+    )
     print(line, file=sys.stderr if to_stdout else sys.stdout)
     return 0
 
@@ -215,7 +271,8 @@ def _concrete_sizes(program) -> dict[str, int]:
         raise ArgumentError(
             f"size{'s' if len(missing) > 1 else ''} {names} of program '{program.name}' "
             f"{'have' if len(missing) > 1 else 'has'} no default and {'were' if len(missing) > 1 else 'was'} "
-            f"not given: pass --size {missing[0]}=VALUE" + (" (one --size per size)" if len(missing) > 1 else ""),
+            f"not given: pass --size {missing[0]}=VALUE"
+            + (" (one --size per size)" if len(missing) > 1 else ""),
             **program.error_context(),
         )
     return {p.name: p.default for p in program.params}
@@ -287,7 +344,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"ran on GPU {_gpu_name()}: median {median:.3g} us over {len(samples)} runs (kernel.time)")
     else:
         print(f"ran on the host (C++ emulation of the CUDA source): {seconds:.2f} s")
-        print("note: the host run checks correctness only; its time (C++ build included) is not GPU performance")
+        print(
+            "note: the host run checks correctness only; its time (C++ build included) is not GPU performance"
+        )
     if not ok:
         print("MISMATCH")
         return 1
@@ -336,7 +395,9 @@ def _bench_kernels(args: argparse.Namespace) -> int:
         print("no GPU (or --host): correctness on the host only; GPU figures pending")
         results = run_host_cases(root)
         device = "none (host run)"
-    text = kernels_markdown(results, device=device, command="polymap " + " ".join(sys.argv[1:]), machine=machine())
+    text = kernels_markdown(
+        results, device=device, command="polymap " + " ".join(sys.argv[1:]), machine=machine()
+    )
     if args.output:
         Path(args.output).write_text(text)
         print(f"wrote {args.output}")

@@ -83,5 +83,6 @@ def compile(
     before any code is generated, so a hand-made mapping cannot produce wrong code.
     The steps are ``polymap.pipeline.compile_program``."""
     check_program_argument(program, "compile")
-    return Kernel(compile_program(program, mapping, target, pins=pins, context=context,
-                                  time_limit=time_limit))
+    return Kernel(
+        compile_program(program, mapping, target, pins=pins, context=context, time_limit=time_limit)
+    )

@@ -60,9 +60,17 @@ class Mapped:
     model: PolyModel
 
 
-def optimize_program(program: Program, target: str | GpuTarget, *, pins, context: str | None,
-                     time_limit: float | None, registers: bool = True, staging: bool = True,
-                     analyses: Analyses | None = None) -> Mapped:
+def optimize_program(
+    program: Program,
+    target: str | GpuTarget,
+    *,
+    pins,
+    context: str | None,
+    time_limit: float | None,
+    registers: bool = True,
+    staging: bool = True,
+    analyses: Analyses | None = None,
+) -> Mapped:
     """The steps of ``polymap.optimize`` (see its docstring for the options)."""
     analyses = analyses if analyses is not None else Analyses()
     gpu, pinned = get_target(target), parse_pins(pins)
@@ -74,8 +82,16 @@ def optimize_program(program: Program, target: str | GpuTarget, *, pins, context
     symbolic = tuple(rebind(km, kernels(program)) for km, _, _ in solved)
     model = analyses(program, context)
     proof = prove(model, symbolic, context=context)
-    mapping = Mapping(program, gpu, symbolic, tuple(c for _, c, _ in solved), tuple(r for _, _, r in solved),
-                      tuple(sizes.items()), proof, context)
+    mapping = Mapping(
+        program,
+        gpu,
+        symbolic,
+        tuple(c for _, c, _ in solved),
+        tuple(r for _, _, r in solved),
+        tuple(sizes.items()),
+        proof,
+        context,
+    )
     return Mapped(mapping, model)
 
 
@@ -88,13 +104,21 @@ def transform(program: Program, *, registers: bool, analyses: Analyses) -> Progr
     return program
 
 
-def compile_program(program: Program, mapping: Mapping | None, target: str | GpuTarget, *, pins,
-                    context: str | None, time_limit: float | None) -> CudaProgram:
+def compile_program(
+    program: Program,
+    mapping: Mapping | None,
+    target: str | GpuTarget,
+    *,
+    pins,
+    context: str | None,
+    time_limit: float | None,
+) -> CudaProgram:
     """The steps of ``polymap.compile``: optimize (or prove a given mapping), then emit."""
     analyses = Analyses()
     if mapping is None:
-        mapped = optimize_program(program, target, pins=pins, context=context, time_limit=time_limit,
-                                  analyses=analyses)
+        mapped = optimize_program(
+            program, target, pins=pins, context=context, time_limit=time_limit, analyses=analyses
+        )
     else:
         if pins is not None or context is not None:
             raise ArgumentError("pins and context belong to optimize; a given mapping already fixes them")
@@ -125,8 +149,9 @@ def given(program: Program, mapping: Mapping, *, analyses: Analyses | None = Non
     sizes = cost_sizes(program, mapping.context)
     costs = cost_kernels(analyses(program.bind(**sizes)), mapping.target, mapping.kernels)
     solver = mapping.solver if solved else tuple(given_report() for _ in mapping.kernels)
-    remade = replace(mapping, costs=costs, solver=solver, cost_sizes=tuple(sizes.items()), proof=proof,
-                     given=not solved)
+    remade = replace(
+        mapping, costs=costs, solver=solver, cost_sizes=tuple(sizes.items()), proof=proof, given=not solved
+    )
     return Mapped(remade, model)
 
 

@@ -93,8 +93,9 @@ def verify(program: Program, kernels, *, context: str | None = None) -> Verifica
     return prove(analyze(program, context=context), tuple(kernels), context=context)
 
 
-def prove(model: PolyModel, kernels: tuple[KernelMapping, ...], *,
-          context: str | None = None) -> VerificationReport:
+def prove(
+    model: PolyModel, kernels: tuple[KernelMapping, ...], *, context: str | None = None
+) -> VerificationReport:
     """``verify`` on a model already built (the pipeline passes the one it analyzed):
     ``model`` is ``analyze(program, context=context)``."""
     try:
@@ -122,7 +123,11 @@ def mapped_program(program: Program, mapping, *, analyze=analyze) -> Program:
 def _verify(model: PolyModel, mappings: tuple[KernelMapping, ...], context: str | None) -> VerificationReport:
     program = model.program
     _check_shape(program, mappings)
-    owner = {name: rank for rank, km in enumerate(mappings) for name in (s.name for s in kernel_statements(km.kernel))}
+    owner = {
+        name: rank
+        for rank, km in enumerate(mappings)
+        for name in (s.name for s in kernel_statements(km.kernel))
+    }
     for s in model.statements:
         if s.name not in owner:
             raise InternalError(f"{s.label} of program '{program.name}' lies in no kernel")
@@ -299,9 +304,14 @@ def _prove_in_bounds(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
                 f"{a.verb} {_address(a, s, sizes, inst)}, outside {a.buffer}'s shape "
                 f"{_shape(buffer.decl, sizes)}{_unguarded(frame)}"
             )
-        lines.append(Proved(Obligation.IN_BOUNDS, s.name,
-                            f"range(R_{s.name} ; A) inside the buffer's shape, every access A of {s.name}",
-                            f"{frame.mapping.kernel.name}: every access of {s.name} in bounds"))
+        lines.append(
+            Proved(
+                Obligation.IN_BOUNDS,
+                s.name,
+                f"range(R_{s.name} ; A) inside the buffer's shape, every access A of {s.name}",
+                f"{frame.mapping.kernel.name}: every access of {s.name} in bounds",
+            )
+        )
     return lines
 
 
@@ -325,8 +335,15 @@ def _prove_race_free(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
             if clash.is_empty():
                 continue
             raise _race(model, frame, (e1, a1), (e2, a2), clash)
-    return [Proved(Obligation.RACE_FREE, b, f"(R_S1 ; A1) ; (R_S2 ; A2)^-1 on {b}, one launch, two threads",
-                   f"{frame.mapping.kernel.name}: no race between threads on {b}") for b in touched]
+    return [
+        Proved(
+            Obligation.RACE_FREE,
+            b,
+            f"(R_S1 ; A1) ; (R_S2 ; A2)^-1 on {b}, one launch, two threads",
+            f"{frame.mapping.kernel.name}: no race between threads on {b}",
+        )
+        for b in touched
+    ]
 
 
 def _race(model, frame, first, second, clash: isl.Map) -> VerificationError:
@@ -377,9 +394,14 @@ def _prove_exactly_once(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]
                 f"{name}: {s.label}: instance {_instance(s, coords[n : n + len(s.dims)])} is run twice{_with(sizes)}, "
                 f"by ({_point(e, coords[:n])}) and by ({_point(e, coords[n + len(s.dims) : 2 * n + len(s.dims)])})"
             )
-        lines.append(Proved(Obligation.EXACTLY_ONCE, s.name,
-                            f"range(R_{s.name}) = domain({s.name}), R_{s.name} injective",
-                            f"{name}: every instance of {s.name} executed exactly once"))
+        lines.append(
+            Proved(
+                Obligation.EXACTLY_ONCE,
+                s.name,
+                f"range(R_{s.name}) = domain({s.name}), R_{s.name} injective",
+                f"{name}: every instance of {s.name} executed exactly once",
+            )
+        )
     return lines
 
 
@@ -407,8 +429,14 @@ def _prove_thread_order(model: PolyModel, frame: Frame, executed, deps: list[Dep
                 model, name, dep, e1, e2, late, "runs the sink no later than the source in its thread"
             )
         relation = f"R_{dep.source} ; dep ; R_{dep.sink}^-1 in one launch: one thread, source earlier"
-        lines.append(Proved(Obligation.DEPENDENCE_KEPT, _dep_name(dep), relation,
-                            f"{name}: {_dep_name(dep)} kept in one thread, source first"))
+        lines.append(
+            Proved(
+                Obligation.DEPENDENCE_KEPT,
+                _dep_name(dep),
+                relation,
+                f"{name}: {_dep_name(dep)} kept in one thread, source first",
+            )
+        )
     return lines
 
 
@@ -448,10 +476,14 @@ def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) 
     for copy in plan.copies:
         # the copy against itself (two threads writing one element) and against every read of its tile
         others = [(copy.writes, copy.time, f"Copy_{copy.buffer.name}", "writes")]
-        others += [(m.apply_range(element_of(copy)), e.time, e.stmt.name, "reads") for e, c, m in reads if c is copy]
+        others += [
+            (m.apply_range(element_of(copy)), e.time, e.stmt.name, "reads") for e, c, m in reads if c is copy
+        ]
         for access, time, other, verb in others:
             cross = _across_threads(copy.writes.apply_range(access.reverse()), plan.frame)
-            unsafe = cross.subtract(_separated(plan, copy.time, time)).subtract(_separated(plan, time, copy.time).reverse())
+            unsafe = cross.subtract(_separated(plan, copy.time, time)).subtract(
+                _separated(plan, time, copy.time).reverse()
+            )
             if not unsafe.is_empty():
                 sizes, coords = _witness(unsafe.wrap(), model)
                 raise VerificationError(
@@ -461,8 +493,10 @@ def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) 
                 )
         buffer = copy.buffer.name
         relation = f"Copy_{buffer} writes x other threads' accesses to the tile, less barrier-separated pairs"
-        text = (f"{name}: a barrier separates every copy into {buffer}'s tile from the other threads' "
-                "accesses to it")
+        text = (
+            f"{name}: a barrier separates every copy into {buffer}'s tile from the other threads' "
+            "accesses to it"
+        )
         lines.append(Proved(Obligation.BARRIERS, buffer, relation, text))
     return lines
 
@@ -482,7 +516,9 @@ def _separated(plan: SharedPlan, t1: isl.Map, t2: isl.Map) -> isl.Map:
     after x and before y."""
     h = plan.frame.host
     x_time, y_time = t1.flatten_domain(), t2.flatten_domain()
-    out = isl.Map.empty(isl.Space.map_from_domain_and_range(x_time.domain().get_space(), y_time.domain().get_space()))
+    out = isl.Map.empty(
+        isl.Space.map_from_domain_and_range(x_time.domain().get_space(), y_time.domain().get_space())
+    )
     for barrier in plan.barriers:
         before = x_time.lex_lt_map(barrier.time)  # x -> z: time(x) < time(z)
         after = barrier.time.lex_lt_map(y_time)  # z -> y: time(z) < time(y)
@@ -523,11 +559,14 @@ def _prove_launch_order(model: PolyModel, mappings, owner, executed) -> list[Pro
                 f"{_instance(e2.stmt, y)} in {k2.name}{_host(k2, y)}, launched before it "
                 f"(kernels listed as {', '.join(km.kernel.name for km in mappings)})"
             )
-        lines.append(Proved(
-            Obligation.LAUNCH_ORDER, _dep_name(dep),
-            f"dep across launches: launch({dep.source}) <<= launch({dep.sink})",
-            f"launch order: {_dep_name(dep)} from {k1.name} to {k2.name} keeps the source's launch first"
-        ))
+        lines.append(
+            Proved(
+                Obligation.LAUNCH_ORDER,
+                _dep_name(dep),
+                f"dep across launches: launch({dep.source}) <<= launch({dep.sink})",
+                f"launch order: {_dep_name(dep)} from {k1.name} to {k2.name} keeps the source's launch first",
+            )
+        )
     return lines
 
 

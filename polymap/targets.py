@@ -160,8 +160,7 @@ class GpuTarget:
             if f.type == "int":
                 if not _is_int(value) or value <= 0:
                     raise ArgumentError(
-                        f"GpuTarget {self.name!r}: field {f.name!r} must be a positive integer, "
-                        f"got {value!r}"
+                        f"GpuTarget {self.name!r}: field {f.name!r} must be a positive integer, got {value!r}"
                     )
             elif not _is_real(value) or not math.isfinite(value) or value <= 0:
                 raise ArgumentError(
@@ -230,9 +229,7 @@ class GpuTarget:
                 f"known fields: {', '.join(fields)}"
             )
         missing = [
-            name
-            for name, f in fields.items()
-            if name not in data and f.default is dataclasses.MISSING
+            name for name, f in fields.items() if name not in data and f.default is dataclasses.MISSING
         ]
         if missing:
             raise ArgumentError(

@@ -43,8 +43,17 @@ def host_macros() -> tuple[frozenset[str], str]:
 
     cxx = compiler()
     flags = [f for f in FLAGS if f != "-shared"]
-    command = [cxx, *flags, "-dM", "-E", "-x", "c++", "-include", str(TEMPLATES / "polymap_host.h"),
-               str(TEMPLATES / "polymap_helpers.cuh")]
+    command = [
+        cxx,
+        *flags,
+        "-dM",
+        "-E",
+        "-x",
+        "c++",
+        "-include",
+        str(TEMPLATES / "polymap_host.h"),
+        str(TEMPLATES / "polymap_helpers.cuh"),
+    ]
     listing = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
     return frozenset(_DEFINE.findall(listing)), version.splitlines()[0]

@@ -97,8 +97,11 @@ def libm_dependent(program) -> set[str]:
     found: set[str] = set()
     assigns = [ctx.stmt for ctx in statements(program) if isinstance(ctx.stmt, Assign)]
     while True:
-        more = {a.target.buffer for a in assigns
-                if _has_call(a.value) or any(isinstance(r, Read) and r.buffer in found for r in _reads(a.value))}
+        more = {
+            a.target.buffer
+            for a in assigns
+            if _has_call(a.value) or any(isinstance(r, Read) and r.buffer in found for r in _reads(a.value))
+        }
         if more <= found:
             return found
         found |= more

@@ -199,7 +199,10 @@ class _Gen:
             return r.choice(loops).name
         if kind in ("read", "index"):
             return self.read(loops)
-        sub = lambda: self.value(loops, depth - 1)
+
+        def sub():
+            return self.value(loops, depth - 1)
+
         if kind == "bin":
             op = r.choice(["+", "-", "*", "/"])
             if op == "/":

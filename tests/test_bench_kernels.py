@@ -23,8 +23,9 @@ def test_host_cases_match_the_reference_and_the_record_says_gpu_pending():
 
 
 def test_gpu_record_shows_ratio_to_the_baseline_and_every_sample():
-    result = Result("matmul 1024^3", {"M": 1024}, "gpu", 1e-5, 2e-3, (1e-3, 3e-3, 2e-3),
-                    {"cublas": (1e-3, 1e-3, 1e-3)})
+    result = Result(
+        "matmul 1024^3", {"M": 1024}, "gpu", 1e-5, 2e-3, (1e-3, 3e-3, 2e-3), {"cublas": (1e-3, 1e-3, 1e-3)}
+    )
     text = kernels_markdown([result], device="H100", command="c", machine="m")
     assert "| matmul 1024^3 | 2000.00 | 2000 | cublas | 1000.00 | 0.500 |" in text
     assert "polymap [1000.0, 3000.0, 2000.0]" in text

@@ -62,7 +62,10 @@ def test_check_reports_syntax_errors_with_a_caret(tmp_path, capsys):
 
 
 def test_check_binds_defaults_that_flat_indices_need_and_says_so(tmp_path, capsys):
-    path = _write(tmp_path, "param N = 8\nin X: f32[N * N]\nout Y: f32[N * N]\npar N * N p { Y[(p % N) * N + p / N] = X[p] }\n")
+    path = _write(
+        tmp_path,
+        "param N = 8\nin X: f32[N * N]\nout Y: f32[N * N]\npar N * N p { Y[(p % N) * N + p / N] = X[p] }\n",
+    )
     assert main(["check", path]) == 0
     assert "note: bound N = 8 (default)" in capsys.readouterr().out
 
@@ -97,7 +100,9 @@ def test_check_succeeds_on_every_model(model, capsys):
 def test_console_script_runs_as_a_module():
     result = subprocess.run(
         [sys.executable, "-m", "polymap.cli", "check", str(MODELS / "transpose.te")],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert "race-free par loops" in result.stdout

@@ -83,8 +83,11 @@ def test_emit_sends_the_binding_note_to_stderr_when_the_source_goes_to_stdout(ca
 def test_emit_counts_every_kernel(tmp_path, capsys):
     out = tmp_path / "jacobi.cu"
     assert main(["emit", *JACOBI, "-o", str(out)]) == 0
-    assert re.match(rf"wrote {re.escape(str(out))}: 2 kernels, launcher int run_jacobi1d\(float\* A, float\* B, "
-                    r"cudaStream_t stream\)$", capsys.readouterr().out.strip())
+    assert re.match(
+        rf"wrote {re.escape(str(out))}: 2 kernels, launcher int run_jacobi1d\(float\* A, float\* B, "
+        r"cudaStream_t stream\)$",
+        capsys.readouterr().out.strip(),
+    )
     assert out.read_text().count("__global__") == 2
 
 
@@ -109,7 +112,9 @@ def test_run_host_on_matmul_matches_the_reference(capsys):
     assert verdict == "OK"
     assert 0 <= error < 1e-3
     assert scale > 0.5  # 7-term dot products of standard normals
-    assert re.search(r"^ran on the host \(C\+\+ emulation of the CUDA source\): \d+\.\d\d s$", out, re.MULTILINE)
+    assert re.search(
+        r"^ran on the host \(C\+\+ emulation of the CUDA source\): \d+\.\d\d s$", out, re.MULTILINE
+    )
     assert "not GPU performance" in out
     assert "MISMATCH" not in out
 
@@ -124,7 +129,22 @@ def test_run_host_on_jacobi_runs_host_loops_over_several_kernels(capsys):
 
 
 def test_run_host_on_softmax_with_block_local_temporaries(capsys):
-    assert main(["run", str(MODELS / "softmax_rows.te"), "--size", "M=5", "--size", "N=9", "--host", "--seed", "3"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(MODELS / "softmax_rows.te"),
+                "--size",
+                "M=5",
+                "--size",
+                "N=9",
+                "--host",
+                "--seed",
+                "3",
+            ]
+        )
+        == 0
+    )
     error, scale, verdict = _error_line(capsys.readouterr().out, "Y")
     assert verdict == "OK" and error < 1e-5 and 0 < scale <= 1
 
@@ -139,7 +159,10 @@ def test_run_keeps_defaults_symbolic_and_uses_them_for_the_inputs(capsys):
 
 
 def test_run_integer_program_compares_exactly(tmp_path, capsys):
-    path = _write(tmp_path, "param N = 6\nin a: i32[N]\nin b: i32[N]\nout c: i32[N]\npar N i { c[i] = a[i] / b[i] + a[i] }\n")
+    path = _write(
+        tmp_path,
+        "param N = 6\nin a: i32[N]\nin b: i32[N]\nout c: i32[N]\npar N i { c[i] = a[i] / b[i] + a[i] }\n",
+    )
     assert main(["run", path, "--host"]) == 0
     out = capsys.readouterr().out
     pattern = r"^c: max abs error 0 \(max \|reference\| (\d+), exact match required\), OK$"

@@ -89,7 +89,12 @@ def test_model_runs_on_the_host_and_compiles_with_nvrtc(name):
 
 @pytest.mark.parametrize(
     "sizes",
-    [{"M": 1, "N": 1, "K": 1}, {"M": 33, "N": 31, "K": 3}, {"M": 65, "N": 130, "K": 2}, {"M": 2, "N": 257, "K": 9}],
+    [
+        {"M": 1, "N": 1, "K": 1},
+        {"M": 33, "N": 31, "K": 3},
+        {"M": 65, "N": 130, "K": 2},
+        {"M": 2, "N": 257, "K": 9},
+    ],
     ids=str,
 )
 def test_one_symbolic_matmul_kernel_runs_at_any_size(sizes):
@@ -114,7 +119,7 @@ def test_accumulator_lives_in_a_register():
     source = polymap.compile(mapping.program, mapping).source
     assert re.search(r"\n  float C_acc;\n", source), "a 0-d block-local buffer is a C variable"
     assert "C_acc += A[" in source
-    loop = source[source.index("for (int k"):]
+    loop = source[source.index("for (int k") :]
     loop = loop[: loop.index("}")]
     assert "C[" not in loop, "no global access to C inside the k loop"
 
@@ -126,7 +131,7 @@ def test_staged_accumulator_is_held_per_point_of_the_thread():
     assert km.staging is not None
     if points > 1:
         assert re.search(rf"\n  float C_acc\[{points}\];", kernel.source)
-    loop = kernel.source[kernel.source.index("for (int k = "):]
+    loop = kernel.source[kernel.source.index("for (int k = ") :]
     loop = loop[: loop.index("}")]
     assert "C[" not in loop and "A_sh[" in loop and "B_sh[" in loop
 
@@ -153,9 +158,14 @@ def _triangle_mapping():
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.sampled_from([1, 2, 4, 8, 32]), st.sampled_from([1, 2, 4]), st.sampled_from(list(Distribution)),
-    st.sampled_from([1, 4, 16]), st.sampled_from([1, 2]), st.sampled_from(list(Distribution)),
-    st.booleans(), st.integers(1, 40),
+    st.sampled_from([1, 2, 4, 8, 32]),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from(list(Distribution)),
+    st.sampled_from([1, 4, 16]),
+    st.sampled_from([1, 2]),
+    st.sampled_from(list(Distribution)),
+    st.booleans(),
+    st.integers(1, 40),
 )
 def test_any_valid_mapping_of_a_triangular_nest_runs_correctly(ti, si, di, tj, sj, dj, swap, n):
     """Mappings made by hand (any thread counts, sequential parts, distributions, axes; the
@@ -173,7 +183,10 @@ def test_any_valid_mapping_of_a_triangular_nest_runs_correctly(ti, si, di, tj, s
     kernel = polymap.compile(program, replace(mapping, kernels=(KernelMapping(km.kernel, loops),)))
     note(kernel.source)
     rng = np.random.default_rng(n)
-    inputs = {"L": rng.standard_normal((n, n)).astype(np.float32), "x": rng.standard_normal(n).astype(np.float32)}
+    inputs = {
+        "L": rng.standard_normal((n, n)).astype(np.float32),
+        "x": rng.standard_normal(n).astype(np.float32),
+    }
     assert_matches(kernel.run_host(**inputs), reference(program, **inputs), program)
 
 
@@ -182,8 +195,17 @@ def test_a_hand_made_mapping_is_proved_before_code_is_generated():
     mapping = polymap.optimize(program)
     (km,) = mapping.kernels
     (lm,) = km.loops
-    broken = LoopMapping(lm.index, lm.thread_axis, lm.block_axis, lm.threads, lm.seq, lm.distribution, lm.extent,
-                         lm.max_extent, guard=False)
+    broken = LoopMapping(
+        lm.index,
+        lm.thread_axis,
+        lm.block_axis,
+        lm.threads,
+        lm.seq,
+        lm.distribution,
+        lm.extent,
+        lm.max_extent,
+        guard=False,
+    )
     bad = replace(mapping, kernels=(KernelMapping(km.kernel, (broken,)),))
     with pytest.raises(VerificationError, match="outside"):
         polymap.compile(program, bad)
@@ -243,7 +265,9 @@ def _check_random(text: str, seed: int) -> None:
             if expected.dtype.kind == "i":
                 np.testing.assert_array_equal(actual, expected, err_msg=name)
             else:  # libm and NumPy may differ in the last bits of exp, log, tanh
-                np.testing.assert_allclose(actual, expected, rtol=2e-5, atol=1e-6, equal_nan=True, err_msg=name)
+                np.testing.assert_allclose(
+                    actual, expected, rtol=2e-5, atol=1e-6, equal_nan=True, err_msg=name
+                )
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -312,14 +336,18 @@ def test_a_private_buffer_needs_a_constant_shape():
 
 def test_compile_errors_carry_the_log_and_the_line():
     kernel = _matmul_kernel()
-    broken = re.sub(r"^(\s*C_acc(\[[^\]]*\])? = )C\[", r"\1undefined_name + C[", kernel.source, count=1, flags=re.M)
+    broken = re.sub(
+        r"^(\s*C_acc(\[[^\]]*\])? = )C\[", r"\1undefined_name + C[", kernel.source, count=1, flags=re.M
+    )
     assert broken != kernel.source
     with pytest.raises(CudaCompileError) as err:
         compile_ptx(broken, name="broken.cu")
     assert "undefined_name" in err.value.line and "error" in err.value.log
     with pytest.raises(CudaCompileError, match="host C\\+\\+ compiler"):
-        run_host(replace(kernel.cuda, source=broken), {"A": np.zeros((1, 1), np.float32),
-                                                      "B": np.zeros((1, 1), np.float32)})
+        run_host(
+            replace(kernel.cuda, source=broken),
+            {"A": np.zeros((1, 1), np.float32), "B": np.zeros((1, 1), np.float32)},
+        )
 
 
 # ------------------------------------------------------------------- the text
@@ -348,7 +376,6 @@ def test_golden_text(model):
     assert source == path.read_text(), f"{model}: emitted text changed; regenerate if intended"
 
 
-
 def test_program_names_that_spell_c_macros_or_polymap_names_are_renamed():
     text = """
     param INT_MAX
@@ -368,8 +395,9 @@ def test_an_empty_nest_is_not_launched():
     """The C launcher skips a grid with no blocks; the Python launch plan (CuPy) must too."""
     from polymap.runtime.launches import launches
 
-    program = parse("param N\nin x: f32[N]\nout y: f32[N]\npar N - 5 i { y[i] = x[i] }\npar N i { y[i] += 1 }",
-                    name="e")
+    program = parse(
+        "param N\nin x: f32[N]\nout y: f32[N]\npar N - 5 i { y[i] = x[i] }\npar N i { y[i] += 1 }", name="e"
+    )
     kernel = polymap.compile(program)
     planned = [(launch.kernel.function, launch.grid) for launch in launches(kernel.cuda, {"N": 3})]
     assert len(planned) == 1 and planned[0][0].endswith("kernel1") and min(planned[0][1]) > 0

@@ -26,7 +26,9 @@ def blocks(tag: str) -> list:
     found = []
     for doc in DOCS:
         text = doc.read_text()
-        for match in re.finditer(rf"^```{re.escape(tag)}[ \t]*\n(.*?)^```[ \t]*$", text, re.MULTILINE | re.DOTALL):
+        for match in re.finditer(
+            rf"^```{re.escape(tag)}[ \t]*\n(.*?)^```[ \t]*$", text, re.MULTILINE | re.DOTALL
+        ):
             where = f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
             found.append(pytest.param(where, match.group(1), id=where))
     return found

@@ -123,7 +123,9 @@ def test_a_context_that_bounds_the_sizes_keeps_index_arithmetic_in_32_bits():
     program = polymap.load("models/matmul_256x256x32.te")
     narrow = polymap.compile(program, context="M <= 4096 and N <= 4096 and K <= 4096")
     wide = polymap.compile(program)
-    kernel_text = narrow.source[narrow.source.index("__global__") : narrow.source.index("#ifndef __CUDACC_RTC__")]
+    kernel_text = narrow.source[
+        narrow.source.index("__global__") : narrow.source.index("#ifndef __CUDACC_RTC__")
+    ]
     assert "long long" not in kernel_text
     assert "long long" in wide.source[wide.source.index("__global__") :]
     a = np.random.default_rng(1).standard_normal((40, 24)).astype(np.float32)
@@ -152,9 +154,9 @@ def test_interval_arithmetic_of_index_expressions():
     assert index_interval(big, ranges) == Interval(0, 4095000000)
     assert not index_interval(big, ranges).fits32
     assert index_interval(IBin(IndexOp.MOD, big, IConst(7)), ranges) == Interval(0, 6)
-    assert index_interval(IBin(IndexOp.FLOORDIV, IBin(IndexOp.SUB, i, IConst(5)), IConst(2)), ranges) == Interval(
-        -3, 2045
-    )
+    assert index_interval(
+        IBin(IndexOp.FLOORDIV, IBin(IndexOp.SUB, i, IConst(5)), IConst(2)), ranges
+    ) == Interval(-3, 2045)
     assert index_interval(IBin(IndexOp.ADD, n, IConst(1)), ranges).hi == 2**31
 
 
@@ -162,7 +164,7 @@ def test_interval_arithmetic_of_index_expressions():
 
 
 def test_comment_text_never_ends_the_comment():
-    hostile = "a\nstatic int x = system(\"id\");\r\u2028\\\n??/\n*/ // x"
+    hostile = 'a\nstatic int x = system("id");\r\u2028\\\n??/\n*/ // x'
     text = comment(hostile)
     assert "\n" not in text and "\r" not in text and "\\" not in text and "??" not in text
     assert text.startswith("// ")
@@ -196,7 +198,11 @@ def test_a_program_run_from_a_hostile_path_through_the_cli_runs_nothing(tmp_path
     path.write_text("param N = 8\nin x: f32[N]\nout y: f32[N]\npar N i { y[i] = x[i] }\n")
     done = subprocess.run(
         [sys.executable, "-m", "polymap.cli", "run", str(path), "--host"],
-        check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     assert not marker.exists()
@@ -219,7 +225,11 @@ def test_every_address_in_a_kernel_comes_from_isl(model):
 @st.composite
 def _index_exprs(draw, depth=0):
     if depth > 3 or draw(st.booleans()):
-        return draw(st.one_of(st.sampled_from([IVar("i"), IVar("j")]), st.builds(IConst, st.integers(-(10**6), 10**6))))
+        return draw(
+            st.one_of(
+                st.sampled_from([IVar("i"), IVar("j")]), st.builds(IConst, st.integers(-(10**6), 10**6))
+            )
+        )
     op = draw(st.sampled_from(list(IndexOp)))
     lhs = draw(_index_exprs(depth + 1))
     if op in (IndexOp.FLOORDIV, IndexOp.MOD):
@@ -235,8 +245,11 @@ def _evaluate(e, env):
     if isinstance(e, IVar):
         return env[e.name]
     a, b = _evaluate(e.lhs, env), _evaluate(e.rhs, env)
-    return {IndexOp.ADD: a + b, IndexOp.SUB: a - b, IndexOp.MUL: a * b}.get(e.op) if e.op not in (
-        IndexOp.FLOORDIV, IndexOp.MOD) else (a // b if e.op is IndexOp.FLOORDIV else a % b)
+    return (
+        {IndexOp.ADD: a + b, IndexOp.SUB: a - b, IndexOp.MUL: a * b}.get(e.op)
+        if e.op not in (IndexOp.FLOORDIV, IndexOp.MOD)
+        else (a // b if e.op is IndexOp.FLOORDIV else a % b)
+    )
 
 
 @settings(max_examples=300, deadline=None)

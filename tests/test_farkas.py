@@ -235,10 +235,16 @@ def test_degree_three_is_refused():
         (lambda: Polyhedron.from_relations([i], [i < 3]), ArgumentError, "strict"),
         (lambda: Polyhedron.from_relations([i], [i >= 0.5]), ArgumentError, "exact"),
         (lambda: Polyhedron.from_isl(isl.Set("{ [i] : 0 <= i < 2 or 5 <= i < 7 }")), ArgumentError, "union"),
-        (lambda: Polyhedron.from_isl(isl.BasicSet("[N] -> { [i] : i < N }"), params="all"), ArgumentError,
-         "quantify"),
-        (lambda: farkas(Polyhedron.from_relations([i], [i >= 0]), sympy.Symbol("lam_1") - i), ArgumentError,
-         "clash"),
+        (
+            lambda: Polyhedron.from_isl(isl.BasicSet("[N] -> { [i] : i < N }"), params="all"),
+            ArgumentError,
+            "quantify",
+        ),
+        (
+            lambda: farkas(Polyhedron.from_relations([i], [i >= 0]), sympy.Symbol("lam_1") - i),
+            ArgumentError,
+            "clash",
+        ),
         (lambda: minimize_upper_bound(Polyhedron.from_relations([d], [d >= 0]), -d), ArgumentError, "bound"),
     ],
 )

@@ -42,7 +42,10 @@ def test_triangular_and_non_divisible_sizes_on_the_gpu(n):
     program = polymap.parse(TRIANGLE, name="tri")
     kernel = polymap.compile(program)
     rng = np.random.default_rng(n)
-    inputs = {"L": rng.standard_normal((n, n)).astype(np.float32), "x": rng.standard_normal(n).astype(np.float32)}
+    inputs = {
+        "L": rng.standard_normal((n, n)).astype(np.float32),
+        "x": rng.standard_normal(n).astype(np.float32),
+    }
     assert_matches(kernel(**inputs), polymap.reference(program, **inputs), program)
 
 
@@ -123,7 +126,9 @@ else:
 """
 
 
-@pytest.mark.skipif(compute_sanitizer() is None, reason="compute-sanitizer is not installed (CUDA toolkit bin/)")
+@pytest.mark.skipif(
+    compute_sanitizer() is None, reason="compute-sanitizer is not installed (CUDA toolkit bin/)"
+)
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_every_model_is_clean_under_compute_sanitizer(tool):
     script = SANITIZED.format(tests=str(Path(__file__).parent))

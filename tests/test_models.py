@@ -42,9 +42,21 @@ def analyze_binding_if_needed(program: Program):
 def test_models_exist():
     names = {path.stem for path in MODELS}
     expected = {
-        "axpy", "matmul_256x256x32", "matmul_1024", "matmul_strided_a", "batched_matmul",
-        "gpt3_attention", "gpt3_attention_tiny", "orojenesis_ffn", "fc_bias_relu",
-        "transpose", "gemv", "trmv_lower", "jacobi1d", "softmax_rows", "syrk_lower",
+        "axpy",
+        "matmul_256x256x32",
+        "matmul_1024",
+        "matmul_strided_a",
+        "batched_matmul",
+        "gpt3_attention",
+        "gpt3_attention_tiny",
+        "orojenesis_ffn",
+        "fc_bias_relu",
+        "transpose",
+        "gemv",
+        "trmv_lower",
+        "jacobi1d",
+        "softmax_rows",
+        "syrk_lower",
     }
     assert expected <= names
 
@@ -72,7 +84,9 @@ def test_model_analyzes_at_default_sizes(path):
 
 def test_shorthand_and_explicit_loops_both_appear():
     """The einsum shorthand (a top-level assignment) and explicit loops are both used."""
-    shorthand = [p.stem for p in MODELS if re.search(r"^[A-Za-z_]\w*\[[^\n]*\]\s*\+?=", p.read_text(), re.MULTILINE)]
+    shorthand = [
+        p.stem for p in MODELS if re.search(r"^[A-Za-z_]\w*\[[^\n]*\]\s*\+?=", p.read_text(), re.MULTILINE)
+    ]
     explicit = [p.stem for p in MODELS if re.search(r"^par ", p.read_text(), re.MULTILINE)]
     assert shorthand and explicit
 
@@ -125,27 +139,30 @@ def _gpt3(i, s):
 # model name -> (small sizes to bind, or None for the model's defaults;
 #                NumPy formulation: (inputs, sizes) -> {output: array})
 NUMERIC = {
-    "axpy": (dict(N=1000), lambda i, s: {"z": i["alpha"] * i["x"] + i["y"]}),
-    "matmul_256x256x32": (dict(M=8, N=12, K=5), lambda i, s: {"C": i["A"] @ i["B"]}),
-    "matmul_1024": (dict(M=7, N=9, K=6), lambda i, s: {"C": i["A"] @ i["B"]}),
+    "axpy": ({"N": 1000}, lambda i, s: {"z": i["alpha"] * i["x"] + i["y"]}),
+    "matmul_256x256x32": ({"M": 8, "N": 12, "K": 5}, lambda i, s: {"C": i["A"] @ i["B"]}),
+    "matmul_1024": ({"M": 7, "N": 9, "K": 6}, lambda i, s: {"C": i["A"] @ i["B"]}),
     # Column major with element stride 32: C(i, j) = sum_k A(i, k) B(k, j), stored as
     # C[j, i], A[k, i, 0], B[j, k]; so C = B . A[:, :, 0] in storage terms.
-    "matmul_strided_a": (dict(M=6, N=5, K=7), lambda i, s: {"C": i["A"][:, ::32] @ i["B"]}),
-    "batched_matmul": (dict(NB=3, M=4, K=5, N=6),
-                       lambda i, s: {"C": np.einsum("bik,bkj->bij", i["A"], i["B"])}),
-    "gpt3_attention": (dict(SEQ=8, DIM=16), _gpt3),
+    "matmul_strided_a": ({"M": 6, "N": 5, "K": 7}, lambda i, s: {"C": i["A"][:, ::32] @ i["B"]}),
+    "batched_matmul": (
+        {"NB": 3, "M": 4, "K": 5, "N": 6},
+        lambda i, s: {"C": np.einsum("bik,bkj->bij", i["A"], i["B"])},
+    ),
+    "gpt3_attention": ({"SEQ": 8, "DIM": 16}, _gpt3),
     "gpt3_attention_tiny": (None, _gpt3),  # at its own defaults, (32, 128)
-    "orojenesis_ffn": (dict(M=6, D=5, F=7), lambda i, s: {"Y": (i["X"] @ i["W1"]) @ i["W2"]}),
-    "fc_bias_relu": (dict(M=5, K=6, N=7),
-                     lambda i, s: {"C": np.maximum(i["A"] @ i["B"] + i["bias"][None, :], 0)}),
-    "transpose": (dict(M=5, N=7), lambda i, s: {"B": i["A"].T}),
-    "transpose_flat": (dict(N=6),
-                       lambda i, s: {"Y": i["X"].reshape(s["N"], s["N"]).T.reshape(-1)}),
-    "gemv": (dict(M=5, N=7), lambda i, s: {"y": i["A"] @ i["x"]}),
-    "trmv_lower": (dict(N=9), lambda i, s: {"y": np.tril(i["L"]) @ i["x"]}),
-    "jacobi1d": (dict(T=3, N=10), _jacobi1d),
-    "softmax_rows": (dict(M=5, N=7), _softmax_rows),
-    "syrk_lower": (dict(N=6, M=4), _syrk_lower),
+    "orojenesis_ffn": ({"M": 6, "D": 5, "F": 7}, lambda i, s: {"Y": (i["X"] @ i["W1"]) @ i["W2"]}),
+    "fc_bias_relu": (
+        {"M": 5, "K": 6, "N": 7},
+        lambda i, s: {"C": np.maximum(i["A"] @ i["B"] + i["bias"][None, :], 0)},
+    ),
+    "transpose": ({"M": 5, "N": 7}, lambda i, s: {"B": i["A"].T}),
+    "transpose_flat": ({"N": 6}, lambda i, s: {"Y": i["X"].reshape(s["N"], s["N"]).T.reshape(-1)}),
+    "gemv": ({"M": 5, "N": 7}, lambda i, s: {"y": i["A"] @ i["x"]}),
+    "trmv_lower": ({"N": 9}, lambda i, s: {"y": np.tril(i["L"]) @ i["x"]}),
+    "jacobi1d": ({"T": 3, "N": 10}, _jacobi1d),
+    "softmax_rows": ({"M": 5, "N": 7}, _softmax_rows),
+    "syrk_lower": ({"N": 6, "M": 4}, _syrk_lower),
 }
 
 

@@ -76,12 +76,19 @@ def test_contract_program_parses_to_the_ir_it_means():
     }
     i, j, k = IVar("i"), IVar("j"), IVar("k")
     init = Assign("S0", "C", (i, j), AssignOp.SET, Const(0))
-    update = Assign("S1", "C", (i, j), AssignOp.ADD, Binary(ValueOp.MUL, Read("A", (i, k)), Read("B", (k, j))))
+    update = Assign(
+        "S1", "C", (i, j), AssignOp.ADD, Binary(ValueOp.MUL, Read("A", (i, k)), Read("B", (k, j)))
+    )
     epilogue = Assign(
-        "S2", "C", (i, j), AssignOp.SET,
+        "S2",
+        "C",
+        (i, j),
+        AssignOp.SET,
         Call(Fn.MAX, (Binary(ValueOp.ADD, Read("C", (i, j)), Read("D", (i, j))), Const(0))),
     )
-    inner = Loop(LoopKind.PAR, "j", IVar("N"), (init, Loop(LoopKind.SEQ, "k", IVar("K"), (update,)), epilogue))
+    inner = Loop(
+        LoopKind.PAR, "j", IVar("N"), (init, Loop(LoopKind.SEQ, "k", IVar("K"), (update,)), epilogue)
+    )
     assert program.body == (Loop(LoopKind.PAR, "i", IVar("M"), (inner,)),)
 
 
@@ -118,7 +125,9 @@ def test_triangular_extent_and_index_value():
 
 
 def test_quasi_affine_indices_floor_division_and_modulo():
-    program = parse("param N = 4\nin X: f32[N * N]\nout Y: f32[N * N]\npar N * N p { Y[(p % N) * N + p / N] = X[p] }")
+    program = parse(
+        "param N = 4\nin X: f32[N * N]\nout Y: f32[N * N]\npar N * N p { Y[(p % N) * N + p / N] = X[p] }"
+    )
     stmt = program.body[0].body[0]
     p, n = IVar("p"), IVar("N")
     expected = IBin(
@@ -128,12 +137,16 @@ def test_quasi_affine_indices_floor_division_and_modulo():
     )
     assert stmt.indices == (expected,)
     # '//' is the same floor division as '/'
-    other = parse("param N = 4\nin X: f32[N * N]\nout Y: f32[N * N]\npar N * N p { Y[(p % N) * N + p // N] = X[p] }")
+    other = parse(
+        "param N = 4\nin X: f32[N * N]\nout Y: f32[N * N]\npar N * N p { Y[(p % N) * N + p // N] = X[p] }"
+    )
     assert other.body == program.body
 
 
 def test_flat_buffer_becomes_affine_once_bound():
-    program = parse("param M, N\nin A: f32[M * N]\nout C: f32[M * N]\npar M i { par N j { C[i * N + j] = A[i * N + j] } }")
+    program = parse(
+        "param M, N\nin A: f32[M * N]\nout C: f32[M * N]\npar M i { par N j { C[i * N + j] = A[i * N + j] } }"
+    )
     bound = program.bind(N=8)
     stmt = bound.body[0].body[0].body[0]
     assert str(stmt) == "C[i * 8 + j] = A[i * 8 + j]"
@@ -165,18 +178,23 @@ def test_semicolons_newlines_in_brackets_and_one_line_blocks():
 
 
 def test_scalar_buffers_read_bare_or_with_empty_brackets():
-    program = parse("in alpha: f32\nin x: f32[8]\nout s: f32[]\nout z: f32[8]\n"
-                    "par 8 i { z[i] = alpha * x[i] + alpha[] }\ns += x[k]")
+    program = parse(
+        "in alpha: f32\nin x: f32[8]\nout s: f32[]\nout z: f32[8]\n"
+        "par 8 i { z[i] = alpha * x[i] + alpha[] }\ns += x[k]"
+    )
     z = program.body[0].body[0]
-    assert z.value == Binary(ValueOp.ADD, Binary(ValueOp.MUL, Read("alpha", ()), Read("x", (IVar("i"),))),
-                             Read("alpha", ()))
+    assert z.value == Binary(
+        ValueOp.ADD, Binary(ValueOp.MUL, Read("alpha", ()), Read("x", (IVar("i"),))), Read("alpha", ())
+    )
     reduction = program.body[1]
     assert reduction.kind is LoopKind.SEQ and reduction.index == "k" and reduction.extent == IConst(8)
     assert reduction.body[0] == Assign("S1", "s", (), AssignOp.ADD, Read("x", (IVar("k"),)))
 
 
 def test_einsum_shorthand_is_the_explicit_nest():
-    sugar = parse("param M, N, K\nin A: f32[M, K]\nin B: f32[K, N]\nout C: f32[M, N]\nC[m, n] += A[m, k] * B[k, n]")
+    sugar = parse(
+        "param M, N, K\nin A: f32[M, K]\nin B: f32[K, N]\nout C: f32[M, N]\nC[m, n] += A[m, k] * B[k, n]"
+    )
     explicit = parse(
         "param M, N, K\nin A: f32[M, K]\nin B: f32[K, N]\nout C: f32[M, N]\n"
         "par M m { par N n { seq K k { C[m, n] += A[m, k] * B[k, n] } } }"
@@ -195,7 +213,9 @@ def test_einsum_inside_a_loop_binds_only_the_free_names():
 
 
 def test_block_local_new_is_a_statement_of_its_block():
-    program = parse("param N\nin X: f32[N]\nout Y: f32[N]\npar N i { new T: f32[2]; T[0] = X[i]; Y[i] = T[0] }")
+    program = parse(
+        "param N\nin X: f32[N]\nout Y: f32[N]\npar N i { new T: f32[2]; T[0] = X[i]; Y[i] = T[0] }"
+    )
     body = program.body[0].body
     assert isinstance(body[0], New) and body[0].decl.name == "T" and body[0].decl.kind is BufferKind.NEW
     assert program.buffer("T").shape == (IConst(2),)
@@ -289,27 +309,70 @@ def test_syntax_errors_name_line_and_column_with_a_caret(text, position, message
         ("param N\nparam N", DeclarationError, r"size 'N' is declared twice"),
         ("param N = -3", DeclarationError, r"default of size 'N' must be a non-negative integer"),
         ("out Y: f32[4]\npar 4 i { par 4 i { Y[i] = 1 } }", DeclarationError, r"loop index 'i' shadows"),
-        ("param N\nout Y: f32[4]\npar 4 N { Y[N] = 1 }", DeclarationError, r"loop index 'N' has the name of a size"),
+        (
+            "param N\nout Y: f32[4]\npar 4 N { Y[N] = 1 }",
+            DeclarationError,
+            r"loop index 'N' has the name of a size",
+        ),
         ("out Y: f32[4]\npar 4 i { Y[i] = Z[i] }", UndeclaredError, r"2:18: buffer 'Z' is not declared"),
         ("out Y: f32[4]\npar 4 i { Z[i] = 1 }", UndeclaredError, r"2:11: buffer 'Z' is not declared"),
-        ("out Y: f32[4]\npar Q i { Y[i] = 1 }", UndeclaredError, r"unknown name 'Q' in the extent of loop 'i'"),
+        (
+            "out Y: f32[4]\npar Q i { Y[i] = 1 }",
+            UndeclaredError,
+            r"unknown name 'Q' in the extent of loop 'i'",
+        ),
         ("out Y: f32[4]\npar 4 i { Y[i] = foo(i) }", UndeclaredError, r"unknown function 'foo'"),
         ("out Y: f32[4]\npar 4 i { Y[i] = q }", UndeclaredError, r"S0 `Y\[i\] = q`: unknown name 'q'"),
-        ("out Y: f32[4]\npar 4 i { Y[i, 0] = 1 }", ArityError, r"buffer 'Y' has 1 dimension\(s\) but Y\[i, 0\]"),
-        ("in X: f32[4, 4]\nout Y: f32[4]\npar 4 i { Y[i] = X[i] }", ArityError, r"buffer 'X' has 2 dimension"),
+        (
+            "out Y: f32[4]\npar 4 i { Y[i, 0] = 1 }",
+            ArityError,
+            r"buffer 'Y' has 1 dimension\(s\) but Y\[i, 0\]",
+        ),
+        (
+            "in X: f32[4, 4]\nout Y: f32[4]\npar 4 i { Y[i] = X[i] }",
+            ArityError,
+            r"buffer 'X' has 2 dimension",
+        ),
         ("in X: f32[4, 4]\nout Y: f32[4]\npar 4 i { Y[i] = X }", ArityError, r"used without indices"),
         ("out Y: f32[4]\npar 4 i { Y[i] = max(i) }", ArityError, r"max\(\) takes 2 argument"),
-        ("in X: f32[4]\npar 4 i { X[i] = 1 }", AccessError, r"S0 `X\[i\] = 1`: buffer 'X' is an input \('in'\)"),
+        (
+            "in X: f32[4]\npar 4 i { X[i] = 1 }",
+            AccessError,
+            r"S0 `X\[i\] = 1`: buffer 'X' is an input \('in'\)",
+        ),
         ("out Y: f32[16]\npar 4 i { Y[i * i] = 1 }", NotAffineError, r"'i \* i' multiplies two loop indices"),
-        ("out Y: f32[16]\npar 4 i { par 4 j { Y[i / j] = 1 } }", NotAffineError, r"positive constant divisor"),
+        (
+            "out Y: f32[16]\npar 4 i { par 4 j { Y[i / j] = 1 } }",
+            NotAffineError,
+            r"positive constant divisor",
+        ),
         ("out Y: f32[16]\npar 4 i { Y[i % 0] = 1 }", NotAffineError, r"positive constant divisor"),
-        ("in I: i32[4]\nout Y: f32[4]\npar 4 i { Y[I[i]] = 1 }", NotAffineError, r"indirect access through 'I"),
-        ("out Y: f32[4]\npar 4 i { Y[i] = 1 % 2 }", ProgramError, r"'%' is allowed in index expressions only"),
+        (
+            "in I: i32[4]\nout Y: f32[4]\npar 4 i { Y[I[i]] = 1 }",
+            NotAffineError,
+            r"indirect access through 'I",
+        ),
+        (
+            "out Y: f32[4]\npar 4 i { Y[i] = 1 % 2 }",
+            ProgramError,
+            r"'%' is allowed in index expressions only",
+        ),
         ("out Y: f32[4]\npar 4 i { Y[i + 0.5] = 1 }", NotAffineError, r"must be an integer expression"),
-        ("in X: f32[4, 5]\nin W: f32[6]\nout Y: f32[4]\nY[i] += X[i, k] * W[k]", ShapeError,
-         r"implicit index 'k' ranges over 5 in X\[i, k\] \(buffer 'X'\) but over 6 in W\[k\] \(buffer 'W'\)"),
-        ("in X: f32[4]\nout Y: f32[4]\nY[i] = X[i + j]", ShapeError, r"cannot infer the extent of implicit index 'j'"),
-        ("in X: f32[4, 4]\nout Y: f32[4]\nY[i] = X[i, k]", ProgramError, r"'k' appears only on the right of '='"),
+        (
+            "in X: f32[4, 5]\nin W: f32[6]\nout Y: f32[4]\nY[i] += X[i, k] * W[k]",
+            ShapeError,
+            r"implicit index 'k' ranges over 5 in X\[i, k\] \(buffer 'X'\) but over 6 in W\[k\] \(buffer 'W'\)",
+        ),
+        (
+            "in X: f32[4]\nout Y: f32[4]\nY[i] = X[i + j]",
+            ShapeError,
+            r"cannot infer the extent of implicit index 'j'",
+        ),
+        (
+            "in X: f32[4, 4]\nout Y: f32[4]\nY[i] = X[i, k]",
+            ProgramError,
+            r"'k' appears only on the right of '='",
+        ),
     ],
 )
 def test_program_errors_name_the_culprit(text, cls, message):

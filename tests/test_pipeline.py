@@ -54,7 +54,6 @@ def test_compile_analyzes_each_program_once(monkeypatch):
     assert mapped != program  # three reductions promoted: the rewrite is one of the three
 
 
-
 def test_the_emit_command_analyzes_each_program_once(monkeypatch, tmp_path):
     calls = _count_analyses(monkeypatch)
     assert main(["emit", str(ROOT / "models" / "gemv.te"), "-o", str(tmp_path / "gemv.cu")]) == 0
@@ -153,8 +152,10 @@ def _by_hand(mapping: Mapping) -> Mapping:
     threads (lanes 256 elements apart in B), i on y with 32, nothing staged."""
     km = mapping.kernels[0]
     i, j = km.loops
-    loops = (replace(i, thread_axis=Axis.Y, block_axis=Axis.Y, threads=32, seq=1),
-             replace(j, thread_axis=Axis.X, block_axis=Axis.X, threads=4, seq=1))
+    loops = (
+        replace(i, thread_axis=Axis.Y, block_axis=Axis.Y, threads=32, seq=1),
+        replace(j, thread_axis=Axis.X, block_axis=Axis.X, threads=4, seq=1),
+    )
     return replace(mapping, kernels=(replace(km, loops=loops, staging=None),))
 
 
@@ -170,15 +171,16 @@ def test_a_hand_made_mapping_is_proved_and_costed_as_itself():
     assert proof.launch.startswith("grid (64, 8, 1) x block (4x32x1)")
     assert not proof.of(Obligation.STAGING_COVERAGE) and not proof.of(Obligation.BARRIERS)
     assert {p.subject for p in proof.of(Obligation.EXACTLY_ONCE)} == {"S0"}
-    # the cost of these decisions: lanes 1 element apart in A (4 sectors per request),
-    # 256 apart in B (one sector per lane), 65536 instances each, no shared memory
+    # the cost of these decisions: j on x has 4 threads, so a warp is 4 lanes x 8 rows of
+    # i: in A rows of 16 bytes, 1 KiB apart (8 sectors per request); in B 4 columns of 8
+    # adjacent floats (4 sectors); 65536 instances each, no shared memory
     cost = mapping.costs[0]
     assert (cost.threads_per_block, cost.blocks, cost.shared_bytes) == (128, 512, 0)
     rows = {(a.access, a.is_write): a for a in cost.accesses}
     assert set(rows) == {("A[i, j]", False), ("B[j, i]", True)}
-    assert (rows["A[i, j]", False].lane_stride, rows["A[i, j]", False].sectors_per_request) == (1, 4)
-    assert (rows["B[j, i]", True].lane_stride, rows["B[j, i]", True].sectors_per_request) == (256, 32)
-    assert rows["B[j, i]", True].bytes == 32 * 32 * 65536 // 32
+    assert (rows["A[i, j]", False].lane_stride, rows["A[i, j]", False].sectors_per_request) == (1, 8)
+    assert (rows["B[j, i]", True].lane_stride, rows["B[j, i]", True].sectors_per_request) == (256, 4)
+    assert rows["B[j, i]", True].bytes == 4 * 32 * 65536 // 32
     # and it is the cost model's value, not the optimized mapping's
     model = analyze(program)
     problem = KernelProblem.build(kernels(program)[0], model, H100, parse_pins(None), None)
@@ -192,8 +194,10 @@ def test_a_hand_made_mapping_is_proved_and_costed_as_itself():
     # and so does the header of the emitted file
     header = [line for line in kernel.source.splitlines() if line.startswith("//")]
     assert "// tp_kernel0: block (4, 32, 1), 128 threads" in header
-    assert any(f"predicted {cost.time_s * 1e6:.4g} us" in line and "decisions given, not solved" in line
-               for line in header)
+    assert any(
+        f"predicted {cost.time_s * 1e6:.4g} us" in line and "decisions given, not solved" in line
+        for line in header
+    )
 
 
 def test_an_optimized_mapping_compiled_again_keeps_scip_s_report():
@@ -228,7 +232,10 @@ def test_the_header_prints_the_proof_it_carries():
         assert obligation.value in kernel.summary()
     # a report that lists less prints less: the text comes from the object, not a constant
     fewer = replace(proof, kernels=(replace(kernel, proved=kernel.of(Obligation.EXACTLY_ONCE)),))
-    header = [line for line in emit_cuda(replace(optimized, proof=fewer)).source.splitlines()
-              if line.startswith("//")]
+    header = [
+        line
+        for line in emit_cuda(replace(optimized, proof=fewer)).source.splitlines()
+        if line.startswith("//")
+    ]
     assert "//   proved: exactly once (S0)" in header
     assert not any("race free" in line or "in bounds" in line for line in header)

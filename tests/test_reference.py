@@ -674,7 +674,10 @@ class _Generator:
             sources = self.readable[:3] * 2 + self.readable + [(t, 1) for t, _ in temps] * 3
             name, ndim = draw(st.sampled_from(sources))
             return f"{name}[{', '.join(self.index(loops) for _ in range(ndim))}]" if ndim else name
-        sub = lambda: self.value(loops, temps, depth - 1)
+
+        def sub():
+            return self.value(loops, temps, depth - 1)
+
         if kind == "unary":
             return f"-({sub()})"
         if kind == "binary":

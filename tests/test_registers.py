@@ -61,7 +61,9 @@ def random_inputs(program: Program, rng=RNG) -> dict[str, np.ndarray]:
 
 
 def run(program: Program, inputs: dict) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v) for k, v in reference(program, **{k: v.copy() for k, v in inputs.items()}).items()}
+    return {
+        k: np.asarray(v) for k, v in reference(program, **{k: v.copy() for k, v in inputs.items()}).items()
+    }
 
 
 def assert_same_outputs(original: Program, promoted: Program, inputs: dict) -> dict[str, np.ndarray]:
@@ -123,7 +125,11 @@ def test_matmul_promoted_structure_and_names():
             LoopKind.SEQ,
             "k",
             IVar("K"),
-            (Assign("S1", "C_acc", (), AssignOp.ADD, Binary(ValueOp.MUL, Read("A", (i, k)), Read("B", (k, j)))),),
+            (
+                Assign(
+                    "S1", "C_acc", (), AssignOp.ADD, Binary(ValueOp.MUL, Read("A", (i, k)), Read("B", (k, j)))
+                ),
+            ),
         ),
         Assign("S2", "C", (i, j), AssignOp.SET, Read("C_acc", ())),
     )
@@ -133,7 +139,10 @@ def test_matmul_keeps_declarations_and_source_positions():
     original = te(MATMUL, "matmul")
     promoted = promote_accumulators(original)
     assert (promoted.name, promoted.params, promoted.buffers, promoted.bindings) == (
-        original.name, original.params, original.buffers, original.bindings,
+        original.name,
+        original.params,
+        original.buffers,
+        original.bindings,
     )
     assert promoted.text == original.text and promoted.source == original.source
     loop_k = original.body[0].body[0].body[0]
@@ -147,7 +156,10 @@ def test_matmul_values_equal_numpy():
     original = te(MATMUL, "matmul").bind(M=3, N=4, K=5)
     promoted = promote_accumulators(original)
     assert promoted != original
-    inputs = {"A": RNG.standard_normal((3, 5)).astype(np.float32), "B": RNG.standard_normal((5, 4)).astype(np.float32)}
+    inputs = {
+        "A": RNG.standard_normal((3, 5)).astype(np.float32),
+        "B": RNG.standard_normal((5, 4)).astype(np.float32),
+    }
     got = assert_same_outputs(original, promoted, inputs)
     np.testing.assert_allclose(got["C"], inputs["A"] @ inputs["B"], rtol=1e-5, atol=1e-6)
 
@@ -188,9 +200,11 @@ def test_models_compute_the_same_after_promotion(name):
 
 def test_gpt3_tiny_gets_one_register_per_reduction():
     promoted = promote_accumulators(load(ROOT / "models" / "gpt3_attention_tiny.te"))
-    locals_ = [d.name for d in promoted.all_buffers()[len(promoted.buffers):]]
+    locals_ = [d.name for d in promoted.all_buffers()[len(promoted.buffers) :]]
     assert locals_ == ["Q_acc", "S_acc", "O_acc"]
-    assert all(d.shape == () and d.kind is BufferKind.NEW for d in promoted.all_buffers()[len(promoted.buffers):])
+    assert all(
+        d.shape == () and d.kind is BufferKind.NEW for d in promoted.all_buffers()[len(promoted.buffers) :]
+    )
 
 
 def test_trmv_lower_triangular_reduction_matches_numpy():
@@ -223,6 +237,7 @@ def test_strictly_triangular_empty_rows_are_still_promoted_when_race_free():
 
 
 # ----------------------------------------------------------- not promoted
+
 
 @pytest.mark.parametrize(
     "text",
@@ -526,6 +541,7 @@ def test_unsafe_promotion_is_dropped_and_safe_ones_kept():
 
 # ----------------------------------------------------------------- numbering
 
+
 def test_statements_are_renumbered_in_textual_order():
     original = te(
         """
@@ -540,7 +556,13 @@ def test_statements_are_renumbered_in_textual_order():
     promoted = promote_accumulators(original)
     stmts = [ctx.stmt for ctx in walk.statements(promoted)]
     assert [s.name for s in stmts] == ["S0", "S1", "S2", "S3", "S4"]
-    assert [str(s) for s in stmts] == ["C[i] = 1", "C_acc = C[i]", "C_acc += A[i, k]", "C[i] = C_acc", "D[i] = C[i]"]
+    assert [str(s) for s in stmts] == [
+        "C[i] = 1",
+        "C_acc = C[i]",
+        "C_acc += A[i, k]",
+        "C[i] = C_acc",
+        "D[i] = C[i]",
+    ]
 
 
 def test_renumber_statements_helper():
@@ -549,19 +571,42 @@ def test_renumber_statements_helper():
         program.name,
         program.params,
         program.buffers,
-        (Loop(LoopKind.PAR, "i", IVar("M"), (
-            Assign("S7", "C", (IVar("i"), IConst(0)), AssignOp.SET, Read("A", (IVar("i"), IConst(0)))),
-            Loop(LoopKind.SEQ, "k", IVar("K"), (
-                Assign("S3", "C", (IVar("i"), IConst(1)), AssignOp.ADD, Read("A", (IVar("i"), IVar("k")))),
-            )),
-            Assign("S0", "C", (IVar("i"), IConst(2)), AssignOp.SET, Read("A", (IVar("i"), IConst(1)))),
-        )),),
+        (
+            Loop(
+                LoopKind.PAR,
+                "i",
+                IVar("M"),
+                (
+                    Assign(
+                        "S7", "C", (IVar("i"), IConst(0)), AssignOp.SET, Read("A", (IVar("i"), IConst(0)))
+                    ),
+                    Loop(
+                        LoopKind.SEQ,
+                        "k",
+                        IVar("K"),
+                        (
+                            Assign(
+                                "S3",
+                                "C",
+                                (IVar("i"), IConst(1)),
+                                AssignOp.ADD,
+                                Read("A", (IVar("i"), IVar("k"))),
+                            ),
+                        ),
+                    ),
+                    Assign(
+                        "S0", "C", (IVar("i"), IConst(2)), AssignOp.SET, Read("A", (IVar("i"), IConst(1)))
+                    ),
+                ),
+            ),
+        ),
     )
     assert statement_names(renumber_statements(scrambled)) == ["S0", "S1", "S2"]
     assert renumber_statements(program) == program
 
 
 # ------------------------------------------------------------------ property
+
 
 @st.composite
 def reduction_nests(draw) -> str:

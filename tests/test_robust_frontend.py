@@ -230,8 +230,10 @@ def test_i32_literal_outside_i32_is_rejected_with_its_position(literal):
 
 
 def test_i32_literal_at_the_ends_of_i32_is_accepted():
-    text = "in x: i32[2]\nout y: i32[2]\npar 2 i { y[i] = x[i] * 0 + 2147483647 - (i * 0) }\n" \
-           "out z: i32[]\nz[] = -2147483648\n"
+    text = (
+        "in x: i32[2]\nout y: i32[2]\npar 2 i { y[i] = x[i] * 0 + 2147483647 - (i * 0) }\n"
+        "out z: i32[]\nz[] = -2147483648\n"
+    )
     program = polymap.parse(text)
     out = polymap.reference(program, x=np.zeros(2, np.int32))
     assert out["y"].tolist() == [2147483647, 2147483647] and int(out["z"]) == -(2**31)
@@ -289,28 +291,46 @@ MISUSE = [
     ("parse(Path)", lambda: polymap.parse(Path("a.te")), r"use polymap.load\(path\)"),
     ("parse(name=3)", lambda: polymap.parse(_TEXT, name=3), r"takes name= as a str, got int"),
     ("parse(source=3)", lambda: polymap.parse(_TEXT, source=3), r"takes source= as a str, got int"),
-    ("load(3)", lambda: polymap.load(3),
-     r"load\(\) takes the path of a .te file as a str or a Path, got int"),
+    (
+        "load(3)",
+        lambda: polymap.load(3),
+        r"load\(\) takes the path of a .te file as a str or a Path, got int",
+    ),
     ("load(None)", lambda: polymap.load(None), r"as a str or a Path, got NoneType"),
     ("load(directory)", lambda: polymap.load("."), r"cannot read program file '\.'"),
     ("load(NUL)", lambda: polymap.load("a\x00b.te"), r"cannot read program file"),
-    ("analyze('text')", lambda: polymap.analyze(_TEXT),
-     r"analyze\(\) takes a polymap Program .*got str \(parse the text first"),
+    (
+        "analyze('text')",
+        lambda: polymap.analyze(_TEXT),
+        r"analyze\(\) takes a polymap Program .*got str \(parse the text first",
+    ),
     ("analyze(None)", lambda: polymap.analyze(None), r"analyze\(\) takes a polymap Program .*got NoneType"),
-    ("analyze(context=3)", lambda: polymap.analyze(_program(), context=3),
-     r"takes the context as a str of isl constraints .*got int"),
+    (
+        "analyze(context=3)",
+        lambda: polymap.analyze(_program(), context=3),
+        r"takes the context as a str of isl constraints .*got int",
+    ),
     ("compile(None)", lambda: polymap.compile(None), r"compile\(\) takes a polymap Program .*got NoneType"),
     ("compile('text')", lambda: polymap.compile(_TEXT), r"compile\(\) takes a polymap Program .*got str"),
-    ("compile(mapping=3)", lambda: polymap.compile(_program().bind(M=8), 3),
-     r"mapping must be a polymap Mapping"),
+    (
+        "compile(mapping=3)",
+        lambda: polymap.compile(_program().bind(M=8), 3),
+        r"mapping must be a polymap Mapping",
+    ),
     ("compile(target=3)", lambda: polymap.compile(_program().bind(M=8), target=3), r"a GPU target is a name"),
     # optimize and verify reach analyze's check first (its message names analyze()).
     ("optimize(None)", lambda: polymap.optimize(None), r"takes a polymap Program .*got NoneType"),
     ("verify(None)", lambda: polymap.verify(None, ()), r"takes a polymap Program .*got NoneType"),
-    ("reference(None)", lambda: polymap.reference(None),
-     r"reference\(\) takes a polymap Program .*got NoneType"),
-    ("reference('text')", lambda: polymap.reference(_TEXT),
-     r"reference\(\) takes a polymap Program .*got str"),
+    (
+        "reference(None)",
+        lambda: polymap.reference(None),
+        r"reference\(\) takes a polymap Program .*got NoneType",
+    ),
+    (
+        "reference('text')",
+        lambda: polymap.reference(_TEXT),
+        r"reference\(\) takes a polymap Program .*got str",
+    ),
     ("reference(x=3)", lambda: polymap.reference(_program().bind(M=4), x=3), r"input 'x'"),
     ("bind(M='x')", lambda: _program().bind(M="x"), r"size M must be a non-negative integer, got 'x'"),
     ("bind(M=-1)", lambda: _program().bind(M=-1), r"size M must be a non-negative integer, got -1"),
@@ -318,8 +338,11 @@ MISUSE = [
     ("bind(M=True)", lambda: _program().bind(M=True), r"non-negative integer, got True"),
     ("bind(M=None)", lambda: _program().bind(M=None), r"non-negative integer, got None"),
     ("bind(M=2**64)", lambda: _program().bind(M=2**64), r"does not fit in 64 bits"),
-    ("bind(nonexistent=3)", lambda: _program().bind(nonexistent=3),
-     r"cannot bind size 'nonexistent': .* its sizes are M"),
+    (
+        "bind(nonexistent=3)",
+        lambda: _program().bind(nonexistent=3),
+        r"cannot bind size 'nonexistent': .* its sizes are M",
+    ),
     ("bind(M twice)", lambda: _program().bind(M=3).bind(M=4), r"already bound to 3"),
 ]
 

@@ -287,7 +287,9 @@ def test_a_float_stored_into_i32_saturates_and_nan_gives_zero_on_the_host_and_in
     saturates); polymap defines it as the GPU does, in the emitted code and the reference."""
     from polymap.reference import reference
 
-    program = polymap.parse("param N = 8\nin x: f32[N]\nout y: i32[N]\npar N i { y[i] = x[i] * 2 }", name="sat")
+    program = polymap.parse(
+        "param N = 8\nin x: f32[N]\nout y: i32[N]\npar N i { y[i] = x[i] * 2 }", name="sat"
+    )
     x = np.array([1e10, -1e10, np.nan, 1.35, -1.35, np.inf, -np.inf, 1073741824.0], np.float32)
     want = np.array([2**31 - 1, -(2**31), 0, 2, -2, 2**31 - 1, -(2**31), 2**31 - 1], np.int32)
     np.testing.assert_array_equal(reference(program, x=x)["y"], want)

@@ -70,7 +70,8 @@ def test_the_cli_takes_a_time_limit_and_refuses_a_bad_one(command, tmp_path, cap
     sizes = ["--size", "M=32", "--size", "N=32", "--size", "K=8"]
     assert main([command, str(path), *sizes, "--time-limit", "nan"]) == 1
     assert "time_limit must be a finite number of seconds > 0, got nan" in capsys.readouterr().err.replace(
-        " (or None for the default 30 s)", "")
+        " (or None for the default 30 s)", ""
+    )
     assert main([command, str(path), *sizes, "--time-limit", "-1"]) == 1
     assert "got -1.0" in capsys.readouterr().err
 
@@ -85,8 +86,11 @@ def test_bench_takes_a_time_limit(tmp_path, capsys):
 
 
 def test_no_feasible_mapping_within_the_time_limit_is_a_solver_error_naming_kernel_and_limit():
-    with pytest.raises(SolverError, match=r"kernel kernel0: SCIP stopped with status 'timelimit' and no feasible "
-                                          r"mapping within the time limit of 0\.001 s; raise time_limit"):
+    with pytest.raises(
+        SolverError,
+        match=r"kernel kernel0: SCIP stopped with status 'timelimit' and no feasible "
+        r"mapping within the time limit of 0\.001 s; raise time_limit",
+    ):
         optimize(parse(MATMUL).bind(M=1024, N=1024, K=1024), time_limit=0.001)
 
 
@@ -114,8 +118,11 @@ def test_a_mapping_found_before_the_time_limit_is_returned_and_reported_as_timel
     assert report.objective is not None and report.gap is not None and report.gap > 0
     assert report.dual_bound < report.objective
     text = str(mapping)
-    assert re.search(r"SCIP timelimit in \d+\.\d+ s: objective [\d.e+-]+ us, dual bound [\d.e+-]+ us, gap "
-                     r"[\d.]+% \(stopped at the time limit: the best mapping found, not proved optimal\)", text)
+    assert re.search(
+        r"SCIP timelimit in \d+\.\d+ s: objective [\d.e+-]+ us, dual bound [\d.e+-]+ us, gap "
+        r"[\d.]+% \(stopped at the time limit: the best mapping found, not proved optimal\)",
+        text,
+    )
     assert "SCIP optimal" not in text
     assert mapping.proofs  # the mapping returned is still proved
 
@@ -140,7 +147,9 @@ def test_a_256_thread_target_gets_blocks_of_at_most_256_threads():
 
 
 def test_a_target_whose_block_limit_is_not_a_power_of_two_gets_the_power_of_two_below_it():
-    mapping = optimize(load(MODELS / "matmul_1024.te"), _target(max_threads_per_block=96, max_threads_per_sm=1536))
+    mapping = optimize(
+        load(MODELS / "matmul_1024.te"), _target(max_threads_per_block=96, max_threads_per_sm=1536)
+    )
     assert mapping.kernels[0].threads_per_block <= 64
 
 
@@ -148,10 +157,18 @@ def test_a_warp_of_16_lanes_changes_the_lane_model():
     program = parse("param N = 4096\nin x: f32[2 * N]\nout y: f32[N]\npar N i { y[i] = x[2 * i] }")
     h100 = optimize(program)
     row = next(a for a in h100.costs[0].accesses if a.access == "x[2 * i]")
-    assert (row.lane_stride, row.sectors_per_request, row.requests) == (2, 8, 4096 // 32)  # 31*8+4 = 252 bytes
+    assert (row.lane_stride, row.sectors_per_request, row.requests) == (
+        2,
+        8,
+        4096 // 32,
+    )  # 31*8+4 = 252 bytes
     half = optimize(program, _target(warp_size=16))
     row = next(a for a in half.costs[0].accesses if a.access == "x[2 * i]")
-    assert (row.lane_stride, row.sectors_per_request, row.requests) == (2, 4, 4096 // 16)  # 15*8+4 = 124 bytes
+    assert (row.lane_stride, row.sectors_per_request, row.requests) == (
+        2,
+        4,
+        4096 // 16,
+    )  # 15*8+4 = 124 bytes
     assert row.bytes == 4 * 32 * 256
 
 
@@ -170,10 +187,13 @@ def test_a_wider_sector_changes_the_sectors_counted():
 
 
 def test_block_and_grid_dimension_limits_come_from_the_target():
-    program = parse("param M = 4096, N = 4096\nin A: f32[M, N]\nout B: f32[M, N]\n"
-                    "par M i { par N j { B[i, j] = A[i, j] } }")
-    mapping = optimize(program, _target(max_grid_dim_y=16, max_grid_dim_z=16, max_block_dim_y=4,
-                                        max_block_dim_z=4))
+    program = parse(
+        "param M = 4096, N = 4096\nin A: f32[M, N]\nout B: f32[M, N]\n"
+        "par M i { par N j { B[i, j] = A[i, j] } }"
+    )
+    mapping = optimize(
+        program, _target(max_grid_dim_y=16, max_grid_dim_z=16, max_block_dim_y=4, max_block_dim_z=4)
+    )
     grid, block = mapping.kernels[0].grid_dim(), mapping.kernels[0].block_dim()
     assert grid[1] <= 16 and grid[2] <= 16 and block[1] <= 4 and block[2] <= 4
     assert optimize(program).kernels[0].grid_dim()[1] > 16  # H100 chooses otherwise
@@ -194,8 +214,10 @@ def _copy(size: int, read: str):
     return parse(f"param N = {size}\nin x: f32[N]\nout y: f32[N]\npar N i {{ y[i] = {read} }}", name="copy")
 
 
-@pytest.mark.parametrize(("size", "read"), [(2_000_000, "x[(1000 * i) / 1000]"), (2**31, "x[i]"),
-                                            (3_000_000_000, "x[(i * 3) / 3]")])
+@pytest.mark.parametrize(
+    ("size", "read"),
+    [(2_000_000, "x[(1000 * i) / 1000]"), (2**31, "x[i]"), (3_000_000_000, "x[(i * 3) / 3]")],
+)
 def test_valid_programs_with_large_sizes_or_coefficients_map_with_exact_certificates(size, read):
     # SCIP's multipliers for a domain bound of N are about 1/N, below any fixed threshold: the
     # exact certificate must still be found
@@ -213,20 +235,31 @@ def test_a_size_beyond_64_bits_is_refused_by_the_front_end_before_the_solver():
 
 @pytest.mark.parametrize("size", [10**18, 2**63 - 1])
 def test_sizes_beyond_what_scip_holds_exactly_are_a_mapping_error_naming_the_kernel(size, capfd):
-    with pytest.raises(MappingError, match=r"kernel kernel0: y\[i\] \(S0\) has a coefficient \d+ in its "
-                                           r"lane-stride model, beyond 2\^53"):
+    with pytest.raises(
+        MappingError,
+        match=r"kernel kernel0: y\[i\] \(S0\) has a coefficient \d+ in its "
+        r"lane-stride model, beyond 2\^53",
+    ):
         optimize(_copy(size, "x[i]"))
     assert "ERROR" not in capfd.readouterr().err  # nothing of SCIP's own on stderr
 
 
 def test_a_loop_longer_than_the_gpu_can_launch_is_named():
-    with pytest.raises(InfeasibleMappingError, match=r"the loop i \(1000000000000000 iterations\) is longer than "
-                                                     r"the GPU can launch \(gridDim.x x 16384 = \d+ iterations\)"):
+    with pytest.raises(
+        InfeasibleMappingError,
+        match=r"the loop i \(1000000000000000 iterations\) is longer than "
+        r"the GPU can launch \(gridDim.x x 16384 = \d+ iterations\)",
+    ):
         optimize(_copy(10**15, "x[i]"))
-    two = parse("param M = 4000000000, N = 4000000000\nin A: f32[M, N]\nout B: f32[N, M]\n"
-                "par M i { par N j { B[j, i] = A[i, j] } }")
-    with pytest.raises(InfeasibleMappingError, match=r"the loops i \(4000000000 iterations\), j \(4000000000 "
-                                                     r"iterations\) each need more than gridDim.y/z"):
+    two = parse(
+        "param M = 4000000000, N = 4000000000\nin A: f32[M, N]\nout B: f32[N, M]\n"
+        "par M i { par N j { B[j, i] = A[i, j] } }"
+    )
+    with pytest.raises(
+        InfeasibleMappingError,
+        match=r"the loops i \(4000000000 iterations\), j \(4000000000 "
+        r"iterations\) each need more than gridDim.y/z",
+    ):
         optimize(two)
 
 
@@ -235,13 +268,19 @@ def test_a_loop_longer_than_the_gpu_can_launch_is_named():
 
 @pytest.mark.parametrize(("stage", "named"), [(["Z"], "'Z' (no such buffer)"), (["A", "C"], "'C'")])
 def test_a_stage_pin_naming_a_buffer_that_cannot_be_staged_is_an_argument_error(stage, named):
-    with pytest.raises(ArgumentError, match=re.escape(f"pin 'k': stage names {named}, which cannot be staged over "
-                                                      "loop 'k'; the buffers that can: A, B")):
+    with pytest.raises(
+        ArgumentError,
+        match=re.escape(
+            f"pin 'k': stage names {named}, which cannot be staged over loop 'k'; the buffers that can: A, B"
+        ),
+    ):
         optimize(_matmul(256), pins={"k": {"stage": stage}})
 
 
 def test_a_stage_pin_with_staging_off_is_an_argument_error():
-    with pytest.raises(ArgumentError, match=r"pin 'k': stage=\['A'\] asks for shared memory, but staging is off"):
+    with pytest.raises(
+        ArgumentError, match=r"pin 'k': stage=\['A'\] asks for shared memory, but staging is off"
+    ):
         optimize(_matmul(256), pins={"k": {"stage": ["A"]}}, staging=False)
     assert optimize(_matmul(256), pins={"k": {"stage": ["A"]}}).kernels[0].staging.buffers == ("A",)
 
@@ -261,8 +300,9 @@ def test_launches_of_a_long_host_loop_are_counted_in_closed_form():
 
 
 def test_launches_of_a_triangular_host_nest():
-    program = parse("in x: f32[64]\ninout y: f32[64]\n"
-                    "seq 5 t { seq t + 1 u { par 64 i { y[i] = y[i] + x[i] } } }")
+    program = parse(
+        "in x: f32[64]\ninout y: f32[64]\nseq 5 t { seq t + 1 u { par 64 i { y[i] = y[i] + x[i] } } }"
+    )
     assert optimize(program).costs[0].launches == 1 + 2 + 3 + 4 + 5
 
 
@@ -279,10 +319,17 @@ def test_a_serial_kernel_reports_no_decisions_and_no_word_scip_never_said():
     assert "optimal" not in str(mapping)
 
 
-@pytest.mark.parametrize(("status", "solutions", "outcome"), [
-    ("optimal", 1, Outcome.OPTIMAL), ("timelimit", 3, Outcome.TIME_LIMIT), ("timelimit", 0, Outcome.STOPPED),
-    ("infeasible", 0, Outcome.INFEASIBLE), ("nodelimit", 2, Outcome.STOPPED), ("optimal (anything)", 1, Outcome.STOPPED),
-])
+@pytest.mark.parametrize(
+    ("status", "solutions", "outcome"),
+    [
+        ("optimal", 1, Outcome.OPTIMAL),
+        ("timelimit", 3, Outcome.TIME_LIMIT),
+        ("timelimit", 0, Outcome.STOPPED),
+        ("infeasible", 0, Outcome.INFEASIBLE),
+        ("nodelimit", 2, Outcome.STOPPED),
+        ("optimal (anything)", 1, Outcome.STOPPED),
+    ],
+)
 def test_the_outcome_is_read_from_scips_exact_status_word(status, solutions, outcome):
     assert SolveReport(status, 0.1, None, 0.0, None, solutions).outcome is outcome
 
@@ -295,7 +342,9 @@ def test_the_mapping_result_imports_nothing_of_the_solver():
         tree = ast.parse((root / name).read_text())
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        assert not {m for m in imported if m and ("farkas" in m or "solve" in m or m in ("pyscipopt", "sympy"))}, name
+        assert not {
+            m for m in imported if m and ("farkas" in m or "solve" in m or m in ("pyscipopt", "sympy"))
+        }, name
 
 
 # ------------------------------------------------------------------ the warp model
@@ -304,8 +353,9 @@ def test_the_mapping_result_imports_nothing_of_the_solver():
 def test_a_warp_wraps_into_y_when_the_x_loop_has_fewer_threads_than_a_warp():
     # j on x has 4 threads: a warp covers 8 rows of i, 256 bytes apart in A (one sector each)
     # and 16 bytes apart in C (128 contiguous bytes, 4 sectors)
-    program = parse("param M = 65536\nin A: f32[M, 64]\nout C: f32[M, 4]\n"
-                    "par M i { par 4 j { C[i, j] = A[i, j] } }")
+    program = parse(
+        "param M = 65536\nin A: f32[M, 64]\nout C: f32[M, 4]\npar M i { par 4 j { C[i, j] = A[i, j] } }"
+    )
     mapping = optimize(program, staging=False, pins={"j": "threadIdx.x", "i": "threadIdx.y"})
     rows = {a.access: a for a in mapping.costs[0].accesses}
     assert (rows["A[i, j]"].sectors_per_request, rows["A[i, j]"].bytes) == (8, 2 * 2**20)
@@ -317,15 +367,20 @@ def test_a_warp_wraps_into_y_when_the_x_loop_has_fewer_threads_than_a_warp():
     assert free.solver[0].objective == pytest.approx(free.costs[0].time_s * 1e6, rel=1e-5)
 
 
-@pytest.mark.parametrize(("stride", "row_stride", "lanes", "sectors"), [
-    (1, 64, 4, 8),    # 8 rows of 16 bytes, 256 bytes apart
-    (1, 4, 4, 4),     # 8 rows of 16 bytes, contiguous: 128 bytes
-    (1, 8, 8, 4),     # 4 rows of 32 bytes back to back: 128 bytes
-    (1, 16, 8, 4),    # 4 rows of 32 bytes, 64 bytes apart: a sector each
-    (2, 3, 4, 4),     # rows of 28 bytes, 12 bytes apart, overlapping: a span of 112 bytes
-    (0, 0, 2, 1),     # a broadcast
-    (64, 1, 16, 32),  # one sector per lane at most
-])
+@pytest.mark.parametrize(
+    ("stride", "row_stride", "lanes", "sectors"),
+    [
+        (1, 64, 4, 8),  # 8 rows of 16 bytes, 256 bytes apart
+        (1, 4, 4, 4),  # 8 rows of 16 bytes, contiguous: 128 bytes
+        (1, 8, 8, 4),  # 4 rows of 32 bytes back to back: 128 bytes
+        (1, 16, 8, 4),  # 4 rows of 32 bytes, 64 bytes apart: a sector each
+        (2, 3, 4, 4),  # rows of 28 bytes, 12 bytes apart, overlapping: a span of 112 bytes
+        (0, 0, 2, 1),  # a broadcast
+        (64, 1, 16, 16),  # 16 columns of 2 adjacent floats: a sector per column
+        (256, 1, 4, 4),  # a transpose's write: 4 columns of 8 adjacent floats
+        (64, 64, 16, 32),  # one sector per lane at most
+    ],
+)
 def test_wrapped_sectors(stride, row_stride, lanes, sectors):
     from polymap.mapping.solve import wrapped_sectors
 
@@ -337,7 +392,9 @@ def test_a_wrapped_warp_over_a_transposed_read_is_feasible(extents):
     """The wrapped-warp bound once had big-Ms of a warp's sectors while a row of a large
     stride spans more: every mapping of a 16 x 16 transpose was declared infeasible."""
     m, n = extents
-    program = parse(f"in A: f32[256, 256]\nout B: f32[256, 256]\npar {m} i {{ par {n} j {{ B[i, j] = A[j, i] }} }}")
+    program = parse(
+        f"in A: f32[256, 256]\nout B: f32[256, 256]\npar {m} i {{ par {n} j {{ B[i, j] = A[j, i] }} }}"
+    )
     mapping = optimize(program, staging=False)
     assert mapping.solver[0].status == "optimal"
     assert mapping.solver[0].objective == pytest.approx(mapping.costs[0].time_s * 1e6, rel=1e-5)

@@ -68,9 +68,21 @@ def test_tile_and_stage_pins_apply_to_seq_loops_only():
 @pytest.mark.parametrize(
     "pins",
     [
-        {"i": {"threads": 8, "seq": 2}, "j": {"threads": 32, "seq": 2, "distribution": "cyclic"}, "k": {"tile": 8}},
-        {"i": {"threads": 4, "seq": 4, "distribution": "blocked"}, "j": {"threads": 32, "seq": 1}, "k": {"tile": 16}},
-        {"i": {"threads": 1, "seq": 1}, "j": {"threads": 64, "seq": 2, "distribution": "blocked"}, "k": {"tile": 64}},
+        {
+            "i": {"threads": 8, "seq": 2},
+            "j": {"threads": 32, "seq": 2, "distribution": "cyclic"},
+            "k": {"tile": 8},
+        },
+        {
+            "i": {"threads": 4, "seq": 4, "distribution": "blocked"},
+            "j": {"threads": 32, "seq": 1},
+            "k": {"tile": 16},
+        },
+        {
+            "i": {"threads": 1, "seq": 1},
+            "j": {"threads": 64, "seq": 2, "distribution": "blocked"},
+            "k": {"tile": 64},
+        },
     ],
 )
 def test_staged_matmul_with_points_per_thread_equals_the_reference(pins):
@@ -93,8 +105,9 @@ def test_symbolic_sizes_stage_too():
     assert kernel.mapping.kernels[0].staging is not None
     arrays = random_inputs(kernel.program, {"M": 19, "N": 40, "K": 9}, seed=1)
     got = kernel.run_host(**arrays)
-    np.testing.assert_allclose(got["C"], reference(kernel.program.bind(M=19, N=40, K=9), **arrays)["C"],
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        got["C"], reference(kernel.program.bind(M=19, N=40, K=9), **arrays)["C"], rtol=1e-5, atol=1e-5
+    )
 
 
 def _without(label):
@@ -104,7 +117,9 @@ def _without(label):
         found = real(*args)
         if found is None:
             return None
-        return dataclasses.replace(found, barriers=tuple(b for b in found.barriers if not b.name.startswith(label)))
+        return dataclasses.replace(
+            found, barriers=tuple(b for b in found.barriers if not b.name.startswith(label))
+        )
 
     return plan
 
@@ -131,10 +146,16 @@ def test_verify_finds_a_read_no_thread_copied(monkeypatch):
         # the copy of the first staged buffer skips the tile's last element of each row
         narrowed = first.relation.intersect_range(first.domain.remove_redundancies())
         last = narrowed.dim(verify_module.isl.dim_type.out) - 1
-        narrowed = narrowed.intersect_range(narrowed.range().upper_bound_val(
-            verify_module.isl.dim_type.set, last,
-            verify_module.isl.Val.int_from_si(narrowed.get_ctx(), first.buffer.widths[-1] - 2)))
-        return dataclasses.replace(found, copies=(dataclasses.replace(first, relation=narrowed),) + found.copies[1:])
+        narrowed = narrowed.intersect_range(
+            narrowed.range().upper_bound_val(
+                verify_module.isl.dim_type.set,
+                last,
+                verify_module.isl.Val.int_from_si(narrowed.get_ctx(), first.buffer.widths[-1] - 2),
+            )
+        )
+        return dataclasses.replace(
+            found, copies=(dataclasses.replace(first, relation=narrowed),) + found.copies[1:]
+        )
 
     monkeypatch.setattr(verify_module, "shared_plan", plan)
     with pytest.raises(VerificationError, match="no thread copies the element it needs"):
@@ -155,12 +176,20 @@ def test_a_staging_that_names_no_candidate_is_rejected():
 
 def test_registers_of_per_point_accumulators_are_estimated_and_limited():
     program = parse(MATMUL, name="mm").bind(M=256, N=256, K=64)
-    pins = {"i": {"threads": 8, "seq": 2}, "j": {"threads": 32, "seq": 2}, "k": {"tile": 8, "stage": ["A", "B"]}}
+    pins = {
+        "i": {"threads": 8, "seq": 2},
+        "j": {"threads": 32, "seq": 2},
+        "k": {"tile": 8, "stage": ["A", "B"]},
+    }
     mapping = optimize(program, pins=pins)
     assert mapping.costs[0].registers == 32 + 1 + 3  # C_acc once per point: 4 points
     assert "about 36 registers per thread" in str(mapping)
     # 1024 threads with 64 accumulators each need 1024 x 96 registers, over the block's 65536
-    greedy = {"i": {"threads": 32, "seq": 8}, "j": {"threads": 32, "seq": 8}, "k": {"tile": 8, "stage": ["A"]}}
+    greedy = {
+        "i": {"threads": 32, "seq": 8},
+        "j": {"threads": 32, "seq": 8},
+        "k": {"tile": 8, "stage": ["A"]},
+    }
     with pytest.raises(InfeasibleMappingError, match="conflict"):
         optimize(parse(MATMUL, name="mm").bind(M=512, N=512, K=64), pins=greedy)
     # with 16 points per thread (48 registers) the same block fits
@@ -173,10 +202,31 @@ def test_the_command_line_pins_tiles_and_staging(tmp_path, capsys):
 
     path = tmp_path / "mm.te"
     path.write_text(MATMUL)
-    assert main(["map", str(path), "--size", "M=64", "--size", "N=64", "--size", "K=32",
-                 "--pin", "k.tile=16", "--pin", "k.stage=B"]) == 0
+    assert (
+        main(
+            [
+                "map",
+                str(path),
+                "--size",
+                "M=64",
+                "--size",
+                "N=64",
+                "--size",
+                "K=32",
+                "--pin",
+                "k.tile=16",
+                "--pin",
+                "k.stage=B",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "B staged in shared memory over loop 'k' in tiles of 16" in out
-    assert main(["map", str(path), "--size", "M=64", "--size", "N=64", "--size", "K=32",
-                 "--pin", "k.stage=none"]) == 0
+    assert (
+        main(
+            ["map", str(path), "--size", "M=64", "--size", "N=64", "--size", "K=32", "--pin", "k.stage=none"]
+        )
+        == 0
+    )
     assert "staged in shared memory" not in capsys.readouterr().out

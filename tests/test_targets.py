@@ -44,16 +44,30 @@ def test_fp32_peak_agrees_with_sms_lanes_and_clock():
 def test_h200_is_h100_compute_with_more_memory():
     assert H200.dram_bandwidth == 4.8e12
     assert H200.memory_bytes == 141 * 10**9
-    for field in ("sm_count", "compute_capability", "peak_fp32_flops", "l2_cache_bytes",
-                  "shared_memory_per_sm", "registers_per_sm", "max_threads_per_sm"):
+    for field in (
+        "sm_count",
+        "compute_capability",
+        "peak_fp32_flops",
+        "l2_cache_bytes",
+        "shared_memory_per_sm",
+        "registers_per_sm",
+        "max_threads_per_sm",
+    ):
         assert getattr(H200, field) == getattr(H100, field), field
     assert H200.name != H100.name
 
 
 @pytest.mark.parametrize(
     "name, expected",
-    [("h100", H100), ("H100", H100), ("h100-sxm", H100), ("H100_SXM", H100), (" h100 sxm ", H100),
-     ("h200", H200), ("H200", H200)],
+    [
+        ("h100", H100),
+        ("H100", H100),
+        ("h100-sxm", H100),
+        ("H100_SXM", H100),
+        (" h100 sxm ", H100),
+        ("h200", H200),
+        ("H200", H200),
+    ],
 )
 def test_get_target_aliases(name, expected):
     assert get_target(name) is expected

@@ -27,9 +27,21 @@ _N = isl.ast_node_type
 
 # (C operator, precedence) of the binary operators; higher binds tighter.
 _BINARY = {
-    _OP.add: ("+", 12), _OP.sub: ("-", 12), _OP.mul: ("*", 13), _OP.div: ("/", 13), _OP.pdiv_q: ("/", 13),
-    _OP.pdiv_r: ("%", 13), _OP.zdiv_r: ("%", 13), _OP.eq: ("==", 9), _OP.le: ("<=", 10), _OP.lt: ("<", 10),
-    _OP.ge: (">=", 10), _OP.gt: (">", 10), _OP.and_: ("&&", 5), _OP.and_then: ("&&", 5), _OP.or_: ("||", 4),
+    _OP.add: ("+", 12),
+    _OP.sub: ("-", 12),
+    _OP.mul: ("*", 13),
+    _OP.div: ("/", 13),
+    _OP.pdiv_q: ("/", 13),
+    _OP.pdiv_r: ("%", 13),
+    _OP.zdiv_r: ("%", 13),
+    _OP.eq: ("==", 9),
+    _OP.le: ("<=", 10),
+    _OP.lt: ("<", 10),
+    _OP.ge: (">=", 10),
+    _OP.gt: (">", 10),
+    _OP.and_: ("&&", 5),
+    _OP.and_then: ("&&", 5),
+    _OP.or_: ("||", 4),
     _OP.or_else: ("||", 4),
 }
 _ATOM, _UNARY, _COND = 16, 15, 3
@@ -151,7 +163,11 @@ class AstPrinter:
             wide = overflow or t[2] or f[2]
             t_text = _widen(t[0], t[1]) if wide and not t[2] else t[0]
             f_text, f_prec = (_widen(f[0], f[1]), _UNARY) if wide and not f[2] else (f[0], f[1])
-            return f"{_paren(c[0], c[1], _COND + 1)} ? {t_text} : {_paren(f_text, f_prec, _COND)}", _COND, wide
+            return (
+                f"{_paren(c[0], c[1], _COND + 1)} ? {t_text} : {_paren(f_text, f_prec, _COND)}",
+                _COND,
+                wide,
+            )
         raise InternalError(f"unexpected isl AST operation in {e.to_C_str()}")
 
     def c_type(self, name: str) -> str:
@@ -169,7 +185,9 @@ class AstPrinter:
         kind = node.get_type()
         if kind == _N.block:
             children = node.block_get_children()
-            return [line for k in range(children.n_ast_node()) for line in self.node(children.get_at(k), indent)]
+            return [
+                line for k in range(children.n_ast_node()) for line in self.node(children.get_at(k), indent)
+            ]
         if kind == _N.for_:
             iterator = node.for_get_iterator().get_id().get_name()
             it, c_type = self.names(iterator), self.c_type(iterator)
@@ -183,7 +201,10 @@ class AstPrinter:
             pragma = [f"{pad}#pragma unroll"] if it in self.unroll else []
             return [*pragma, f"{pad}for ({c_type} {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
         if kind == _N.if_:
-            lines = [f"{pad}if ({self.expr(node.if_get_cond())}) {{", *self.node(node.if_get_then_node(), indent + 1)]
+            lines = [
+                f"{pad}if ({self.expr(node.if_get_cond())}) {{",
+                *self.node(node.if_get_then_node(), indent + 1),
+            ]
             if node.if_has_else_node():
                 lines += [f"{pad}}} else {{", *self.node(node.if_get_else_node(), indent + 1)]
             return lines + [f"{pad}}}"]

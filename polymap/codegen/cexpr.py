@@ -141,7 +141,11 @@ class StatementPrinter:
                 require64(interval, f"the index value {e.expr}")
             if all(i.fits32 for i in intervals):
                 text, prec = self.index(e.expr)
-                return convert(text, prec, DType.I32, compute), compute, _UNARY if compute is not DType.I32 else prec
+                return (
+                    convert(text, prec, DType.I32, compute),
+                    compute,
+                    _UNARY if compute is not DType.I32 else prec,
+                )
             # computed in 64 bits, then converted like the reference (i32 wraps)
             text, prec = self.index(e.expr, wide=True)
             return f"({C_TYPE[compute]})({text})", compute, _UNARY
@@ -199,7 +203,9 @@ class StatementPrinter:
         if stmt.op in _UPDATE:
             if common is ttype is vtype:
                 return f"{target} {stmt.op.value} {value};"
-            result = f"{old} {_UPDATE[stmt.op]} {paren(new, _UNARY if vtype is not common else vprec, _MUL + 1)}"
+            result = (
+                f"{old} {_UPDATE[stmt.op]} {paren(new, _UNARY if vtype is not common else vprec, _MUL + 1)}"
+            )
         else:
             result = f"{'pm_max' if stmt.op is AssignOp.MAX else 'pm_min'}({old}, {new})"
         return f"{target} = {convert(result, _ATOM if stmt.op not in _UPDATE else _ADD, common, ttype)};"

@@ -137,13 +137,16 @@ class _Emitter:
         self.kernel_locals = {d.name for km in mapping.kernels for d in declared_locals(km.kernel.body)}
         self.globals = tuple(d for d in self.program.all_buffers() if d.name not in self.kernel_locals)
         decls = {d.name: d for d in self.program.all_buffers()}
-        registers = frozenset(d.name for km in mapping.kernels for d in declared_locals(km.kernel.body) if not d.shape)
+        registers = frozenset(
+            d.name for km in mapping.kernels for d in declared_locals(km.kernel.body) if not d.shape
+        )
         self.printer = StatementPrinter(lambda n: self.cn[n], decls, registers)
         self.prefix = self.cn.fresh(self.program.name)
         self.grid_names = tuple(self.cn.fresh(f"g{a}") for a in "xyz")
         # the functions' names too: a launcher parameter must never hide a kernel
-        self.function_names = {km.kernel.name: self.cn.fresh(f"{self.prefix}_{km.kernel.name}")
-                               for km in mapping.kernels}
+        self.function_names = {
+            km.kernel.name: self.cn.fresh(f"{self.prefix}_{km.kernel.name}") for km in mapping.kernels
+        }
         self.launcher_name = self.cn.fresh(f"run_{self.prefix}")
         sizes = tuple(model.names[p] for p in model.params)
         self.launcher_ranges = set_ranges(size_box(sizes, model.context))
@@ -171,15 +174,19 @@ class _Emitter:
             header="\n".join(comment(line) for line in self.header_lines()),
             helpers=template("polymap_helpers.cuh").rstrip(),
             kernels="\n\n".join(kernels),
-            launcher=string.Template(template("launcher.tmpl")).substitute(
+            launcher=string.Template(template("launcher.tmpl"))
+            .substitute(
                 name=launcher_name,
                 params=", ".join([str(a) for a in arguments] + ["cudaStream_t stream"]),
                 body="\n".join(self.launcher_body(launches)),
                 **self.fault_lines(kernels),
-            ).rstrip(),
+            )
+            .rstrip(),
         )
         scratch = tuple(d for d in self.globals if d.kind is BufferKind.NEW)
-        return CudaProgram(self.mapping, self.model, source, launcher_name, arguments, tuple(launches), scratch)
+        return CudaProgram(
+            self.mapping, self.model, source, launcher_name, arguments, tuple(launches), scratch
+        )
 
     def header_lines(self) -> list[str]:
         m, program = self.mapping, self.program
@@ -207,7 +214,8 @@ class _Emitter:
             at = ", ".join(f"{n} = {v}" for n, v in m.cost_sizes)
             lines.append(
                 f"  predicted {cost.time_s * 1e6:.4g} us per launch (memory {cost.memory_s * 1e6:.4g} us, "
-                f"compute {cost.compute_s * 1e6:.4g} us)" + (f" at {at}" if at else "")
+                f"compute {cost.compute_s * 1e6:.4g} us)"
+                + (f" at {at}" if at else "")
                 + ("; decisions given, not solved" if m.given else "")
             )
             lines.append(f"  proved: {m.proof.kernel(km.kernel.name).summary()}")
@@ -255,7 +263,12 @@ class _Emitter:
         lines.append("}")
         host_params = tuple(self.model.names[loop.index] for loop in kernel.host_loops)
         launch = KernelLaunch(
-            km, function, arguments, km.block_dim(), grid_dims(self.model, km, host_params), host_params,
+            km,
+            function,
+            arguments,
+            km.block_dim(),
+            grid_dims(self.model, km, host_params),
+            host_params,
             plan is not None,
         )
         return "\n".join(lines), launch
@@ -276,8 +289,9 @@ class _Emitter:
         for loop, isl_name in zip(km.kernel.host_loops, frame.hw):
             self.hw_names[isl_name] = self.cn[loop.index]
         used = []
-        for k, builtin in enumerate(("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
-                                     "threadIdx.z")):
+        for k, builtin in enumerate(
+            ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+        ):
             isl_name = frame.hw[frame.host + k]
             self.hw_names[isl_name] = self.coordinates[k]  # bx .. tz
             axes = [lm.block_axis if k < 3 else lm.thread_axis for lm in km.loops]
@@ -295,7 +309,11 @@ class _Emitter:
         used = set()
         for k in range(width):
             depth = k // 2
-            loops = {s.loops[frame.outer + depth].index for s in statements if k % 2 and len(s.loops) > frame.outer + depth}
+            loops = {
+                s.loops[frame.outer + depth].index
+                for s in statements
+                if k % 2 and len(s.loops) > frame.outer + depth
+            }
             if len(loops) == 1 and (index := loops.pop()) not in used:
                 used.add(index)
                 names.append(self.cn[index])
@@ -316,7 +334,9 @@ class _Emitter:
 
     def buffer_argument(self, decl: BufferDecl) -> Argument:
         qualifier = "const " if decl.kind is BufferKind.IN else ""
-        return Argument("buffer", decl.name, f"{qualifier}{C_TYPE[decl.dtype]}* __restrict__", self.cn[decl.name])
+        return Argument(
+            "buffer", decl.name, f"{qualifier}{C_TYPE[decl.dtype]}* __restrict__", self.cn[decl.name]
+        )
 
     def local_declaration(self, decl: BufferDecl, points: int = 1) -> str:
         """A block-local buffer of a kernel: private to each thread (registers), one copy
@@ -338,7 +358,9 @@ class _Emitter:
             return f"{c_type} {c_name}[{max(count, 1) * points}];  // one per point of the thread"
         return f"{c_type} {c_name};" if not decl.shape else f"{c_type} {c_name}[{max(count, 1)}];"
 
-    def leaf(self, schedule: KernelSchedule, printer: AstPrinter, tuple_name: str, args: list, key) -> list[str]:
+    def leaf(
+        self, schedule: KernelSchedule, printer: AstPrinter, tuple_name: str, args: list, key
+    ) -> list[str]:
         """One leaf of the AST: a barrier, one element of a tile copy, or a statement whose
         every address is an isl expression built from the proved relations (``schedule``)."""
         plan = schedule.shared
@@ -453,7 +475,7 @@ class _Emitter:
             check = printer.expr(build.expr_from_set(model.context))
             if check != "1":
                 lines += [f"  if (!({check})) return {ERROR_CONTEXT};  // outside the sizes proved for"]
-        ranges = {p: r for p, r in zip(model.params, (self.launcher_ranges[n] for n in sizes))}
+        ranges = dict(zip(model.params, (self.launcher_ranges[n] for n in sizes)))
         open_loops: list[Loop] = []
         for launch in launches:
             host = launch.mapping.kernel.host_loops
@@ -471,7 +493,9 @@ class _Emitter:
                     require64(interval, f"the extent of host loop '{loop.index}'")
                 narrow = all(r.fits32 for r in intervals)
                 extent = self.printer.index(loop.extent, wide=not narrow)[0]
-                lines.append(f"{pad}for ({'int' if narrow else 'long long'} {i} = 0; {i} < {extent}; ++{i}) {{")
+                lines.append(
+                    f"{pad}for ({'int' if narrow else 'long long'} {i} = 0; {i} < {extent}; ++{i}) {{"
+                )
                 ranges[loop.index] = Interval(0, intervals[0].hi)
                 open_loops.append(loop)
             lines += self.launch_lines(launch, "  " * (len(open_loops) + 1))
@@ -490,7 +514,9 @@ class _Emitter:
         printer = AstPrinter(self.isl_to_c, _no_leaf, ranges=set_ranges(size_box(sizes, context)))
         for loop, isl_name in zip(km.kernel.host_loops, launch.host_params):
             self.hw_names[isl_name] = self.cn[loop.index]
-        grid = [str(g) if isinstance(g, int) else printer.expr(build.expr_from_pw_aff(g)) for g in launch.grid]
+        grid = [
+            str(g) if isinstance(g, int) else printer.expr(build.expr_from_pw_aff(g)) for g in launch.grid
+        ]
         args = ", ".join(a.c_name for a in launch.arguments)
         block = ", ".join(map(str, launch.block))
         gx, gy, gz = self.grid_names

@@ -58,8 +58,14 @@ from polymap.ir.nodes import (
 )
 from polymap.ir.validate import validate
 
-_INDEX_OPS = {"+": IndexOp.ADD, "-": IndexOp.SUB, "*": IndexOp.MUL, "/": IndexOp.FLOORDIV,
-              "//": IndexOp.FLOORDIV, "%": IndexOp.MOD}
+_INDEX_OPS = {
+    "+": IndexOp.ADD,
+    "-": IndexOp.SUB,
+    "*": IndexOp.MUL,
+    "/": IndexOp.FLOORDIV,
+    "//": IndexOp.FLOORDIV,
+    "%": IndexOp.MOD,
+}
 _VALUE_OPS = {"+": ValueOp.ADD, "-": ValueOp.SUB, "*": ValueOp.MUL, "/": ValueOp.DIV}
 _FUNCTIONS = {fn.value: fn for fn in Fn}
 _DTYPES = {dt.value: dt for dt in DType}
@@ -126,7 +132,9 @@ class _Lowering:
     def declare_param(self, item: S.SParam) -> None:
         if item.name in self.params:
             first = self.params[item.name].loc
-            raise self.error(DeclarationError, f"size '{item.name}' is declared twice (first at {first})", item.loc)
+            raise self.error(
+                DeclarationError, f"size '{item.name}' is declared twice (first at {first})", item.loc
+            )
         default = None
         if item.default is not None:
             expr = self.index(item.default, _Scope((), {}), None)
@@ -149,8 +157,9 @@ class _Lowering:
                 item.dtype_loc,
             )
         # Shapes depend on sizes only: a buffer's extent cannot vary per loop iteration.
-        shape = tuple(self.index(e, _Scope((), {}), None, what=f"the shape of buffer '{item.name}'")
-                      for e in item.shape)
+        shape = tuple(
+            self.index(e, _Scope((), {}), None, what=f"the shape of buffer '{item.name}'") for e in item.shape
+        )
         return BufferDecl(item.name, BufferKind(item.kind), _DTYPES[item.dtype], shape, item.loc)
 
     # -- statements
@@ -173,8 +182,9 @@ class _Lowering:
     def loop(self, item: S.SLoop, scope: _Scope) -> Loop:
         index = item.index
         if index in scope.indices:
-            raise self.error(DeclarationError, f"loop index '{index}' shadows an enclosing loop's index",
-                             item.index_loc)
+            raise self.error(
+                DeclarationError, f"loop index '{index}' shadows an enclosing loop's index", item.index_loc
+            )
         if index in self.params or index in scope.buffers:
             what = "a size" if index in self.params else "a buffer"
             raise self.error(DeclarationError, f"loop index '{index}' has the name of {what}", item.index_loc)
@@ -213,31 +223,43 @@ class _Lowering:
             return self.error(ProgramError, f"'{name}' is {kind}, not a buffer: it cannot be indexed", loc)
         return self.error(UndeclaredError, f"buffer '{name}' is not declared", loc)
 
-    def index(self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None, *, what: str = "an index") -> IndexExpr:
+    def index(
+        self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None, *, what: str = "an index"
+    ) -> IndexExpr:
         """An index expression; unknown names become einsum indices when ``free`` collects them."""
         if isinstance(expr, S.SNum):
             if not expr.is_int:
-                raise self.error(NotAffineError, f"{what} must be an integer expression, not {expr.text}", expr.loc)
+                raise self.error(
+                    NotAffineError, f"{what} must be an integer expression, not {expr.text}", expr.loc
+                )
             value = int(expr.text)
             if not INDEX_MIN <= value <= INDEX_MAX:
-                raise self.error(RangeError,
-                                 f"the integer {expr.text} in {what} does not fit in 64 bits, the widest "
-                                 f"index arithmetic polymap emits", expr.loc)
+                raise self.error(
+                    RangeError,
+                    f"the integer {expr.text} in {what} does not fit in 64 bits, the widest "
+                    f"index arithmetic polymap emits",
+                    expr.loc,
+                )
             return IConst(value)
         if isinstance(expr, S.SName):
             if expr.name in scope.indices or expr.name in self.params:
                 return IVar(expr.name)
             if expr.name in scope.buffers:
-                raise self.error(NotAffineError,
-                                 f"buffer '{expr.name}' used in {what}: data-dependent indices are not supported",
-                                 expr.loc)
+                raise self.error(
+                    NotAffineError,
+                    f"buffer '{expr.name}' used in {what}: data-dependent indices are not supported",
+                    expr.loc,
+                )
             if free is None:
                 raise self.error(UndeclaredError, f"unknown name '{expr.name}' in {what}", expr.loc)
             free.add(expr.name)
             return IVar(expr.name)
         if isinstance(expr, S.SSubscript):
-            raise self.error(NotAffineError,
-                             f"indirect access through '{expr.name}[...]' in {what} is not affine", expr.loc)
+            raise self.error(
+                NotAffineError,
+                f"indirect access through '{expr.name}[...]' in {what} is not affine",
+                expr.loc,
+            )
         if isinstance(expr, S.SCall):
             raise self.error(NotAffineError, f"function '{expr.fn}' cannot appear in {what}", expr.loc)
         if isinstance(expr, S.SNeg):
@@ -257,17 +279,23 @@ class _Lowering:
             value = int(expr.text)
             if not INDEX_MIN <= value <= INDEX_MAX:
                 # Whether it must also fit in i32 depends on the statement's type: validate says.
-                raise self.error(RangeError,
-                                 f"the integer literal {expr.text} does not fit in 64 bits; write a large "
-                                 f"value as a float literal (e.g. 1e30)", expr.loc)
+                raise self.error(
+                    RangeError,
+                    f"the integer literal {expr.text} does not fit in 64 bits; write a large "
+                    f"value as a float literal (e.g. 1e30)",
+                    expr.loc,
+                )
             return Const(value, expr.loc)
         if isinstance(expr, S.SName):
             decl = scope.buffers.get(expr.name)
             if decl is not None:
                 if decl.shape:
-                    raise self.error(ArityError,
-                                     f"buffer '{decl.name}' has {len(decl.shape)} dimension(s) but is used "
-                                     f"without indices", expr.loc)
+                    raise self.error(
+                        ArityError,
+                        f"buffer '{decl.name}' has {len(decl.shape)} dimension(s) but is used "
+                        f"without indices",
+                        expr.loc,
+                    )
                 return Read(decl.name, (), expr.loc)
             return IndexValue(self.index(expr, scope, free, what="a value"))
         if isinstance(expr, S.SSubscript):
@@ -280,13 +308,17 @@ class _Lowering:
                 known = ", ".join(_FUNCTIONS)
                 raise self.error(UndeclaredError, f"unknown function '{expr.fn}' (known: {known})", expr.loc)
             if len(expr.args) != fn.arity:
-                raise self.error(ArityError, f"{fn.value}() takes {fn.arity} argument(s), got {len(expr.args)}",
-                                 expr.loc)
+                raise self.error(
+                    ArityError, f"{fn.value}() takes {fn.arity} argument(s), got {len(expr.args)}", expr.loc
+                )
             return Call(fn, tuple(self.value(a, scope, free) for a in expr.args))
         if isinstance(expr, S.SNeg):
             inner = self.value(expr.operand, scope, free)
             return Const(-inner.value, expr.loc) if isinstance(inner, Const) else Neg(inner)
         if expr.op not in _VALUE_OPS:
-            raise self.error(ProgramError, f"'{expr.op}' is allowed in index expressions only, not in values",
-                             expr.loc)
-        return Binary(_VALUE_OPS[expr.op], self.value(expr.lhs, scope, free), self.value(expr.rhs, scope, free))
+            raise self.error(
+                ProgramError, f"'{expr.op}' is allowed in index expressions only, not in values", expr.loc
+            )
+        return Binary(
+            _VALUE_OPS[expr.op], self.value(expr.lhs, scope, free), self.value(expr.rhs, scope, free)
+        )

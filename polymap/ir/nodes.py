@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Union
 
 import numpy as np
 
@@ -165,7 +164,7 @@ class IBin:
         return f"{_iparen(self.lhs, prec)} {self.op.value} {_iparen(self.rhs, prec + 1)}"
 
 
-IndexExpr = Union[IConst, IVar, INeg, IBin]
+IndexExpr = IConst | IVar | INeg | IBin
 
 _INDEX_PREC = {IndexOp.ADD: 1, IndexOp.SUB: 1, IndexOp.MUL: 2, IndexOp.FLOORDIV: 2, IndexOp.MOD: 2}
 
@@ -197,7 +196,9 @@ def substitute_index(expr: IndexExpr, values: dict[str, IndexExpr]) -> IndexExpr
         inner = substitute_index(expr.operand, values)
         return IConst(-inner.value) if isinstance(inner, IConst) else INeg(inner)
     if isinstance(expr, IBin):
-        return fold_index(IBin(expr.op, substitute_index(expr.lhs, values), substitute_index(expr.rhs, values)))
+        return fold_index(
+            IBin(expr.op, substitute_index(expr.lhs, values), substitute_index(expr.rhs, values))
+        )
     return expr
 
 
@@ -285,7 +286,7 @@ class Call:
         return f"{self.fn.value}({', '.join(map(str, self.args))})"
 
 
-ValueExpr = Union[Const, Read, IndexValue, Neg, Binary, Call]
+ValueExpr = Const | Read | IndexValue | Neg | Binary | Call
 
 _VALUE_PREC = {ValueOp.ADD: 1, ValueOp.SUB: 1, ValueOp.MUL: 2, ValueOp.DIV: 2}
 
@@ -417,8 +418,8 @@ class Loop:
         return self.kind is LoopKind.PAR
 
 
-Stmt = Union[Assign, Anchor, New, Loop]
-Statement = Union[Assign, Anchor]  # the statements that have instances in the model
+Stmt = Assign | Anchor | New | Loop
+Statement = Assign | Anchor  # the statements that have instances in the model
 
 
 # ------------------------------------------------------------------------ program

@@ -154,7 +154,9 @@ class _Parser:
     def end_statement(self) -> None:
         if self.tok.kind in (Tok.NEWLINE, Tok.EOF) or self.at(";") or self.at("}"):
             return
-        raise self.error(f"expected the end of the statement (a newline or ';') but found {self.tok.describe()}")
+        raise self.error(
+            f"expected the end of the statement (a newline or ';') but found {self.tok.describe()}"
+        )
 
     # -- statements
 
@@ -181,7 +183,9 @@ class _Parser:
             return self.params()
         if word in DECL_KINDS and self.peek().kind is Tok.NAME:
             if word != "new" and not top_level:
-                raise self.error(f"'{word}' buffers are declared at top level; only 'new' may appear in a block")
+                raise self.error(
+                    f"'{word}' buffers are declared at top level; only 'new' may appear in a block"
+                )
             return [self.decl()]
         if word in ("par", "seq"):
             return [self.loop()]
@@ -214,8 +218,10 @@ class _Parser:
             bracket = self.tok
             shape = self.arguments("[", "]")
             if len(shape) > MAX_RANK:
-                raise self.error(f"buffer '{name.text}' has {len(shape)} dimensions; polymap allows at most "
-                                 f"{MAX_RANK}", bracket)
+                raise self.error(
+                    f"buffer '{name.text}' has {len(shape)} dimensions; polymap allows at most {MAX_RANK}",
+                    bracket,
+                )
         return SDecl(kind.text, name.text, dtype.text, dtype.loc, shape, kind.loc)
 
     def loop(self) -> SLoop:
@@ -229,8 +235,10 @@ class _Parser:
             )
         extent = self.expr()
         if self.at("{"):
-            raise self.error(f"'{kind.text}' needs an extent and an index, e.g. '{kind.text} N i {{'; "
-                             f"found no index name before '{{'")
+            raise self.error(
+                f"'{kind.text}' needs an extent and an index, e.g. '{kind.text} N i {{'; "
+                f"found no index name before '{{'"
+            )
         index = self.expect_name("a loop index name after the extent")
         self.expect("{", f" to open the body of {kind.text} loop '{index.text}'")
         self.loop_nesting += 1

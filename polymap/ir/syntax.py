@@ -9,7 +9,6 @@ the exact line:col kept here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from polymap.errors import SourceLoc
 
@@ -57,7 +56,7 @@ class SNeg:
     loc: SourceLoc
 
 
-SExpr = Union[SNum, SName, SSubscript, SCall, SBinary, SNeg]
+SExpr = SNum | SName | SSubscript | SCall | SBinary | SNeg
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,4 +100,4 @@ class SAnchor:
     loc: SourceLoc
 
 
-SStmt = Union[SParam, SDecl, SLoop, SAssign, SAnchor]
+SStmt = SParam | SDecl | SLoop | SAssign | SAnchor

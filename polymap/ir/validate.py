@@ -136,9 +136,11 @@ class _Validator:
             stmt, depth = stack.pop()
             if isinstance(stmt, Loop):
                 if depth > MAX_LOOP_NESTING:
-                    raise self.error(ProgramError,
-                                     f"loop '{stmt.index}' nests more than {MAX_LOOP_NESTING} deep "
-                                     f"(polymap's limit)", stmt.loc)
+                    raise self.error(
+                        ProgramError,
+                        f"loop '{stmt.index}' nests more than {MAX_LOOP_NESTING} deep (polymap's limit)",
+                        stmt.loc,
+                    )
                 what = f"the extent of {stmt.kind.value} loop '{stmt.index}'"
                 self.expression_limits(stmt.extent, what, stmt.loc, False)
                 stack.extend((inner, depth + 1) for inner in reversed(stmt.body))
@@ -155,9 +157,11 @@ class _Validator:
 
     def decl_limits(self, decl: BufferDecl) -> None:
         if len(decl.shape) > MAX_RANK:
-            raise self.error(ProgramError,
-                             f"buffer '{decl.name}' has {len(decl.shape)} dimensions; polymap allows at most "
-                             f"{MAX_RANK}", decl.loc)
+            raise self.error(
+                ProgramError,
+                f"buffer '{decl.name}' has {len(decl.shape)} dimensions; polymap allows at most {MAX_RANK}",
+                decl.loc,
+            )
         for extent in decl.shape:
             self.expression_limits(extent, f"the shape of buffer '{decl.name}'", decl.loc, False)
 
@@ -171,34 +175,56 @@ class _Validator:
         while stack:
             expr, depth = stack.pop()
             if depth > MAX_EXPR_NESTING:
-                raise self.error(ProgramError,
-                                 f"{what}: an expression nests more than {MAX_EXPR_NESTING} levels deep "
-                                 f"(polymap's limit)", loc)
+                raise self.error(
+                    ProgramError,
+                    f"{what}: an expression nests more than {MAX_EXPR_NESTING} levels deep (polymap's limit)",
+                    loc,
+                )
             if isinstance(expr, IConst) and not INDEX_MIN <= expr.value <= INDEX_MAX:
-                raise self.error(RangeError,
-                                 f"{what}: the index constant {expr.value} does not fit in 64 bits, the "
-                                 f"widest index arithmetic polymap emits{self.after_binding()}", loc)
-            if isinstance(expr, Const) and isinstance(expr.value, int) \
-                    and not INDEX_MIN <= expr.value <= INDEX_MAX:
-                raise self.error(RangeError,
-                                 f"{what}: the integer literal {expr.value} does not fit in 64 bits; write a "
-                                 f"large value as a float literal (e.g. 1e30)", expr.loc or loc)
-            if isinstance(expr, Const) and i32 and _is_integral(expr.value) \
-                    and not I32_MIN <= expr.value <= I32_MAX:
-                raise self.error(RangeError,
-                                 f"{what}: the literal {_literal_text(expr.value)} does not fit in i32 "
-                                 f"({I32_MIN}..{I32_MAX}), the type the statement computes in",
-                                 expr.loc or loc)
+                raise self.error(
+                    RangeError,
+                    f"{what}: the index constant {expr.value} does not fit in 64 bits, the "
+                    f"widest index arithmetic polymap emits{self.after_binding()}",
+                    loc,
+                )
+            if (
+                isinstance(expr, Const)
+                and isinstance(expr.value, int)
+                and not INDEX_MIN <= expr.value <= INDEX_MAX
+            ):
+                raise self.error(
+                    RangeError,
+                    f"{what}: the integer literal {expr.value} does not fit in 64 bits; write a "
+                    f"large value as a float literal (e.g. 1e30)",
+                    expr.loc or loc,
+                )
+            if (
+                isinstance(expr, Const)
+                and i32
+                and _is_integral(expr.value)
+                and not I32_MIN <= expr.value <= I32_MAX
+            ):
+                raise self.error(
+                    RangeError,
+                    f"{what}: the literal {_literal_text(expr.value)} does not fit in i32 "
+                    f"({I32_MIN}..{I32_MAX}), the type the statement computes in",
+                    expr.loc or loc,
+                )
             stack.extend((child, depth + 1) for child in _children(expr))
 
     # -- statements
 
-    def block(self, stmts: tuple[Stmt, ...], indices: tuple[str, ...], buffers: dict[str, BufferDecl]) -> None:
+    def block(
+        self, stmts: tuple[Stmt, ...], indices: tuple[str, ...], buffers: dict[str, BufferDecl]
+    ) -> None:
         for stmt in stmts:
             if isinstance(stmt, New):
                 if stmt.decl.kind is not BufferKind.NEW:
-                    raise self.error(DeclarationError,
-                                     f"buffer '{stmt.decl.name}' declared in a block must be 'new'", stmt.decl.loc)
+                    raise self.error(
+                        DeclarationError,
+                        f"buffer '{stmt.decl.name}' declared in a block must be 'new'",
+                        stmt.decl.loc,
+                    )
                 buffers = {**buffers, stmt.decl.name: stmt.decl}
             elif isinstance(stmt, Loop):
                 self.loop(stmt, indices, buffers)
@@ -207,13 +233,18 @@ class _Validator:
 
     def loop(self, loop: Loop, indices: tuple[str, ...], buffers: dict[str, BufferDecl]) -> None:
         if loop.index in indices or loop.index in self.params or loop.index in buffers:
-            raise self.error(DeclarationError,
-                             f"loop index '{loop.index}' shadows an enclosing index, a size or a buffer", loop.loc)
+            raise self.error(
+                DeclarationError,
+                f"loop index '{loop.index}' shadows an enclosing index, a size or a buffer",
+                loop.loc,
+            )
         what = f"the extent of {loop.kind.value} loop '{loop.index}'"
         self.index(loop.extent, indices, what, loop.loc)
         self.block(loop.body, indices + (loop.index,), buffers)
 
-    def statement(self, stmt: Assign | Anchor, indices: tuple[str, ...], buffers: dict[str, BufferDecl]) -> None:
+    def statement(
+        self, stmt: Assign | Anchor, indices: tuple[str, ...], buffers: dict[str, BufferDecl]
+    ) -> None:
         if stmt.name in self.statement_names:
             raise self.error(DeclarationError, f"statement name '{stmt.name}' is used twice", stmt.loc)
         self.statement_names.add(stmt.name)
@@ -230,8 +261,14 @@ class _Validator:
             self.access(read, indices, buffers, label, read.loc or stmt.loc)
         self.value(stmt.value, indices, label, stmt.loc)
 
-    def access(self, access: Read, indices: tuple[str, ...], buffers: dict[str, BufferDecl], label: str,
-               loc: SourceLoc | None) -> BufferDecl:
+    def access(
+        self,
+        access: Read,
+        indices: tuple[str, ...],
+        buffers: dict[str, BufferDecl],
+        label: str,
+        loc: SourceLoc | None,
+    ) -> BufferDecl:
         decl = buffers.get(access.buffer)
         if decl is None:
             raise self.error(UndeclaredError, f"{label}: buffer '{access.buffer}' is not declared here", loc)
@@ -253,11 +290,17 @@ class _Validator:
                 raise self.error(UndeclaredError, f"{label}: unknown name {', '.join(sorted(unknown))}", loc)
         elif isinstance(expr, Call):
             if len(expr.args) != expr.fn.arity:
-                raise self.error(ArityError, f"{label}: {expr.fn.value}() takes {expr.fn.arity} argument(s)", loc)
+                raise self.error(
+                    ArityError, f"{label}: {expr.fn.value}() takes {expr.fn.arity} argument(s)", loc
+                )
             for arg in expr.args:
                 self.value(arg, indices, label, loc)
         elif not isinstance(expr, Read):
-            for child in (getattr(expr, "operand", None), getattr(expr, "lhs", None), getattr(expr, "rhs", None)):
+            for child in (
+                getattr(expr, "operand", None),
+                getattr(expr, "lhs", None),
+                getattr(expr, "rhs", None),
+            ):
                 if child is not None:
                     self.value(child, indices, label, loc)
 
@@ -266,7 +309,9 @@ class _Validator:
     def index(self, expr: IndexExpr, indices: tuple[str, ...], what: str, loc: SourceLoc | None) -> None:
         unknown = index_vars(expr) - self.params - set(indices)
         if unknown:
-            raise self.error(UndeclaredError, f"{what}: unknown index or size {', '.join(sorted(unknown))}", loc)
+            raise self.error(
+                UndeclaredError, f"{what}: unknown index or size {', '.join(sorted(unknown))}", loc
+            )
         self.affine(expr, frozenset(indices), what, loc)
 
     def affine(self, expr: IndexExpr, loop_vars: frozenset[str], what: str, loc: SourceLoc | None) -> None:

@@ -88,10 +88,17 @@ class GlobalAccess:
         space = self.domain.get_space()
         dims = ", ".join(names[u] for u in names)
         tuple_name = self.domain.get_tuple_name()
-        params = ", ".join(space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param)))
-        diff = isl.PwAff(f"[{params}] -> {{ {tuple_name}[{dims}] -> [({flat(shifted)}) - ({flat(self.indices)})] }}")
-        moved = isl.Map(f"[{params}] -> {{ {tuple_name}[{dims}] -> {tuple_name}["
-                        + ", ".join(f"{names[u]} + {delta.get(u, 0)}" for u in names) + "] }")
+        params = ", ".join(
+            space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))
+        )
+        diff = isl.PwAff(
+            f"[{params}] -> {{ {tuple_name}[{dims}] -> [({flat(shifted)}) - ({flat(self.indices)})] }}"
+        )
+        moved = isl.Map(
+            f"[{params}] -> {{ {tuple_name}[{dims}] -> {tuple_name}["
+            + ", ".join(f"{names[u]} + {delta.get(u, 0)}" for u in names)
+            + "] }"
+        )
         pairs = self.domain.intersect(moved.intersect_range(self.domain).domain())
         if pairs.is_empty():
             return 0
@@ -144,8 +151,16 @@ def kernel_statements(kernel: Kernel) -> tuple[Assign | Anchor, ...]:
     return tuple(s for s in walk_block(kernel.body) if isinstance(s, (Assign, Anchor)))
 
 
-def _global_access(kernel: Kernel, stmt: StatementModel, access, decl: BufferDecl, instances: int,
-                   model: PolyModel, *, tag: str) -> GlobalAccess:
+def _global_access(
+    kernel: Kernel,
+    stmt: StatementModel,
+    access,
+    decl: BufferDecl,
+    instances: int,
+    model: PolyModel,
+    *,
+    tag: str,
+) -> GlobalAccess:
     strides = _row_strides(decl)
     isl_of = {user: model.names[user] for user in stmt.ctx.indices}
     xs = {user: sympy.Symbol(isl_of[user]) for user in stmt.ctx.indices}
@@ -155,12 +170,16 @@ def _global_access(kernel: Kernel, stmt: StatementModel, access, decl: BufferDec
     there = _Address({u: x + deltas.get(u, 0) for u, x in xs.items()}, tag=f"r_{tag}")
     simplified = _simplified_indices(access, stmt)
     addr = sum((here.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero)
-    shifted = sum((there.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero)
+    shifted = sum(
+        (there.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero
+    )
     diff = sympy.expand(shifted - addr)
     quasi = bool(here.rows)
     coefficients = tuple((i, int(diff.coeff(deltas[i]))) for i in band) if not quasi else ()
-    per_loop = tuple(_lane_systems(stmt, access, simplified, strides, xs, index, deltas[index], tag=f"{tag}_{index}")
-                     for index in band)
+    per_loop = tuple(
+        _lane_systems(stmt, access, simplified, strides, xs, index, deltas[index], tag=f"{tag}_{index}")
+        for index in band
+    )
     return GlobalAccess(
         statement=stmt.name,
         text=access.text,
@@ -180,8 +199,9 @@ def _global_access(kernel: Kernel, stmt: StatementModel, access, decl: BufferDec
     )
 
 
-def _lane_systems(stmt: StatementModel, access, simplified, strides, xs: dict, index: str,
-                  delta: sympy.Symbol, *, tag: str) -> tuple[str, sympy.Symbol, tuple[FarkasSystem, ...]]:
+def _lane_systems(
+    stmt: StatementModel, access, simplified, strides, xs: dict, index: str, delta: sympy.Symbol, *, tag: str
+) -> tuple[str, sympy.Symbol, tuple[FarkasSystem, ...]]:
     """The Farkas systems of an access for lanes that step band loop ``index`` by
     ``delta``, the other loops fixed. One loop at a time: no other loop's delta can cancel
     this one's stride within SCIP's tolerances (a delta of -3e-8 times a row stride of
@@ -192,7 +212,9 @@ def _lane_systems(stmt: StatementModel, access, simplified, strides, xs: dict, i
     here = _Address(xs, tag=f"q_{tag}")
     there = _Address({u: x + delta if u == index else x for u, x in xs.items()}, tag=f"r_{tag}", shared=here)
     addr = sum((here.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero)
-    shifted = sum((there.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero)
+    shifted = sum(
+        (there.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero
+    )
     diff = sympy.expand(shifted - addr)
     bound = sympy.Symbol(f"D__{tag}")
     systems: list[FarkasSystem] = []

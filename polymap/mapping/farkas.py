@@ -123,8 +123,7 @@ class Polyhedron:
         """``{ x : A x + b >= 0 }``; entries of ``A`` and ``b`` may be sympy expressions."""
         if len(A) != len(b) or any(len(row) != len(variables) for row in A):
             raise ArgumentError(
-                f"Polyhedron.from_matrix: A must be {len(b)} x {len(variables)} to match b and "
-                f"the variables"
+                f"Polyhedron.from_matrix: A must be {len(b)} x {len(variables)} to match b and the variables"
             )
         rows = [
             sum((_sympify(a, "an entry of A") * x for a, x in zip(row, variables)), sympy.S.Zero)
@@ -162,9 +161,7 @@ class Polyhedron:
         return cls(tuple(variables), tuple(rows))
 
     @classmethod
-    def from_isl(
-        cls, bset: isl.BasicSet | isl.Set, *, params: ParamMode | str | None = None
-    ) -> Polyhedron:
+    def from_isl(cls, bset: isl.BasicSet | isl.Set, *, params: ParamMode | str | None = None) -> Polyhedron:
         """The constraints of one isl basic set as rows.
 
         Set dimensions become ``Symbol(name)`` (``x0``, ``x1``, ... when unnamed); isl divs
@@ -607,9 +604,7 @@ def _param_mode(params: ParamMode | str | None) -> ParamMode | None:
     try:
         return ParamMode(str(params).lower())
     except ValueError:
-        raise ArgumentError(
-            f"params must be 'quantify' or 'symbolic', got {params!r}"
-        ) from None
+        raise ArgumentError(f"params must be 'quantify' or 'symbolic', got {params!r}") from None
 
 
 def _fresh(name: str, taken: set[str]) -> str:
@@ -654,8 +649,13 @@ def _supports(system: FarkasSystem, multipliers: Mapping[sympy.Symbol, float]):
         yield everything
 
 
-def _solve_on_support(system: FarkasSystem, theta: dict, equations: list, support: list,
-                      multipliers: Mapping[sympy.Symbol, float]) -> dict[sympy.Symbol, sympy.Rational] | None:
+def _solve_on_support(
+    system: FarkasSystem,
+    theta: dict,
+    equations: list,
+    support: list,
+    multipliers: Mapping[sympy.Symbol, float],
+) -> dict[sympy.Symbol, sympy.Rational] | None:
     """Exact multipliers that are zero off ``support`` and solve ``equations``, the free ones
     fixed at SCIP's rationalized values; ``None`` when that is no certificate."""
     zero = {lam: sympy.S.Zero for lam in system.multipliers if lam not in support}
@@ -665,7 +665,9 @@ def _solve_on_support(system: FarkasSystem, theta: dict, equations: list, suppor
         for solution in sympy.linsolve(reduced, support):
             free = set().union(*(sympy.sympify(v).free_symbols for v in solution))
             guess = {f: sympy.Rational(rationalize(max(0.0, float(multipliers.get(f, 0.0))))) for f in free}
-            candidates.append({**zero, **{lam: sympy.sympify(v).subs(guess) for lam, v in zip(support, solution)}})
+            candidates.append(
+                {**zero, **{lam: sympy.sympify(v).subs(guess) for lam, v in zip(support, solution)}}
+            )
     elif all(eq == 0 for eq in reduced):
         candidates.append(zero)
     for values in candidates:

@@ -92,8 +92,12 @@ class VerificationReport:
         """Whether this report is the proof of exactly these decisions on this program for
         this context, with one KernelProof per kernel (frozen values compared by value)."""
         names = tuple(m.kernel.name for m in mappings)
-        return (self.program == program and self.mappings == tuple(mappings) and self.context == context
-                and tuple(k.kernel for k in self.kernels) == names)
+        return (
+            self.program == program
+            and self.mappings == tuple(mappings)
+            and self.context == context
+            and tuple(k.kernel for k in self.kernels) == names
+        )
 
     def kernel(self, name: str) -> KernelProof:
         for k in self.kernels:

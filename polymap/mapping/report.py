@@ -17,7 +17,9 @@ def solver_line(report: SolveReport) -> str:
     obj = "-" if report.objective is None else f"{report.objective:.6g} us"
     bound = f"{report.dual_bound:.6g} us"
     gap = "-" if report.gap is None else f"{100 * report.gap:.2f}%"
-    line = f"SCIP {report.status} in {report.solve_time_s:.3f} s: objective {obj}, dual bound {bound}, gap {gap}"
+    line = (
+        f"SCIP {report.status} in {report.solve_time_s:.3f} s: objective {obj}, dual bound {bound}, gap {gap}"
+    )
     if report.outcome is Outcome.TIME_LIMIT:
         line += " (stopped at the time limit: the best mapping found, not proved optimal)"
     return line
@@ -46,7 +48,9 @@ def format_kernel(mapped: KernelMapping) -> list[str]:
     lines = []
     host = " ".join(f"seq {h.extent} {h.index} {{" for h in kernel.host_loops)
     if host:
-        lines.append(f"{host}  (host loop{'s' if len(kernel.host_loops) > 1 else ''}, a launch per iteration)")
+        lines.append(
+            f"{host}  (host loop{'s' if len(kernel.host_loops) > 1 else ''}, a launch per iteration)"
+        )
     if not mapped.loops:
         lines.append(f"{kernel.name}: serial, grid (1, 1, 1) x block (1, 1, 1)")
         lines.extend("    " + line for line in format_block(kernel.body, 0))
@@ -75,14 +79,18 @@ def format_staging(mapped: KernelMapping) -> list[str]:
     if staging.loop is None:
         order = "each block copies its tile, meets at __syncthreads(), then runs the body"
     else:
-        order = (f"loop {staging.loop} runs in tiles of {staging.tile}: per tile the block copies the tiles, "
-                 f"meets at __syncthreads(), runs the tile's iterations for each of the thread's points, and "
-                 f"meets again before the next tile's copy")
+        order = (
+            f"loop {staging.loop} runs in tiles of {staging.tile}: per tile the block copies the tiles, "
+            f"meets at __syncthreads(), runs the tile's iterations for each of the thread's points, and "
+            f"meets again before the next tile's copy"
+        )
     return [f"  shared memory: {staging.describe()}", f"    {order}"]
 
 
 def format_cost(cost: KernelCost) -> list[str]:
-    header = f"  {'access':<24} {'stmt':<5} {'lane stride':>11} {'sectors/req':>11} {'requests':>12} {'bytes':>14}"
+    header = (
+        f"  {'access':<24} {'stmt':<5} {'lane stride':>11} {'sectors/req':>11} {'requests':>12} {'bytes':>14}"
+    )
     lines = [header]
     for a in cost.accesses:
         name = f"{'write' if a.is_write else 'read'} {a.access}" + (" (shared)" if a.from_shared else "")
@@ -98,4 +106,3 @@ def format_cost(cost: KernelCost) -> list[str]:
         + (f" per launch x {cost.launches} launches" if cost.launches != 1 else "")
     )
     return lines
-

@@ -135,12 +135,20 @@ def optimize(
     The steps themselves are ``polymap.pipeline.optimize_program``."""
     from polymap.pipeline import optimize_program  # the pipeline sits above mapping/
 
-    return optimize_program(program, target, pins=pins, context=context, time_limit=time_limit,
-                            registers=registers, staging=staging).mapping
+    return optimize_program(
+        program,
+        target,
+        pins=pins,
+        context=context,
+        time_limit=time_limit,
+        registers=registers,
+        staging=staging,
+    ).mapping
 
 
-def map_kernels(model: PolyModel, target: GpuTarget, pins: Pins, time_limit: float | None,
-                staging: bool) -> tuple[tuple[KernelMapping, KernelCost, SolveReport], ...]:
+def map_kernels(
+    model: PolyModel, target: GpuTarget, pins: Pins, time_limit: float | None, staging: bool
+) -> tuple[tuple[KernelMapping, KernelCost, SolveReport], ...]:
     """Solve every kernel of the bound program ``model.program``: its decisions, their cost
     and SCIP's report, in launch order."""
     time_limit = checked_time_limit(time_limit)
@@ -154,7 +162,9 @@ def map_kernels(model: PolyModel, target: GpuTarget, pins: Pins, time_limit: flo
     return tuple(out)
 
 
-def cost_kernels(model: PolyModel, target: GpuTarget, mappings: tuple[KernelMapping, ...]) -> tuple[KernelCost, ...]:
+def cost_kernels(
+    model: PolyModel, target: GpuTarget, mappings: tuple[KernelMapping, ...]
+) -> tuple[KernelCost, ...]:
     """The cost model's cost of given decisions (``KernelProblem.cost``) on the bound
     program ``model.program``: each KernelMapping, made for the symbolic program, is moved
     to the bound kernel of its name, with the band's largest extents at these sizes."""
@@ -162,8 +172,10 @@ def cost_kernels(model: PolyModel, target: GpuTarget, mappings: tuple[KernelMapp
     costs = []
     for km in mappings:
         problem = KernelProblem.build(bound[km.kernel.name], model, target, Pins(), None)
-        loops = tuple(replace(m, extent=band.extent, max_extent=extent)
-                      for m, band, extent in zip(km.loops, problem.kernel.band, problem.extents))
+        loops = tuple(
+            replace(m, extent=band.extent, max_extent=extent)
+            for m, band, extent in zip(km.loops, problem.kernel.band, problem.extents)
+        )
         costs.append(problem.cost(KernelMapping(problem.kernel, loops, km.staging)))
     return tuple(costs)
 
@@ -173,9 +185,16 @@ def checked_time_limit(value) -> float:
     positive number is an ArgumentError (SCIP would read -1 or inf as "no limit")."""
     if value is None:
         return DEFAULT_TIME_LIMIT_S
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ArgumentError(f"time_limit must be a finite number of seconds > 0 (or None for the default "
-                            f"{DEFAULT_TIME_LIMIT_S:g} s), got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ArgumentError(
+            f"time_limit must be a finite number of seconds > 0 (or None for the default "
+            f"{DEFAULT_TIME_LIMIT_S:g} s), got {value!r}"
+        )
     return float(value)
 
 
@@ -192,7 +211,9 @@ def cost_sizes(program: Program, context: str | None) -> dict[str, int]:
         pos = ctx.find_dim_by_name(isl.dim_type.param, isl_name)
         big = ctx.lower_bound_val(isl.dim_type.param, pos, isl.Val.int_from_si(ctx.get_ctx(), 256))
         chosen = big if not big.is_empty() else ctx
-        value = chosen.params().lexmin().sample_point().get_coordinate_val(isl.dim_type.param, pos).to_python()
+        value = (
+            chosen.params().lexmin().sample_point().get_coordinate_val(isl.dim_type.param, pos).to_python()
+        )
         sizes[name] = int(value)
         ctx = ctx.fix_val(isl.dim_type.param, pos, isl.Val.int_from_si(ctx.get_ctx(), int(value)))
     return sizes
@@ -201,7 +222,9 @@ def cost_sizes(program: Program, context: str | None) -> dict[str, int]:
 def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Program | None) -> None:
     """Every pin names a loop the model decides; a ``stage`` pin names buffers that can be
     staged over that loop (``program``: the bound program, None when staging is off)."""
-    band = {i for k in all_kernels for i in k.indices} | {f"{k.name}.{i}" for k in all_kernels for i in k.indices}
+    band = {i for k in all_kernels for i in k.indices} | {
+        f"{k.name}.{i}" for k in all_kernels for i in k.indices
+    }
     tiled = {loop.index for k in all_kernels for loop in scope_loops(k)}
     tiled |= {f"{k.name}.{loop.index}" for k in all_kernels for loop in scope_loops(k)}
     for key, pin in pins.by_key:
@@ -231,8 +254,10 @@ def _check_stage_pins(pins: Pins, all_kernels: tuple[Kernel, ...], program: Prog
         if not pin.stage:
             continue
         if program is None:
-            raise ArgumentError(f"pin '{key}': stage={list(pin.stage)} asks for shared memory, but staging is off "
-                                "(staging=False)")
+            raise ArgumentError(
+                f"pin '{key}': stage={list(pin.stage)} asks for shared memory, but staging is off "
+                "(staging=False)"
+            )
         candidates = set()
         for kernel in all_kernels:
             loops = {loop.index for loop in scope_loops(kernel)}
@@ -252,8 +277,17 @@ def rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> Kerne
     """The same decisions on the kernel of the unbound program (same position, same loops)."""
     kernel = next(k for k in symbolic_kernels if k.name == mapped.kernel.name)
     loops = tuple(
-        LoopMapping(m.index, m.thread_axis, m.block_axis, m.threads, m.seq, m.distribution, band.extent,
-                    m.max_extent, m.guard)
+        LoopMapping(
+            m.index,
+            m.thread_axis,
+            m.block_axis,
+            m.threads,
+            m.seq,
+            m.distribution,
+            band.extent,
+            m.max_extent,
+            m.guard,
+        )
         for m, band in zip(mapped.loops, kernel.band)
     )
     return KernelMapping(kernel, loops, mapped.staging)
@@ -282,17 +316,35 @@ class KernelProblem:
     certificates_checked: int = 0  # Farkas certificates of the last solution, checked exactly
 
     @classmethod
-    def build(cls, kernel: Kernel, model: PolyModel, target: GpuTarget, pins: Pins,
-              time_limit: float | None, staging: bool = True) -> KernelProblem:
+    def build(
+        cls,
+        kernel: Kernel,
+        model: PolyModel,
+        target: GpuTarget,
+        pins: Pins,
+        time_limit: float | None,
+        staging: bool = True,
+    ) -> KernelProblem:
         time_limit = checked_time_limit(time_limit)
         launches = _launches(kernel)
         candidates = stage_candidates(kernel, model.program) if staging else ()
-        return cls(kernel, model, target, pins, time_limit, launches, _max_extents(kernel, model),
-                   kernel_accesses(kernel, model, launches=launches),
-                   _kernel_flops(kernel, model) // max(1, launches), candidates,
-                   tuple((loop.index, _loop_extent(loop, model)) for loop in scope_loops(kernel)),
-                   _elements(declared_locals(kernel.body)),
-                   tuple((loop.index, _elements(per_point_locals(kernel, loop.index))) for loop in scope_loops(kernel)))
+        return cls(
+            kernel,
+            model,
+            target,
+            pins,
+            time_limit,
+            launches,
+            _max_extents(kernel, model),
+            kernel_accesses(kernel, model, launches=launches),
+            _kernel_flops(kernel, model) // max(1, launches),
+            candidates,
+            tuple((loop.index, _loop_extent(loop, model)) for loop in scope_loops(kernel)),
+            _elements(declared_locals(kernel.body)),
+            tuple(
+                (loop.index, _elements(per_point_locals(kernel, loop.index))) for loop in scope_loops(kernel)
+            ),
+        )
 
     def registers(self, mapping: KernelMapping) -> int:
         """The model's register estimate of a mapping (``_Variables._registers``)."""
@@ -323,14 +375,21 @@ class KernelProblem:
         if decisions is not None:
             return report, decisions
         if report.outcome is not Outcome.INFEASIBLE:
-            limit = (f" within the time limit of {self.time_limit:g} s; raise time_limit"
-                     if report.status == "timelimit" else f" (time limit {self.time_limit:g} s)")
-            raise SolverError(f"kernel {self.kernel.name}: SCIP stopped with status '{report.status}' and no "
-                              f"feasible mapping{limit}")
+            limit = (
+                f" within the time limit of {self.time_limit:g} s; raise time_limit"
+                if report.status == "timelimit"
+                else f" (time limit {self.time_limit:g} s)"
+            )
+            raise SolverError(
+                f"kernel {self.kernel.name}: SCIP stopped with status '{report.status}' and no "
+                f"feasible mapping{limit}"
+            )
         keys = [k for k, _ in self._pins_here()]
         if not keys:
-            raise InfeasibleMappingError(f"{self.kernel.name}: no mapping satisfies the limits of {self.target.name}"
-                                         + self._capacity_hint())
+            raise InfeasibleMappingError(
+                f"{self.kernel.name}: no mapping satisfies the limits of {self.target.name}"
+                + self._capacity_hint()
+            )
         conflict = list(keys)
         for key in keys:  # deletion filter: drop every pin the conflict survives without
             trial = [k for k in conflict if k != key]
@@ -353,13 +412,17 @@ class KernelProblem:
         band = list(zip(self.kernel.band, self.extents))
         beyond = [f"{loop.index} ({n} iterations)" for loop, n in band if n > most_x]
         if beyond:
-            return (f": the loop {', '.join(beyond)} is longer than the GPU can launch "
-                    f"(gridDim.x x {per_block} = {most_x} iterations)")
+            return (
+                f": the loop {', '.join(beyond)} is longer than the GPU can launch "
+                f"(gridDim.x x {per_block} = {most_x} iterations)"
+            )
         long = [f"{loop.index} ({n} iterations)" for loop, n in band if n > most_yz]
         if len(long) < 2:
             return ""
-        return (f": the loops {', '.join(long)} each need more than gridDim.y/z x {per_block} = {most_yz} "
-                f"iterations, and only one loop can use gridDim.x")
+        return (
+            f": the loops {', '.join(long)} each need more than gridDim.y/z x {per_block} = {most_yz} "
+            f"iterations, and only one loop can use gridDim.x"
+        )
 
     def _check_magnitudes(self) -> None:
         """SCIP computes in doubles: a coefficient beyond 2^53 (a size or a buffer's row
@@ -421,45 +484,86 @@ class KernelProblem:
         for a in self.accesses:
             stride = a.exact_stride(delta)
             if wrap:
-                sectors = wrapped_sectors(stride, a.exact_stride(delta_y), a.element_bytes, lanes=x_threads,
-                                          warp=t.warp_size, sector=t.sector_bytes)
+                sectors = wrapped_sectors(
+                    stride,
+                    a.exact_stride(delta_y),
+                    a.element_bytes,
+                    lanes=x_threads,
+                    warp=t.warp_size,
+                    sector=t.sector_bytes,
+                )
             else:
-                sectors = sectors_per_request(stride, a.element_bytes, lanes=t.warp_size, sector=t.sector_bytes)
+                sectors = sectors_per_request(
+                    stride, a.element_bytes, lanes=t.warp_size, sector=t.sector_bytes
+                )
             requests = -(-a.instances // t.warp_size)
             from_shared = any(c.serves(a.statement, a.buffer, a.is_write) for c in staged)
             moved = 0 if from_shared else sectors * t.sector_bytes * requests
-            rows.append(AccessCost(a.statement, a.text, a.is_write, stride, sectors, requests, moved, from_shared))
+            rows.append(
+                AccessCost(a.statement, a.text, a.is_write, stride, sectors, requests, moved, from_shared)
+            )
             total_bytes += 0 if from_shared else a.instances * sectors
         for c in staged:
             moved = self.staged_bytes(c, spans)
             widths = tuple(mapping.staging.tile if v == c.loop else spans.get(v, 1) for v in c.dims)
             tile = "x".join(map(str, widths))
             shared += StagedBuffer(c, widths).bytes
-            rows.append(AccessCost("copy", f"{c.buffer} tile [{tile}]", False, 1, 1,
-                                   math.ceil(moved / t.sector_bytes), math.ceil(moved), False))
+            rows.append(
+                AccessCost(
+                    "copy",
+                    f"{c.buffer} tile [{tile}]",
+                    False,
+                    1,
+                    1,
+                    math.ceil(moved / t.sector_bytes),
+                    math.ceil(moved),
+                    False,
+                )
+            )
             total_bytes += moved
         threads = mapping.threads_per_block * mapping.blocks
         capacity = t.sm_count * t.max_threads_per_sm
         # the model's form of the fill: prod N / prod S threads, whatever the rounding up
-        fill = min(1.0, math.prod(self.extents) / math.prod(m.seq for m in mapping.loops) / capacity,
-                   1 / occupancy_penalty(t, mapping.threads_per_block))
+        fill = min(
+            1.0,
+            math.prod(self.extents) / math.prod(m.seq for m in mapping.loops) / capacity,
+            1 / occupancy_penalty(t, mapping.threads_per_block),
+        )
         memory_s = total_bytes / t.dram_bandwidth
         compute_s = self.flops / t.peak_fp32_flops
-        return KernelCost(self.kernel.name, tuple(rows), self.flops, threads, mapping.blocks,
-                          mapping.threads_per_block, fill, memory_s, compute_s,
-                          max(memory_s, compute_s) / fill, self.launches, shared, self.registers(mapping))
+        return KernelCost(
+            self.kernel.name,
+            tuple(rows),
+            self.flops,
+            threads,
+            mapping.blocks,
+            mapping.threads_per_block,
+            fill,
+            memory_s,
+            compute_s,
+            max(memory_s, compute_s) / fill,
+            self.launches,
+            shared,
+            self.registers(mapping),
+        )
 
     def _staged(self, mapping: KernelMapping) -> list[StageCandidate]:
         if mapping.staging is None:
             return []
-        return [c for c in self.candidates if c.loop == mapping.staging.loop and c.buffer in mapping.staging.buffers]
+        return [
+            c
+            for c in self.candidates
+            if c.loop == mapping.staging.loop and c.buffer in mapping.staging.buffers
+        ]
 
 
 def shared_capacity(target: GpuTarget, threads_per_block: int) -> int:
     """Shared memory a block may use without the opt-in, and without holding fewer blocks
     per SM than its thread count allows (``shared per SM * block / threads per SM``)."""
-    return min(target.shared_memory_per_block,
-               target.shared_memory_per_sm * threads_per_block // target.max_threads_per_sm)
+    return min(
+        target.shared_memory_per_block,
+        target.shared_memory_per_sm * threads_per_block // target.max_threads_per_sm,
+    )
 
 
 def occupancy_penalty(target: GpuTarget, threads_per_block: int) -> float:
@@ -474,14 +578,18 @@ def sectors_per_request(stride: int, element_bytes: int, *, lanes: int, sector: 
     return min(lanes, max(1, -(-span // sector)))
 
 
-def wrapped_sectors(stride: int, row_stride: int, element_bytes: int, *, lanes: int, warp: int, sector: int) -> int:
+def wrapped_sectors(
+    stride: int, row_stride: int, element_bytes: int, *, lanes: int, warp: int, sector: int
+) -> int:
     """Sectors touched by one warp that covers ``lanes`` lanes ``stride`` elements apart in
     each of ``warp / lanes`` rows ``row_stride`` elements apart: at most the sectors of its
-    whole span, at most the rows times the sectors of one row, at most one per lane."""
+    whole span, at most the rows times the sectors of one row, at most the lanes times the
+    sectors of one column, at most one per lane."""
     count = warp // lanes
     row = (lanes - 1) * abs(stride) * element_bytes + element_bytes
-    span = row + (count - 1) * abs(row_stride) * element_bytes
-    return max(1, min(warp, -(-span // sector), count * -(-row // sector)))
+    column = (count - 1) * abs(row_stride) * element_bytes + element_bytes
+    span = row + column - element_bytes
+    return max(1, min(warp, -(-span // sector), count * -(-row // sector), lanes * -(-column // sector)))
 
 
 class _Variables:
@@ -521,19 +629,32 @@ class _Variables:
     def _decisions(self) -> None:
         """The binaries of every band loop: thread axis, block axis, log2 T, log2 S, cyclic."""
         scip, band = self.scip, self.p.kernel.band
-        self.ax = {(j, a): scip.addVar(f"ax[{loop.index},{a.value}]", vtype="B") for j, loop in enumerate(band)
-                   for a in Axis}
-        self.bx = {(j, a): scip.addVar(f"bx[{loop.index},{a.value}]", vtype="B") for j, loop in enumerate(band)
-                   for a in Axis}
-        self.ut = {(j, k): scip.addVar(f"ut[{loop.index},{k}]", vtype="B") for j, loop in enumerate(band)
-                   for k in range(self.log_block + 1)}
-        self.us = {(j, m): scip.addVar(f"us[{loop.index},{m}]", vtype="B") for j, loop in enumerate(band)
-                   for m in range(MAX_LOG_SEQ + 1)}
+        self.ax = {
+            (j, a): scip.addVar(f"ax[{loop.index},{a.value}]", vtype="B")
+            for j, loop in enumerate(band)
+            for a in Axis
+        }
+        self.bx = {
+            (j, a): scip.addVar(f"bx[{loop.index},{a.value}]", vtype="B")
+            for j, loop in enumerate(band)
+            for a in Axis
+        }
+        self.ut = {
+            (j, k): scip.addVar(f"ut[{loop.index},{k}]", vtype="B")
+            for j, loop in enumerate(band)
+            for k in range(self.log_block + 1)
+        }
+        self.us = {
+            (j, m): scip.addVar(f"us[{loop.index},{m}]", vtype="B")
+            for j, loop in enumerate(band)
+            for m in range(MAX_LOG_SEQ + 1)
+        }
         self.cyc = {j: scip.addVar(f"cyclic[{loop.index}]", vtype="B") for j, loop in enumerate(band)}
         self.lt = {j: quicksum(k * self.ut[j, k] for k in range(self.log_block + 1)) for j in range(self.n)}
         self.ls = {j: quicksum(m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) for j in range(self.n)}
-        self.seq = {j: scip.addVar(f"S[{band[j].index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ)
-                    for j in range(self.n)}
+        self.seq = {
+            j: scip.addVar(f"S[{band[j].index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ) for j in range(self.n)
+        }
         for j in range(self.n):
             scip.addCons(quicksum(self.ax[j, a] for a in Axis) == 1)
             scip.addCons(quicksum(self.bx[j, a] for a in Axis) == 1)
@@ -668,40 +789,53 @@ class _Variables:
         position = {loop.index: j for j, loop in enumerate(self.p.kernel.band)}
         for index, symbol, systems in access.per_loop:
             own = scip.addVar(f"{label}[{access.statement}:{access.text}:{index}]", vtype="I", lb=0)
-            self._add_systems(k, access, systems, {symbol: own, delta_symbol(index): deltas[index]}, f"{label}.{index}")
+            self._add_systems(
+                k, access, systems, {symbol: own, delta_symbol(index): deltas[index]}, f"{label}.{index}"
+            )
             scip.addConsIndicator(own - bound <= 0, self.ax[position[index], axis])
         return bound
 
     def _add_systems(self, k: int, access: GlobalAccess, systems, theta: dict, label: str) -> None:
         for system in systems:
-            lams = add_to_scip(system, self.scip, theta, name=f"{access.statement}.{k}.{label}.{system.prefix}")
+            lams = add_to_scip(
+                system, self.scip, theta, name=f"{access.statement}.{k}.{label}.{system.prefix}"
+            )
             self.certificates.append((access, system, {**theta, **lams}))
 
     def _wrapped_sectors(self, access: GlobalAccess, rows: dict, sectors, wide, bound, row_bound) -> None:
-        """For each wrap ``2^k`` lanes x ``R = warp / 2^k`` rows: ``rowsec`` the sectors of
-        one row, ``sector * rowsec >= (2^k - 1) e D + e``; then either the span bound
-        ``sector * sigma >= (2^k - 1) e D + (R - 1) e D_y + e`` or the row bound
-        ``sigma >= R * rowsec`` (``c`` says which; minimizing takes the smaller)."""
+        """For each wrap of ``L = 2^k`` lanes x ``R = warp / 2^k`` rows, one of three bounds
+        holds (or ``z``, one sector per lane), and minimizing takes the smallest:
+
+        * the whole span: ``sector * sigma >= (L - 1) e D + (R - 1) e D_y + e``;
+        * by rows: ``sigma >= R * rowsec``, ``sector * rowsec >= (L - 1) e D + e``;
+        * by columns: ``sigma >= L * colsec``, ``sector * colsec >= (R - 1) e D_y + e``
+          (lanes far apart, rows adjacent: a transpose's write).
+
+        Every switch is an indicator: a row of a large stride spans more sectors than any
+        constant big-M of a warp's sectors would allow, and big-Ms of a stride's size do not
+        survive SCIP's integrality tolerance (see ``_coalescing``)."""
         scip, t = self.scip, self.p.target
         e = access.element_bytes
         tag = f"{access.statement}:{access.text}"
         for k, on in rows.items():
             lanes, count = 2**k, t.warp_size // 2**k
-            rowsec = scip.addVar(f"rowsec[{tag},{k}]", vtype="I", lb=1, ub=None)  # a row may span more than a warp of sectors
             wraps = scip.addVar(f"wraps[{tag},{k}]", vtype="B")
             scip.addCons(wraps == on)
-            # indicators, not big-Ms of a stride's size (see _coalescing)
+            # a row or a column may span more than a warp of sectors: no upper bound
+            rowsec = scip.addVar(f"rowsec[{tag},{k}]", vtype="I", lb=1, ub=None)
+            colsec = scip.addVar(f"colsec[{tag},{k}]", vtype="I", lb=1, ub=None)
             scip.addConsIndicator(t.sector_bytes * rowsec - (lanes - 1) * e * bound >= e, wraps)
-            c = scip.addVar(f"rowbound[{tag},{k}]", vtype="B")
-            span = scip.addVar(f"spanbound[{tag},{k}]", vtype="B")
-            scip.addCons(span >= wraps - c - wide)
-            scip.addConsIndicator(t.sector_bytes * sectors - (lanes - 1) * e * bound - (count - 1) * e * row_bound >= e,
-                                  span)
-            # the row bound, when the warp wraps, c chooses it and not z: an indicator too, since
-            # a row of a large stride spans more sectors than any constant big-M would allow
-            rowwise = scip.addVar(f"rowwise[{tag},{k}]", vtype="B")
-            scip.addCons(rowwise >= wraps + c - wide - 1)
-            scip.addConsIndicator(sectors - count * rowsec >= 0, rowwise)
+            scip.addConsIndicator(t.sector_bytes * colsec - (count - 1) * e * row_bound >= e, wraps)
+            by = {
+                name: scip.addVar(f"{name}bound[{tag},{k}]", vtype="B") for name in ("span", "row", "column")
+            }
+            scip.addCons(quicksum(by.values()) + wide >= wraps)
+            scip.addConsIndicator(
+                t.sector_bytes * sectors - (lanes - 1) * e * bound - (count - 1) * e * row_bound >= e,
+                by["span"],
+            )
+            scip.addConsIndicator(sectors - count * rowsec >= 0, by["row"])
+            scip.addConsIndicator(sectors - lanes * colsec >= 0, by["column"])
 
     def _block_size(self) -> dict[int, object]:
         """One binary per log2 of the block's thread count."""
@@ -745,9 +879,17 @@ class _Variables:
         # ties: block axes equal to thread axes, fewer points per thread, larger tiles (fewer barriers),
         # and, between mappings that cost the same, lower thread axes and blocked points, so
         # that the answer does not depend on which of the tied optima SCIP meets first
-        order = quicksum(a.position * self.ax[j, a] + a.position * self.bx[j, a] for j in range(n) for a in axes)
-        tie = TIE_BREAK * (n - quicksum(same) + quicksum(self.ls[j] for j in range(n)) + MAX_LOG_TILE
-                           - self.log_tile + 0.01 * (order + quicksum(self.cyc.values())))
+        order = quicksum(
+            a.position * self.ax[j, a] + a.position * self.bx[j, a] for j in range(n) for a in axes
+        )
+        tie = TIE_BREAK * (
+            n
+            - quicksum(same)
+            + quicksum(self.ls[j] for j in range(n))
+            + MAX_LOG_TILE
+            - self.log_tile
+            + 0.01 * (order + quicksum(self.cyc.values()))
+        )
         scip.setObjective(time + tie, "minimize")
 
     def _staging(self, scip: Model, pins: Pins, traffic: list, p_log: dict, block: dict) -> list:
@@ -803,7 +945,7 @@ class _Variables:
             # global traffic of the copies
             outside = [v for v in p.kernel.indices if v not in c.dims]
             top = len(outside) * (self.log_block + MAX_LOG_SEQ)
-            full = self.p.staged_bytes(c, {v: 1 for v in p.kernel.indices})
+            full = self.p.staged_bytes(c, dict.fromkeys(p.kernel.indices, 1))
             # y[m] = 1 for m = sum of the logs (when staged; all 0 otherwise): a smaller m means
             # more traffic, so the minimum takes the largest m allowed, the exact one
             y = {m: scip.addVar(f"outlog[{c.buffer}]={m}", vtype="B") for m in range(top + 1)}
@@ -814,7 +956,9 @@ class _Variables:
             for k, a in enumerate(p.accesses):
                 if c.serves(a.statement, a.buffer, a.is_write):
                     sectors = self.sectors[k]
-                    left = scip.addVar(f"sigma_global[{a.statement}:{a.text}]", vtype="I", lb=0, ub=t.warp_size)
+                    left = scip.addVar(
+                        f"sigma_global[{a.statement}:{a.text}]", vtype="I", lb=0, ub=t.warp_size
+                    )
                     scip.addCons(left >= sectors - t.warp_size * st)  # 0 when staged
                     traffic[k] = a.instances * left
             # shared memory of the tile
@@ -838,8 +982,10 @@ class _Variables:
         hides latency by its independent operations, which the roofline does not model."""
         p, t = self.p, self.p.target
         if not any(elements for _, elements in p.locals_outside):
-            scip.addCons(quicksum(2**v * var for v, var in block.items()) * (REGISTERS_BASE + p.local_elements)
-                         <= t.max_registers_per_block)
+            scip.addCons(
+                quicksum(2**v * var for v, var in block.items()) * (REGISTERS_BASE + p.local_elements)
+                <= t.max_registers_per_block
+            )
             return
         # points per thread 2^m: one binary per m, linear in the per-loop log decisions
         logs = {m: scip.addVar(f"points_log2={m}", vtype="B") for m in range(MAX_LOG_SEQ_TOTAL + 1)}
@@ -897,8 +1043,11 @@ class _Variables:
             lt = next(k for k in range(self.log_block + 1) if value(self.ut[j, k]) > 0.5)
             ls = next(m for m in range(MAX_LOG_SEQ + 1) if value(self.us[j, m]) > 0.5)
             dist = Distribution.CYCLIC if value(self.cyc[j]) > 0.5 else Distribution.BLOCKED
-            loops.append(LoopMapping(loop.index, thread_axis, block_axis, 2**lt, 2**ls, dist, loop.extent,
-                                     self.p.extents[j]))
+            loops.append(
+                LoopMapping(
+                    loop.index, thread_axis, block_axis, 2**lt, 2**ls, dist, loop.extent, self.p.extents[j]
+                )
+            )
         staged = [c for c in self.p.candidates if scip.getVal(self.stage[c.buffer, c.loop]) > 0.5]
         staging = None
         if staged:

@@ -129,13 +129,19 @@ class LoopMapping:
 
     def index_formula(self) -> str:
         """The index as the emitted code computes it, with factors of 1 left out."""
-        g, t, s = f"blockIdx.{self.block_axis.value}", f"threadIdx.{self.thread_axis.value}", f"s_{self.index}"
+        g, t, s = (
+            f"blockIdx.{self.block_axis.value}",
+            f"threadIdx.{self.thread_axis.value}",
+            f"s_{self.index}",
+        )
         span = self.threads * self.seq
         if self.distribution is Distribution.CYCLIC:
             terms = [(g, span), (s, self.threads), (t, 1)]
         else:
             terms = [(g, span), (t, self.seq), (s, 1)]
-        used = [(v, c) for v, c in terms if not (v == s and self.seq == 1) and not (v == t and self.threads == 1)]
+        used = [
+            (v, c) for v, c in terms if not (v == s and self.seq == 1) and not (v == t and self.threads == 1)
+        ]
         return f"{self.index} = " + " + ".join(v if c == 1 else f"{v}*{c}" for v, c in used)
 
 
@@ -213,7 +219,9 @@ class LoopPin:
     stage: tuple[str, ...] | None = None  # on a seq loop: the buffers staged in its tiles
 
     def items(self) -> tuple[tuple[str, Any], ...]:
-        return tuple((name, getattr(self, name)) for name in self.__slots__ if getattr(self, name) is not None)
+        return tuple(
+            (name, getattr(self, name)) for name in self.__slots__ if getattr(self, name) is not None
+        )
 
     def describe(self) -> str:
         return ", ".join(f"{k}={v.value if isinstance(v, enum.Enum) else v}" for k, v in self.items())
@@ -235,9 +243,15 @@ class Pins:
 
 _AXIS_TEXT = re.compile(r"^(?:(threadidx|blockidx|thread|block|t|b)\.?)?([xyz])$")
 _FIELD_ALIASES = {
-    "thread": "thread_axis", "thread_axis": "thread_axis", "block": "block_axis",
-    "block_axis": "block_axis", "threads": "threads", "seq": "seq", "distribution": "distribution",
-    "tile": "tile", "stage": "stage",
+    "thread": "thread_axis",
+    "thread_axis": "thread_axis",
+    "block": "block_axis",
+    "block_axis": "block_axis",
+    "threads": "threads",
+    "seq": "seq",
+    "distribution": "distribution",
+    "tile": "tile",
+    "stage": "stage",
 }
 
 
@@ -268,7 +282,9 @@ def _pin(key: str, value: Any) -> LoopPin:
     for name, item in value.items():
         field_name = _FIELD_ALIASES.get(name)
         if field_name is None:
-            raise ArgumentError(f"pin for '{key}': unknown decision {name!r} (known: {', '.join(_FIELD_ALIASES)})")
+            raise ArgumentError(
+                f"pin for '{key}': unknown decision {name!r} (known: {', '.join(_FIELD_ALIASES)})"
+            )
         fields[field_name] = _pin_value(key, field_name, item)
     return LoopPin(**fields)
 
@@ -304,13 +320,17 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
     if name == "stage":
         items = (value,) if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)) or not all(isinstance(b, str) for b in items):
-            raise ArgumentError(f"pin for '{key}': stage must be a buffer name or a list of them, got {value!r}")
+            raise ArgumentError(
+                f"pin for '{key}': stage must be a buffer name or a list of them, got {value!r}"
+            )
         return tuple(items)
     if name == "distribution":
         try:
             return value if isinstance(value, Distribution) else Distribution(str(value).lower())
         except ValueError:
-            raise ArgumentError(f"pin for '{key}': distribution must be cyclic or blocked, got {value!r}") from None
+            raise ArgumentError(
+                f"pin for '{key}': distribution must be cyclic or blocked, got {value!r}"
+            ) from None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value & (value - 1):
         raise ArgumentError(f"pin for '{key}': {name} must be a power of two >= 1, got {value!r}")
     return value

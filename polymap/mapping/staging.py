@@ -122,8 +122,13 @@ def scope_loops(kernel: Kernel) -> tuple[Loop, ...]:
     names = [s.index for s in walk_block(kernel.body) if isinstance(s, Loop)]
     found = []
     for stmt in kernel.body:
-        if (isinstance(stmt, Loop) and not stmt.is_par and not _has_par(stmt) and names.count(stmt.index) == 1
-                and not (index_vars(stmt.extent) & band)):
+        if (
+            isinstance(stmt, Loop)
+            and not stmt.is_par
+            and not _has_par(stmt)
+            and names.count(stmt.index) == 1
+            and not (index_vars(stmt.extent) & band)
+        ):
             found.append(stmt)
     return tuple(found)
 
@@ -179,8 +184,15 @@ def _candidate(program: Program, buffer: str, loop: Loop | None, uses, free: set
         return None  # the same tile every iteration: nothing to gain from tiling the loop
     decl = program.buffer(buffer)
     reading = tuple(dict.fromkeys(name for name, _ in uses))
-    return StageCandidate(buffer, loop.index if loop is not None else None, tuple(dims), tuple(offsets),
-                          indices, decl.dtype.itemsize, reading)
+    return StageCandidate(
+        buffer,
+        loop.index if loop is not None else None,
+        tuple(dims),
+        tuple(offsets),
+        indices,
+        decl.dtype.itemsize,
+        reading,
+    )
 
 
 def split_index(e: IndexExpr, free: set[str]) -> tuple[str | None, IndexExpr] | None:

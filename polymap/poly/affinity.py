@@ -12,8 +12,9 @@ from polymap.ir.nodes import Program
 from polymap.poly.model import PolyModel, analyze
 
 
-def analyze_binding_defaults(program: Program, *, context: str | None = None
-                             ) -> tuple[Program, PolyModel, dict[str, int]]:
+def analyze_binding_defaults(
+    program: Program, *, context: str | None = None
+) -> tuple[Program, PolyModel, dict[str, int]]:
     """Analyze ``program``; where a product with a symbolic size is not affine and that size
     has a default, bind the default and retry. Returns the program analyzed, its model and
     the sizes bound this way; a size without a default keeps the NotAffineError."""

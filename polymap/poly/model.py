@@ -313,7 +313,7 @@ def _buffers(program: Program, names: IslNames, tuples: IslNames, context: isl.S
             decl.name,
             decl,
             isl_name,
-            tuple(l.index for l in loops),
+            tuple(loop.index for loop in loops),
             in_bounds.intersect_params(context),
             local,
         )

@@ -50,7 +50,9 @@ def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
     for name in arrays:
         if name not in inputs:
             known = ", ".join(inputs) or "none"
-            raise ArgumentError(f"'{name}' is not an input of program '{program.name}' (inputs: {known})", **ctx)
+            raise ArgumentError(
+                f"'{name}' is not an input of program '{program.name}' (inputs: {known})", **ctx
+            )
     for name, decl in inputs.items():
         if name not in arrays:
             raise ArgumentError(f"missing input '{name}' ({decl}) of program '{program.name}'", **ctx)

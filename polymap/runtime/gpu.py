@@ -55,7 +55,9 @@ def _module(source: str):
         module = cupy.RawModule(code=source, options=("-std=c++17",))
         module.compile()
     except cupy.cuda.compiler.CompileException as exc:
-        raise CudaCompileError(f"NVRTC (through CuPy) could not compile the emitted code: {exc}", log=str(exc)) from None
+        raise CudaCompileError(
+            f"NVRTC (through CuPy) could not compile the emitted code: {exc}", log=str(exc)
+        ) from None
     return module
 
 

@@ -37,7 +37,9 @@ HEADER = TEMPLATES / "polymap_host.h"
 def compiler() -> str:
     found = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++") or shutil.which("clang++")
     if found is None:
-        raise CudaCompileError("no host C++ compiler found (set $CXX, or install g++) to run kernels on the host")
+        raise CudaCompileError(
+            "no host C++ compiler found (set $CXX, or install g++) to run kernels on the host"
+        )
     return found
 
 
@@ -100,8 +102,12 @@ def precompiled_header(cxx: str) -> Path:
     pch_flags = [f for f in FLAGS if f != "-shared"]
     with tempfile.TemporaryDirectory(prefix="polymap-pch-", dir=folder) as tmp:
         partial = Path(tmp) / gch.name
-        done = subprocess.run([cxx, *pch_flags, "-x", "c++-header", str(header), "-o", str(partial)],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [cxx, *pch_flags, "-x", "c++-header", str(header), "-o", str(partial)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode == 0:
             cache.store(gch, partial)
         else:
@@ -114,7 +120,9 @@ def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
     program = cuda.program
     for name, value in arrays.items():
         if is_device_array(value):
-            raise ArgumentError(f"run_host takes NumPy arrays; '{name}' is a device array (call the kernel instead)")
+            raise ArgumentError(
+                f"run_host takes NumPy arrays; '{name}' is a device array (call the kernel instead)"
+            )
     bound = bind_arguments(cuda, arrays)
     storage: dict[str, np.ndarray] = {}
     for decl in bound.buffers:

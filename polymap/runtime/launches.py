@@ -33,7 +33,9 @@ def launches(cuda: CudaProgram, sizes: dict[str, int]) -> Iterator[Launch]:
     yield from _walk(cuda, list(cuda.launches), (), dict(sizes))
 
 
-def _walk(cuda: CudaProgram, pending: list[KernelLaunch], outer: tuple[Loop, ...], env: dict) -> Iterator[Launch]:
+def _walk(
+    cuda: CudaProgram, pending: list[KernelLaunch], outer: tuple[Loop, ...], env: dict
+) -> Iterator[Launch]:
     depth = len(outer)
     k = 0
     while k < len(pending):
@@ -47,8 +49,11 @@ def _walk(cuda: CudaProgram, pending: list[KernelLaunch], outer: tuple[Loop, ...
             continue
         loop = host[depth]  # the kernels of this host loop come one after another
         group = []
-        while k < len(pending) and len(pending[k].mapping.kernel.host_loops) > depth and \
-                pending[k].mapping.kernel.host_loops[depth] is loop:
+        while (
+            k < len(pending)
+            and len(pending[k].mapping.kernel.host_loops) > depth
+            and pending[k].mapping.kernel.host_loops[depth] is loop
+        ):
             group.append(pending[k])
             k += 1
         for value in range(evaluate_index(loop.extent, env)):
@@ -58,11 +63,15 @@ def _walk(cuda: CudaProgram, pending: list[KernelLaunch], outer: tuple[Loop, ...
 def _at(cuda: CudaProgram, launch: KernelLaunch, env: dict) -> Launch:
     names = cuda.model.names
     values = {names[p]: env[p] for p in cuda.program.param_names}
-    values.update((isl_name, env[loop.index]) for loop, isl_name in
-                  zip(launch.mapping.kernel.host_loops, launch.host_params))
+    values.update(
+        (isl_name, env[loop.index])
+        for loop, isl_name in zip(launch.mapping.kernel.host_loops, launch.host_params)
+    )
     grid = tuple(g if isinstance(g, int) else evaluate(g, values) for g in launch.grid)
     if grid[0] > GRID_X_MAX or grid[1] > GRID_YZ_MAX or grid[2] > GRID_YZ_MAX:
-        raise ArgumentError(f"{launch.function}: grid {grid} exceeds the hardware's grid limits at sizes {env}")
+        raise ArgumentError(
+            f"{launch.function}: grid {grid} exceeds the hardware's grid limits at sizes {env}"
+        )
     host = {loop.index: env[loop.index] for loop in launch.mapping.kernel.host_loops}
     return Launch(launch, grid, host)
 

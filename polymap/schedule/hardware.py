@@ -20,8 +20,6 @@ PHASES = 3  # the leading time coordinates of a staged kernel: phase, tile, part
 HW_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 
 
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class Frame:
     """What all statements of a kernel share: ``hw`` are the isl names of the hardware
@@ -78,9 +76,7 @@ def frame_of(model: PolyModel, km: KernelMapping) -> Frame:
             limits.append(_parametric_grid(model, kernel.host_loops + kernel.band[: j + 1], b, km.loops[j]))
             span = km.loops[j].threads * km.loops[j].seq
             grid.append(f"ceil(max({km.loops[j].extent}) / {span})")
-    labels = (
-        [loop.index for loop in kernel.host_loops] + list(HW_AXES) + [f"s_{lm.index}" for lm in km.loops]
-    )
+    labels = [loop.index for loop in kernel.host_loops] + list(HW_AXES) + [f"s_{lm.index}" for lm in km.loops]
     return Frame(
         km, len(host), tuple(host + blocks + threads + seqs), tuple(labels), tuple(limits), tuple(grid)
     )
@@ -205,7 +201,9 @@ def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int,
     for n, p in zip(body, position[outer + 1 :]):
         order += [n, str(p)]
     order += ["0"] * (width - len(order))
-    clock_exprs = tuple(phase_prefix(km, position[outer], body[0] if body else None)) + tuple(hw_s) + tuple(order)
+    clock_exprs = (
+        tuple(phase_prefix(km, position[outer], body[0] if body else None)) + tuple(hw_s) + tuple(order)
+    )
     clock = isl.Map(f"{prefix}{{ [{', '.join(hw)}] -> [{', '.join(clock_exprs)}] }}")
     vector = []
     for d in range(h):
@@ -214,4 +212,6 @@ def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int,
     vector += ["0"] * (2 * depth + 1 - len(vector))
     launch = isl.Map(f"{prefix}{{ {tuple_name}[{', '.join(s.dims)}] -> [{', '.join(vector)}] }}")
     labels = frame.labels + tuple(loop.index for loop in s.loops[outer:])
-    return Executed(s, frame, relation, relation.domain_map().apply_range(clock), launch, labels, clock_exprs, tuple(hw))
+    return Executed(
+        s, frame, relation, relation.domain_map().apply_range(clock), launch, labels, clock_exprs, tuple(hw)
+    )

@@ -157,7 +157,9 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
         for sj, lm in zip(seqs, km.loops):
             slot = f"{lm.seq}*({slot}) + {sj}"
         linear = isl.Map(f"{prefix}{{ [{', '.join(hw)}] -> [{', '.join(list(hw[:fixed]))}, {slot}] }}")
-        points[s.domain.get_tuple_name()] = _fix_params(e.relation.reverse().apply_range(linear), fixed, frame)
+        points[s.domain.get_tuple_name()] = _fix_params(
+            e.relation.reverse().apply_range(linear), fixed, frame
+        )
     plan = shared_plan(model, frame, width)
     if plan is not None:
         for copy in plan.copies:
@@ -170,8 +172,9 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
     layout = time_layout(km, width)
     dims = layout.width
     if plan is not None:
-        build = build.set_options(isl.UnionMap(f"{{ [{', '.join(f'c{k}' for k in range(dims))}] -> atomic[x] : "
-                                               f"0 <= x < {dims} }}"))
+        build = build.set_options(
+            isl.UnionMap(f"{{ [{', '.join(f'c{k}' for k in range(dims))}] -> atomic[x] : 0 <= x < {dims} }}")
+        )
     ids = isl.IdList.alloc(context.get_ctx(), dims)
     iterators = tuple(iterator_names(frame, mine, width))
     for name in iterators:
@@ -192,16 +195,32 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
     if failures:  # an exception inside isl's callback: re-raised here, where it belongs
         raise failures[0]
     return KernelSchedule(
-        km, frame, ast, frame.hw[:fixed], {s.domain.get_tuple_name(): s for s in mine}, context, iterators, layout,
-        plan, leaves, ranges,
+        km,
+        frame,
+        ast,
+        frame.hw[:fixed],
+        {s.domain.get_tuple_name(): s for s in mine},
+        context,
+        iterators,
+        layout,
+        plan,
+        leaves,
+        ranges,
     )
 
 
 class _Describer:
     """Builds the index expressions of one leaf (see ``schedule_kernel``)."""
 
-    def __init__(self, model: PolyModel, km: KernelMapping, statements: dict[str, StatementModel],
-                 plan: SharedPlan | None, locals_: frozenset[str], points: dict[str, isl.Map]) -> None:
+    def __init__(
+        self,
+        model: PolyModel,
+        km: KernelMapping,
+        statements: dict[str, StatementModel],
+        plan: SharedPlan | None,
+        locals_: frozenset[str],
+        points: dict[str, isl.Map],
+    ) -> None:
         self.model, self.km, self.statements, self.plan, self.locals = model, km, statements, plan, locals_
         self.points = points
         self.copies = {c.name: c for c in plan.copies} if plan is not None else {}
@@ -219,7 +238,9 @@ class _Describer:
             return None  # a barrier: no indices
         staged = {}
         if self.plan is not None:
-            staged = {c.buffer.candidate.buffer: c for c in self.plan.copies if s.name in c.buffer.candidate.reads}
+            staged = {
+                c.buffer.candidate.buffer: c for c in self.plan.copies if s.name in c.buffer.candidate.reads
+            }
         accesses = {}
         for a in s.accesses:
             key = (a.buffer, a.indices)
@@ -337,7 +358,9 @@ def host_context(model: PolyModel, host_loops: tuple[Loop, ...], host_names: tup
     )
 
 
-def grid_dims(model: PolyModel, km: KernelMapping, host_names: tuple[str, ...]) -> tuple[isl.PwAff | int, ...]:
+def grid_dims(
+    model: PolyModel, km: KernelMapping, host_names: tuple[str, ...]
+) -> tuple[isl.PwAff | int, ...]:
     """Blocks per axis x, y, z: an int for an unused axis, else ``ceil(N^max / (T S))`` as a
     piecewise affine function of the sizes and host indices (0 where the nest is empty),
     N^max the extent of the axis' last band loop maximised over the outer band loops."""
@@ -365,7 +388,9 @@ def grid_dims(model: PolyModel, km: KernelMapping, host_names: tuple[str, ...]) 
         top = nest.dim_max(j)  # the largest index: blocks = floor(top / span) + 1
         blocks = top.scale_down_val(isl.Val.int_from_si(top.get_ctx(), span)).floor()
         blocks = blocks.add_constant_val(isl.Val.one(top.get_ctx()))
-        zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(context.get_space())).intersect_domain(context)
+        zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(context.get_space())).intersect_domain(
+            context
+        )
         dims.append(blocks.union_max(zero).coalesce())
     return tuple(dims)
 
@@ -381,7 +406,9 @@ def barriers_unconditional(ast: isl.AstNode, threads: tuple[str, ...], barriers:
             children = node.block_get_children()
             return all(visit(children.get_at(k), conditioned) for k in range(children.n_ast_node()))
         if kind == _N.for_:
-            exprs = [node.for_get_init(), node.for_get_inc()] + ([] if node.for_is_degenerate() else [node.for_get_cond()])
+            exprs = [node.for_get_init(), node.for_get_inc()] + (
+                [] if node.for_is_degenerate() else [node.for_get_cond()]
+            )
             inner = conditioned or any(pattern.search(e.to_C_str()) for e in exprs)
             return visit(node.for_get_body(), inner)
         if kind == _N.if_:

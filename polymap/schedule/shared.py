@@ -133,16 +133,31 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
         wrapped = relation.wrap()
         element = [f"({lo}) + {od}" for lo, od in zip(_origin_at(tuple(origin), kt), o)]
         source = isl.Map(f"{prefix}{{ {inst} -> {model.tuples[c.buffer]}[{', '.join(element)}] }}")
-        copies.append(CopyRelation(sb, rank, name, shared, domain, relation,
-                                   time_map.intersect_domain(wrapped), writes.intersect_domain(wrapped),
-                                   tuple(origin), source.intersect_domain(domain)))
+        copies.append(
+            CopyRelation(
+                sb,
+                rank,
+                name,
+                shared,
+                domain,
+                relation,
+                time_map.intersect_domain(wrapped),
+                writes.intersect_domain(wrapped),
+                tuple(origin),
+                source.intersect_domain(domain),
+            )
+        )
     barriers = []
     every = f"[{', '.join(host + blocks + threads + (kt,))}]"
     at = f"{', '.join(host + blocks + (kt,))}"
     base = list(block_limits) + [tiles] + thread_limits
     for label, extra, time in (
         ("Sync_copied", [], ["1", kt, "0", str(len(staged))]),
-        ("Sync_next", [f"{staging.tile}*({kt} + 1) < {extent}"] if loop is not None else None, ["1", kt, "2"]),
+        (
+            "Sync_next",
+            [f"{staging.tile}*({kt} + 1) < {extent}"] if loop is not None else None,
+            ["1", kt, "2"],
+        ),
     ):
         if extra is None:
             continue  # one tile: nothing comes after it
@@ -156,8 +171,9 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
     return SharedPlan(frame, tuple(copies), tuple(barriers))
 
 
-def shared_reads(model: PolyModel, plan: SharedPlan, s: StatementModel, relation: isl.Map,
-                 hw: tuple[str, ...]) -> list[tuple[CopyRelation, isl.Map]]:
+def shared_reads(
+    model: PolyModel, plan: SharedPlan, s: StatementModel, relation: isl.Map, hw: tuple[str, ...]
+) -> list[tuple[CopyRelation, isl.Map]]:
     """The shared-memory reads of a statement of the scope: per staged buffer it reads,
     ``[[hw] -> S[x]] -> Copy_X[h, b, kt(x), e(x) - lo(b, kt(x))]`` over the points that
     run it: the copy instance that must have put the element there (``element_of`` gives
@@ -184,12 +200,14 @@ def tile_read(model: PolyModel, plan: SharedPlan, s: StatementModel, copy: CopyR
     _, offsets = _tile_element(model, plan, s, copy)
     params = [model.names[p] for p in model.params] + list(plan.frame.hw[: h + 3])
     inst = f"{s.domain.get_tuple_name()}[{', '.join(s.dims)}]"
-    return isl.Map(f"[{', '.join(params)}] -> {{ {inst} -> {copy.shared}[{', '.join(offsets)}] }}").intersect_domain(
-        s.domain
-    )
+    return isl.Map(
+        f"[{', '.join(params)}] -> {{ {inst} -> {copy.shared}[{', '.join(offsets)}] }}"
+    ).intersect_domain(s.domain)
 
 
-def _tile_element(model: PolyModel, plan: SharedPlan, s: StatementModel, copy: CopyRelation) -> tuple[str, tuple[str, ...]]:
+def _tile_element(
+    model: PolyModel, plan: SharedPlan, s: StatementModel, copy: CopyRelation
+) -> tuple[str, tuple[str, ...]]:
     """The tile ``kt(x)`` an instance of a scope statement reads in, and the offsets
     ``e(x) - lo(b, kt(x))`` of its element in that tile, as isl expressions over the
     statement's dimensions (and the sizes, host indices and block coordinates)."""
@@ -202,7 +220,8 @@ def _tile_element(model: PolyModel, plan: SharedPlan, s: StatementModel, copy: C
         k = s.dims[[loop.index for loop in s.loops].index(km.staging.loop)]
         kt = f"floor({k}/{km.staging.tile})"
     offsets = tuple(
-        f"({isl_expr(e, env, params)}) - ({lo})" for e, lo in zip(copy.buffer.candidate.indices, copy.origin_at(kt))
+        f"({isl_expr(e, env, params)}) - ({lo})"
+        for e, lo in zip(copy.buffer.candidate.indices, copy.origin_at(kt))
     )
     return kt, offsets
 
@@ -213,4 +232,6 @@ def element_of(copy: CopyRelation) -> isl.Map:
     dims = [space.get_dim_name(isl.dim_type.set, k) for k in range(space.dim(isl.dim_type.set))]
     kept = dims[: len(dims) - len(copy.buffer.widths) - 1] + dims[len(dims) - len(copy.buffer.widths) :]
     params = [space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))]
-    return isl.Map(f"[{', '.join(params)}] -> {{ {copy.name}[{', '.join(dims)}] -> {copy.shared}[{', '.join(kept)}] }}")
+    return isl.Map(
+        f"[{', '.join(params)}] -> {{ {copy.name}[{', '.join(dims)}] -> {copy.shared}[{', '.join(kept)}] }}"
+    )

@@ -32,7 +32,7 @@ MAX_BAND = 3
 def fold_deep_bands(program: Program) -> Program:
     """``program`` with every band deeper than three par loops folded (see the module
     docstring); ``program`` itself when nothing folds."""
-    taken = {p for p in program.param_names} | {d.name for d in program.all_buffers()}
+    taken = set(program.param_names) | {d.name for d in program.all_buffers()}
     taken |= {loop.index for loop, _ in all_loops(program)}
     changed = False
 

@@ -89,8 +89,9 @@ __all__ = ["promote_accumulators", "renumber_statements"]
 _Key = tuple[tuple[int, ...], str]
 
 
-def promote_accumulators(program: Program, *,
-                         analyze: Callable[[Program], object] = analyze_program) -> Program:
+def promote_accumulators(
+    program: Program, *, analyze: Callable[[Program], object] = analyze_program
+) -> Program:
     """Keep reduction accumulators in registers (see the module docstring).
 
     ``analyze`` proves a program (raising ProgramError otherwise); by default
@@ -259,8 +260,12 @@ def _rewrite(program: Program, chosen: list[_Key]) -> Program:
                 register = fresh(decl.name)
                 loop = replace(loop, body=tuple(_replace_stmt(s, decl.name, register) for s in loop.body))
                 out.append(New(BufferDecl(register, BufferKind.NEW, decl.dtype, (), stmt.loc)))
-                loads.append(Assign("", register, (), AssignOp.SET, Read(decl.name, element, stmt.loc), stmt.loc))
-                stores.append(Assign("", decl.name, element, AssignOp.SET, Read(register, (), stmt.loc), stmt.loc))
+                loads.append(
+                    Assign("", register, (), AssignOp.SET, Read(decl.name, element, stmt.loc), stmt.loc)
+                )
+                stores.append(
+                    Assign("", decl.name, element, AssignOp.SET, Read(register, (), stmt.loc), stmt.loc)
+                )
             out.extend(loads)
             out.append(loop)
             out.extend(stores)
@@ -289,7 +294,9 @@ def _replace_value(expr: ValueExpr, buffer: str, register: str) -> ValueExpr:
     if isinstance(expr, Neg):
         return Neg(_replace_value(expr.operand, buffer, register))
     if isinstance(expr, Binary):
-        return Binary(expr.op, _replace_value(expr.lhs, buffer, register), _replace_value(expr.rhs, buffer, register))
+        return Binary(
+            expr.op, _replace_value(expr.lhs, buffer, register), _replace_value(expr.rhs, buffer, register)
+        )
     if isinstance(expr, Call):
         return Call(expr.fn, tuple(_replace_value(a, buffer, register) for a in expr.args))
     return expr
