@@ -243,11 +243,6 @@ def _feasible(extents: tuple[int, ...], loops: tuple[tuple, ...]) -> bool:
         return False
     if sum(lss) > MAX_LOG_SEQ_TOTAL:
         return False
-    # a warp lies in the x-y plane: an x loop of fewer than 32 threads wraps into y rows
-    x_lt = next(lt for axis, _, lt, _, _ in loops if axis is Axis.X)
-    y_lt = next((lt for axis, _, lt, _, _ in loops if axis is Axis.Y), None)
-    if x_lt < LOG_WARP and (y_lt is None or x_lt + y_lt < LOG_WARP):
-        return False
     for (axis, block, lt, ls, _), cap, n in zip(loops, caps, extents):
         if axis is Axis.Z and lt > MAX_LOG_Z:
             return False

@@ -398,3 +398,16 @@ def test_a_wrapped_warp_over_a_transposed_read_is_feasible(extents):
     mapping = optimize(program, staging=False)
     assert mapping.solver[0].status == "optimal"
     assert mapping.solver[0].objective == pytest.approx(mapping.costs[0].time_s * 1e6, rel=1e-5)
+
+
+def test_a_small_three_deep_band_whose_warp_spans_z_is_mapped():
+    """Found by the fuzzer (seeds 2108, 2267, ...): 4 x 4 x 4 threads cannot hold a warp in
+    x and y; the model required y to hold the rows and declared the kernel infeasible. Such a
+    warp is now charged one sector per lane (an upper bound), in the model and the cost."""
+    program = parse(
+        "in X: f32[4, 4, 4]\nout W: f32[4, 4, 4]\npar 4 a { par 4 b { par 4 c { W[a, b, c] = X[a, b, c] } } }"
+    )
+    mapping = optimize(program)
+    assert mapping.solver[0].status == "optimal"
+    assert {a.sectors_per_request for a in mapping.costs[0].accesses} == {32}
+    assert mapping.solver[0].objective == pytest.approx(mapping.costs[0].time_s * 1e6, rel=1e-5)

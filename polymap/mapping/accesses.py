@@ -166,6 +166,8 @@ def _global_access(
     xs = {user: sympy.Symbol(isl_of[user]) for user in stmt.ctx.indices}
     band = [i for i in kernel.indices if i in xs]
     deltas = {i: delta_symbol(i) for i in band}
+    # all loops stepped at once: whether the access is quasi-affine, and if not its exact
+    # strides c_j (exact_stride); the solver's bounds are per loop (_lane_systems)
     here = _Address(xs, tag=f"q_{tag}")
     there = _Address({u: x + deltas.get(u, 0) for u, x in xs.items()}, tag=f"r_{tag}")
     simplified = _simplified_indices(access, stmt)

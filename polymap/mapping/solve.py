@@ -476,14 +476,18 @@ class KernelProblem:
         step = {m.index: 1 if m.distribution is Distribution.CYCLIC else m.seq for m in mapping.loops}
         delta = {m.index: step[m.index] if m.thread_axis is Axis.X else 0 for m in mapping.loops}
         x_threads = next((m.threads for m in mapping.loops if m.thread_axis is Axis.X), t.warp_size)
+        y_threads = next((m.threads for m in mapping.loops if m.thread_axis is Axis.Y), 1)
         wrap = x_threads < t.warp_size  # the warp wraps into rows along the y loop
+        beyond_y = x_threads * y_threads < t.warp_size  # and into z: a sector per lane
         delta_y = {m.index: step[m.index] if m.thread_axis is Axis.Y else 0 for m in mapping.loops}
         staged = self._staged(mapping)
         spans = {m.index: m.threads * m.seq for m in mapping.loops}
         rows, total_bytes, shared = [], 0.0, 0
         for a in self.accesses:
             stride = a.exact_stride(delta)
-            if wrap:
+            if beyond_y:
+                sectors = t.warp_size
+            elif wrap:
                 sectors = wrapped_sectors(
                     stride,
                     a.exact_stride(delta_y),
@@ -717,9 +721,10 @@ class _Variables:
     def _warp_rows(self, caps: list[int]) -> dict[int, object]:
         """A warp is the first ``warp_size`` linear thread ids: along x while the x loop has a
         warp of threads or more; when it has ``T_x = 2^k`` fewer, the warp wraps into
-        ``warp / T_x`` rows along the y loop, which must hold them (no wrap into z). Returns
-        ``{k: W_k}``, ``W_k = 1`` when the x loop has ``2^k < warp`` threads, for the k the
-        limits allow (none when every loop that may be on x has a warp of iterations); and
+        ``warp / T_x`` rows along the y loop, or further into z when y has fewer. Returns
+        ``{k: (W_k, H_k)}``, ``W_k = 1`` when the x loop has ``2^k < warp`` threads, ``H_k = 1``
+        when the y loop holds the rows, for the k the limits allow (none when every loop that
+        may be on x has a warp of iterations); and
         sets ``self.y_deltas``, the steps between rows (``delta_j = step_j`` on the y loop)."""
         scip, band = self.scip, self.p.kernel.band
         self.y_deltas = {}
@@ -736,11 +741,15 @@ class _Variables:
                 scip.addCons(var <= self.ut[j, k])
                 scip.addCons(var >= self.ax[j, Axis.X] + self.ut[j, k] - 1)
                 w.append(var)
-            rows[k] = quicksum(w)
-            # the y loop holds the warp's rows: T_y >= warp / 2^k
-            scip.addCons(quicksum(self.ax[j, Axis.Y] for j in range(self.n)) >= rows[k])
+            on = quicksum(w)
+            # H_k = 1: the y loop holds the warp's rows, T_y >= warp / 2^k. Without it (a small
+            # 3-D band: 4 x 4 x 4 threads) the warp spans z too and is charged a sector per lane
+            held = scip.addVar(f"rows_in_y[{k}]", vtype="B")
+            scip.addCons(held <= on)
+            scip.addCons(quicksum(self.ax[j, Axis.Y] for j in range(self.n)) >= held)
             for j in range(self.n):
-                scip.addCons(self.lt[j] >= (self.log_warp - k) * (rows[k] + self.ax[j, Axis.Y] - 1))
+                scip.addCons(self.lt[j] >= (self.log_warp - k) * (held + self.ax[j, Axis.Y] - 1))
+            rows[k] = (on, held)
         if rows:
             for j, loop in enumerate(band):
                 delta = scip.addVar(f"delta_y[{loop.index}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ)
@@ -758,7 +767,7 @@ class _Variables:
         scip, p, t = self.scip, self.p, self.p.target
         traffic = []
         self.sectors = []
-        wrapped = quicksum(rows.values()) if rows else 0
+        wrapped = quicksum(on for on, _ in rows.values()) if rows else 0
         for k, access in enumerate(p.accesses):
             bound = self._stride_bound(k, access, deltas, "D")
             sectors = scip.addVar(f"sigma[{access.statement}:{access.text}]", vtype="I", lb=1, ub=t.warp_size)
@@ -771,6 +780,8 @@ class _Variables:
             plain = scip.addVar(f"plain[{access.statement}:{access.text}]", vtype="B")
             scip.addCons(plain >= 1 - wide - wrapped)
             scip.addConsIndicator(t.sector_bytes * sectors - (t.warp_size - 1) * e * bound >= e, plain)
+            for on, held in rows.values():  # a warp over x, y and z: a sector per lane
+                scip.addCons(wide >= on - held)
             if rows:
                 row_bound = self._stride_bound(k, access, self.y_deltas, "Dy", Axis.Y)
                 self._wrapped_sectors(access, rows, sectors, wide, bound, row_bound)
@@ -817,10 +828,10 @@ class _Variables:
         scip, t = self.scip, self.p.target
         e = access.element_bytes
         tag = f"{access.statement}:{access.text}"
-        for k, on in rows.items():
+        for k, (_, held) in rows.items():
             lanes, count = 2**k, t.warp_size // 2**k
             wraps = scip.addVar(f"wraps[{tag},{k}]", vtype="B")
-            scip.addCons(wraps == on)
+            scip.addCons(wraps == held)
             # a row or a column may span more than a warp of sectors: no upper bound
             rowsec = scip.addVar(f"rowsec[{tag},{k}]", vtype="I", lb=1, ub=None)
             colsec = scip.addVar(f"colsec[{tag},{k}]", vtype="I", lb=1, ub=None)
