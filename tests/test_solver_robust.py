@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -411,3 +413,65 @@ def test_a_small_three_deep_band_whose_warp_spans_z_is_mapped():
     assert mapping.solver[0].status == "optimal"
     assert {a.sectors_per_request for a in mapping.costs[0].accesses} == {32}
     assert mapping.solver[0].objective == pytest.approx(mapping.costs[0].time_s * 1e6, rel=1e-5)
+
+
+# ------------------------------------------------------------------ SCIP's own faults
+
+SHIFTANDPROPAGATE_CRASH = """
+param K, M
+out W7: f64[3 * 6, K, M + 2]
+in X8: f64[M + 2]
+in X9: f32[1]
+out W10: f32[M + 2, 6, K]
+in X11: f64[6]
+par M i1 {
+par K i2 {
+par 6 i3 {
+  new t5: f64[5]
+  seq 5 k6 { t5[k6] = i2 }
+  seq 5 k6b { W7[3 * i3, i2, i1 + 2] += t5[5 - 1 - k6b] * ((X8[i1 + 2]) * (X9[0])) }
+  seq K k4 {
+    W10[i1 + 2, 6 - 1 - i3, i2] min= (X11[(4 * i2 + 0) % 6]) * (k4)
+  }
+}
+}
+}
+"""
+
+
+def test_a_model_on_which_a_scip_heuristic_corrupts_the_heap_is_solved_in_a_live_process():
+    """Found by the fuzzer (seed 2977): SCIP 10's shiftandpropagate heuristic, run by RINS in a
+    sub-SCIP, overran a buffer on this kernel's model and glibc aborted the whole process
+    ("realloc(): invalid next size"). polymap switches that heuristic off; the compile runs in a
+    child process so that a regression is a failed test, not a dead test run."""
+    script = (
+        "import sys, numpy as np, polymap\n"
+        "from polymap.reference import reference\n"
+        "p = polymap.parse(sys.stdin.read(), name='seed2977')\n"
+        "k = polymap.compile(p, time_limit=20)\n"
+        "assert k.mapping.solver[0].status == 'optimal', k.mapping.solver[0].status\n"
+        "print('mapped', k.mapping.solver[0].objective)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=SHIFTANDPROPAGATE_CRASH,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.startswith("mapped")
+
+
+def test_every_model_is_solved_with_the_unsafe_heuristic_switched_off(monkeypatch):
+    seen = []
+    real = solve_module.solve
+
+    def spy(model, *, time_limit_s=None):
+        report = real(model, time_limit_s=time_limit_s)
+        seen.append(model.getParam("heuristics/shiftandpropagate/freq"))
+        return report
+
+    monkeypatch.setattr(solve_module, "solve", spy)
+    optimize(_matmul(64))
+    assert seen and set(seen) == {-1}

@@ -427,9 +427,19 @@ def add_to_scip(
     return lam_vars
 
 
+# SCIP components switched off because they corrupt the process's heap on models polymap
+# builds. shiftandpropagate (SCIP 10.0.0 as shipped in PySCIPOpt 6.3.0) overruns a buffer it
+# reallocates when RINS runs it in a sub-SCIP: glibc aborts the process with "realloc(): invalid
+# next size" (the generated program of fuzz seed 2977; tests/test_solver_robust.py). It is a
+# primal heuristic: without it SCIP finds the same optimum, proved the same way.
+UNSAFE_SCIP_PARAMS: Mapping[str, Any] = {"heuristics/shiftandpropagate/freq": -1}
+
+
 def solve(model: Model, *, time_limit_s: float | None = None) -> SolveReport:
     """Optimize ``model`` with SCIP and report its status and bounds honestly."""
     try:
+        for param, value in UNSAFE_SCIP_PARAMS.items():
+            model.setParam(param, value)
         if time_limit_s is not None:
             model.setParam("limits/time", float(time_limit_s))
         model.optimize()
