@@ -12,7 +12,10 @@ in the same process with CUDA events (median of repeated runs, every sample kept
 Each row also shows the optimizer's predicted time. Without a GPU the same cases run their
 correctness part on the host (the emitted source through the host compiler, at reduced
 sizes, compared with the reference executor), and the record says the GPU figures are
-pending: no number is made up.
+pending: no number is made up. Either way the record carries the machine code of each
+case's full-size kernel for the target (``polymap.machine_code``: registers, local memory,
+occupancy, the hot loop's instruction mix), so a change of the code generator shows its
+effect without a GPU.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from polymap.errors import PolymapError
 from polymap.ir.parse import load
 from polymap.kernel import Kernel
 from polymap.kernel import compile as compile_program
@@ -86,6 +90,8 @@ class Result:
     predicted_s: float
     samples_s: tuple[float, ...] = ()  # polymap's kernel, one per repetition (GPU only)
     baselines: dict[str, tuple[float, ...]] = field(default_factory=dict)  # baseline -> samples
+    machine_code: tuple = ()  # KernelMachineCode per launch of the full-size kernel
+    machine_code_error: str = ""  # why there is none (cuobjdump or NVRTC missing)
 
     @property
     def median_s(self) -> float | None:
@@ -109,6 +115,14 @@ def _compile(case: Case, root: Path) -> tuple[object, Kernel]:
     return program, compile_program(program)
 
 
+def _machine_code(kernel: Kernel) -> dict:
+    """The ``Result`` fields of ``kernel``'s machine code, or the reason it could not be read."""
+    try:
+        return {"machine_code": kernel.machine_code().kernels}
+    except PolymapError as err:
+        return {"machine_code_error": err.message}
+
+
 def _max_error(got: dict, want: dict) -> float:
     return max(float(np.max(np.abs(np.asarray(got[k], np.float64) - want[k]), initial=0.0)) for k in want)
 
@@ -126,7 +140,9 @@ def run_host_cases(root: Path, cases=CASES) -> list[Result]:
         inputs = _inputs(program, sizes)
         error = _max_error(kernel.run_host(**inputs), reference(program, **inputs))
         _, full = _compile(case, root)  # the mapping a GPU run would use: its prediction
-        results.append(Result(case.name, sizes, "host", error, full.mapping.predicted_time_s))
+        results.append(
+            Result(case.name, sizes, "host", error, full.mapping.predicted_time_s, **_machine_code(full))
+        )
         print(f"{case.name}: host run at {sizes}: max error {error:.3g}", flush=True)
     return results
 
@@ -148,7 +164,16 @@ def run_gpu_cases(root: Path, cases=CASES, *, repeat: int = 20) -> list[Result]:
         baselines = {
             b: tuple(_time(_baseline(b, case, inputs, sizes, cp), cp, repeat)) for b in case.baselines
         }
-        result = Result(case.name, sizes, "gpu", error, kernel.mapping.predicted_time_s, samples, baselines)
+        result = Result(
+            case.name,
+            sizes,
+            "gpu",
+            error,
+            kernel.mapping.predicted_time_s,
+            samples,
+            baselines,
+            **_machine_code(kernel),
+        )
         results.append(result)
         print(
             f"{case.name}: polymap {result.median_s * 1e6:.1f} us; "
@@ -223,7 +248,7 @@ def kernels_markdown(results: list[Result], *, device: str, command: str, machin
         ]
         for r in results:
             lines.append(f"| {r.case} | {r.sizes} | {r.max_error:.3g} | {r.predicted_s * 1e6:.4g} |")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + machine_code_markdown(results)) + "\n"
     lines += [
         "Median of the CUDA-event timings; ratio = baseline time / polymap time (1.0: as fast as the baseline).",
         "",
@@ -242,4 +267,34 @@ def kernels_markdown(results: list[Result], *, device: str, command: str, machin
         lines.append(f"- {r.case} {r.sizes}: polymap {[round(s * 1e6, 2) for s in r.samples_s]}")
         for name, samples in r.baselines.items():
             lines.append(f"  - {name}: {[round(s * 1e6, 2) for s in samples]}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + machine_code_markdown(results)) + "\n"
+
+
+def machine_code_markdown(results: list[Result]) -> list[str]:
+    """The machine-code table of the record: counts of the code, not timings."""
+    lines = [
+        "",
+        "## Machine code of the full-size kernels (sm_90, NVRTC + cuobjdump; counts, not timings)",
+        "",
+        "| case | kernel | threads | registers (ptxas / model) | stack (B) | shared (B) | blocks/SM "
+        "(limit) | hot loop: instructions | FMA | FMA share | FMA per LDS | widest load (bits) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        if r.machine_code_error:
+            lines.append(f"| {r.case} | (not read: {r.machine_code_error}) |" + " |" * 10)
+        for k in r.machine_code:
+            hot = k.hot
+            per_load = hot.fma_per_shared_load if hot is not None else None
+            lines.append(
+                f"| {r.case} | {k.function} | {k.threads_per_block} | {k.resources.registers} / "
+                f"{k.model_registers} | {k.resources.stack} | {k.resources.shared} | "
+                f"{k.occupancy.blocks_per_sm} ({k.occupancy.limiter}) | "
+                + (
+                    f"{hot.instructions} | {hot.fma} | {hot.fma_share:.1%} | "
+                    f"{'-' if per_load is None else f'{per_load:.2f}'} | {hot.widest_load_bits} |"
+                    if hot is not None
+                    else "no loop | | | | |"
+                )
+            )
+    return lines

@@ -18,6 +18,11 @@ line names the launcher and its signature.
 inputs (on the GPU when there is one, else on the host's C++ emulation of the same source)
 and compares every output with the NumPy reference; exit status 1 on a mismatch.
 
+``polymap inspect FILE [same options as map]`` optimizes and compiles like ``emit``, then
+compiles the source to machine code for the target's architecture with NVRTC and reports,
+per kernel, what ptxas made of it (registers, stack, shared memory, occupancy, the hot loop's
+instruction mix), read with cuobjdump: no GPU needed.
+
 ``polymap bench [MODELS ...] [-o FILE]`` measures the optimizer on models/ and records the
 raw results.
 
@@ -99,6 +104,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     run.add_argument("--repeat", type=_positive, default=10, help="timed GPU runs (default 10)")
+    inspect = commands.add_parser(
+        "inspect",
+        help="optimize and compile, then report every kernel's machine code for the target "
+        "(registers, local memory, occupancy, hot loop instruction mix; no GPU needed)",
+    )
+    inspect.add_argument("file", help="a .te program")
+    _mapping_options(inspect)
     bench = commands.add_parser("bench", help="measure the optimizer on models/ and record the raw results")
     bench.add_argument("models", nargs="*", help=".te files (default: every file in models/)")
     bench.add_argument("--target", default="h100")
@@ -261,6 +273,13 @@ def _emit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspect(args: argparse.Namespace) -> int:
+    program, _ = _load(args)
+    kernel = _compile(args, program)
+    print(kernel.machine_code())
+    return 0
+
+
 def _concrete_sizes(program) -> dict[str, int]:
     """A value for every size still unbound: its default; a size without one is an error."""
     from polymap.errors import ArgumentError
@@ -409,7 +428,14 @@ def _bench_kernels(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        commands = {"check": _check, "map": _map, "emit": _emit, "run": _run, "bench": _bench}
+        commands = {
+            "check": _check,
+            "map": _map,
+            "emit": _emit,
+            "run": _run,
+            "inspect": _inspect,
+            "bench": _bench,
+        }
         return commands[args.command](args)
     except PolymapError as err:
         print(f"error: {err}", file=sys.stderr)

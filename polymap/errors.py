@@ -176,3 +176,8 @@ class CudaCompileError(PolymapError):
         self.log = log
         self.line = line
         super().__init__(message, **kwargs)
+
+
+class MachineCodeError(PolymapError):
+    """The machine code of a kernel could not be read: the disassembler (``cuobjdump``) is
+    missing, failed or timed out, or printed something polymap does not understand."""

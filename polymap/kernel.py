@@ -65,6 +65,15 @@ class Kernel:
 
         return compile_ptx(self.source, name=f"{self.launcher}.cu", arch=arch)
 
+    def machine_code(self, target: str | GpuTarget | None = None):
+        """The machine code NVRTC makes of the source for the target's architecture, read with
+        cuobjdump: registers, stack, shared memory, occupancy and the hot loop's instruction
+        mix per kernel (:class:`polymap.machine_code.MachineCodeReport`; no GPU needed)."""
+        from polymap.machine_code import inspect_kernel
+        from polymap.targets import get_target
+
+        return inspect_kernel(self, get_target(target) if target is not None else None)
+
     def __str__(self) -> str:
         return self.source
 

@@ -22,6 +22,8 @@ Sources of the numbers (cited again next to each value):
   Core GPU Architecture" whitepaper (H100 SXM5: 132 SMs, 128 FP32 lanes per SM, 50 MB L2).
 * [H200] NVIDIA H200 Tensor Core GPU datasheet (SXM column): same GH100 compute as the
   H100 SXM, 141 GB HBM3e at 4.8 TB/s.
+* [OCC] The CUDA Occupancy Calculator (``cudaOccupancyMaxActiveBlocksPerMultiprocessor``
+  and the Nsight Compute occupancy section): allocation units of registers and shared memory.
 * [CUDA-BP] CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory": global
   memory is served in 32-byte sectors; an L1/L2 cache line is 128 bytes (4 sectors).
 """
@@ -88,6 +90,13 @@ class GpuTarget:
     """32-bit registers one thread may use [CC90]."""
     shared_memory_per_block: int = 48 * KIB
     """Shared memory a block gets without opting in (static plus dynamic) [CC90]."""
+    register_allocation_unit: int = 256
+    """Registers are given to warps in units of this many [OCC]: a warp of 40-register threads
+    holds ceil(40 * 32 / 256) * 256 = 1280 registers."""
+    shared_memory_allocation_unit: int = 128
+    """A block's shared memory is rounded up to a multiple of this many bytes [OCC]."""
+    shared_memory_reserved_per_block: int = 1 * KIB
+    """Shared memory the system reserves for each resident block on cc 8.0 and later [CC90]."""
     sector_bytes: int = 32
     """Granularity of a global memory transaction [CUDA-BP]."""
     cache_line_bytes: int = 128

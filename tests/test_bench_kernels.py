@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from polymap.bench_kernels import CASES, Result, kernels_markdown, run_host_cases
+from polymap.runtime.cuobjdump import cuobjdump_available
+from polymap.runtime.nvrtc import nvrtc_available
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,6 +22,13 @@ def test_host_cases_match_the_reference_and_the_record_says_gpu_pending():
     text = kernels_markdown(results, device="none", command="polymap bench --kernels", machine="test")
     assert "GPU timings are pending" in text
     assert "| axpy 2^26 | {'N': 1000} |" in text
+    if nvrtc_available() and cuobjdump_available():  # the test extra installs both
+        for r in results:
+            assert r.machine_code and not r.machine_code_error
+            (k,) = r.machine_code
+            assert f"| {r.case} | {k.function} | {k.threads_per_block} | {k.resources.registers} / " in text
+        # the strided matmul's k loop is a loop; axpy has none
+        assert results[0].machine_code[0].hot is None and results[1].machine_code[0].hot is not None
 
 
 def test_gpu_record_shows_ratio_to_the_baseline_and_every_sample():
@@ -29,3 +38,11 @@ def test_gpu_record_shows_ratio_to_the_baseline_and_every_sample():
     text = kernels_markdown([result], device="H100", command="c", machine="m")
     assert "| matmul 1024^3 | 2000.00 | 2000 | cublas | 1000.00 | 0.500 |" in text
     assert "polymap [1000.0, 3000.0, 2000.0]" in text
+
+
+def test_a_record_without_machine_code_says_why():
+    result = Result(
+        "axpy 2^26", {"N": 1000}, "host", 0.0, 1e-6, machine_code_error="cuobjdump is not available"
+    )
+    text = kernels_markdown([result], device="none", command="c", machine="m")
+    assert "| axpy 2^26 | (not read: cuobjdump is not available) |" in text

@@ -31,8 +31,8 @@ INSTALL_HINT = (
 # so installing the packages into a running session (a notebook) works without a restart.
 _nvrtc_module: ModuleType | None = None
 
-# ``sm_90`` / ``sm_90a`` -> ``90`` / ``90a``: NVRTC wants the virtual arch ``compute_90``
-# so the output is PTX (a real ``sm_90`` arch would make it emit CUBIN instead).
+# ``sm_90`` / ``sm_90a`` -> ``90`` / ``90a``: NVRTC is given the virtual arch ``compute_90``
+# for PTX and the real arch ``sm_90`` for machine code (CUBIN).
 _ARCH = re.compile(r"sm_(\d+[a-z]?)")
 
 # NVRTC diagnostics look like ``kernel.cu(12): error: identifier "x" is undefined``.
@@ -73,16 +73,35 @@ def compile_ptx(
     Raises :class:`CudaCompileError` when the source does not compile, an option is
     rejected, or NVRTC is not installed.
     """
-    flags = (f"--gpu-architecture={_virtual_arch(arch)}", "-std=c++17", *options)
+    ptx = _compile(source, name, arch, f"compute_{_arch_number(arch)}", options, _ptx)
+    # NVRTC counts the C string's terminating NUL in the size.
+    return ptx.rstrip(b"\0").decode()
+
+
+def compile_cubin(
+    source: str,
+    *,
+    name: str = "kernel.cu",
+    arch: str = "sm_90",
+    options: tuple[str, ...] = (),
+) -> bytes:
+    """Compile CUDA C ``source`` to machine code (a cubin, the ELF file the driver loads) for
+    the real architecture ``arch``: what ptxas makes of the PTX of :func:`compile_ptx`, with
+    the same flags, so registers, stack and instructions can be read without a GPU."""
+    return _compile(source, name, arch, f"sm_{_arch_number(arch)}", options, _cubin)
+
+
+def _compile(source: str, name: str, arch: str, gpu_arch: str, options: tuple[str, ...], output) -> bytes:
+    flags = (f"--gpu-architecture={gpu_arch}", "-std=c++17", *options)
     nvrtc = _load()
     program = _create_program(nvrtc, source, name)
     try:
         (result,) = nvrtc.nvrtcCompileProgram(program, len(flags), [f.encode() for f in flags])
         if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise _compile_failure(nvrtc, result, _program_log(nvrtc, program), source, name, arch)
-        return _ptx(nvrtc, program)
+        return output(nvrtc, program)
     finally:
-        # The program owns the NVRTC-side copies of the source, log and PTX; free it on
+        # The program owns the NVRTC-side copies of the source, log and output; free it on
         # every path, errors included, so a long check run does not leak.
         nvrtc.nvrtcDestroyProgram(program)
 
@@ -109,11 +128,11 @@ def _import_nvrtc() -> ModuleType:
     return nvrtc
 
 
-def _virtual_arch(arch: str) -> str:
+def _arch_number(arch: str) -> str:
     match = _ARCH.fullmatch(arch)
     if match is None:
         raise ArgumentError(f"arch must look like 'sm_90' or 'sm_90a', got {arch!r}")
-    return f"compute_{match.group(1)}"
+    return match.group(1)
 
 
 def _create_program(nvrtc: ModuleType, source: str, name: str):
@@ -122,14 +141,22 @@ def _create_program(nvrtc: ModuleType, source: str, name: str):
     return program
 
 
-def _ptx(nvrtc: ModuleType, program) -> str:
+def _ptx(nvrtc: ModuleType, program) -> bytes:
     result, size = nvrtc.nvrtcGetPTXSize(program)
     _check(nvrtc, result, "nvrtcGetPTXSize")
     buffer = b" " * size
     (result,) = nvrtc.nvrtcGetPTX(program, buffer)
     _check(nvrtc, result, "nvrtcGetPTX")
-    # NVRTC counts the C string's terminating NUL in the size.
-    return buffer.rstrip(b"\0").decode()
+    return buffer
+
+
+def _cubin(nvrtc: ModuleType, program) -> bytes:
+    result, size = nvrtc.nvrtcGetCUBINSize(program)
+    _check(nvrtc, result, "nvrtcGetCUBINSize")
+    buffer = b" " * size
+    (result,) = nvrtc.nvrtcGetCUBIN(program, buffer)
+    _check(nvrtc, result, "nvrtcGetCUBIN")
+    return buffer
 
 
 def _program_log(nvrtc: ModuleType, program) -> str:

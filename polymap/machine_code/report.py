@@ -1,0 +1,176 @@
+"""``polymap inspect``: the machine code of every kernel of a compiled program, read without a GPU.
+
+NVRTC compiles the emitted source to a cubin for the target's architecture (the same
+compiler and flags CuPy uses on a GPU), ``cuobjdump`` prints its resources and SASS, and
+this module reports per kernel: registers (ptxas's and the cost model's estimate), stack and
+local memory, shared memory, occupancy on the target, and the instruction mix of the whole
+kernel and of its hot loop. These are measurements of the code, not timings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from polymap.errors import MachineCodeError
+from polymap.machine_code.occupancy import Occupancy, occupancy, reserve_in_ptxas_figure
+from polymap.machine_code.sass import (
+    InstructionMix,
+    Loop,
+    Resources,
+    body,
+    hot_loop,
+    parse_resources,
+    parse_sass,
+)
+from polymap.runtime import cuobjdump
+from polymap.runtime.nvrtc import compile_cubin, nvrtc_version
+from polymap.targets import GpuTarget
+
+
+@dataclass(frozen=True, slots=True)
+class KernelMachineCode:
+    """The machine code of one ``__global__`` function of a compiled program."""
+
+    function: str
+    threads_per_block: int
+    resources: Resources
+    model_registers: int  # the cost model's estimate (0: the model made none)
+    model_shared: int  # the cost model's shared bytes per block (the source's declarations)
+    reserve_in_shared: bool  # ptxas's shared figure holds the system's per-block reserve
+    occupancy: Occupancy
+    whole: InstructionMix
+    hot_loop: Loop | None
+    hot: InstructionMix | None  # the hot loop's mix; None when the kernel has no loop
+
+    @property
+    def register_ratio(self) -> float | None:
+        """ptxas's registers over the model's estimate; None without an estimate."""
+        return self.resources.registers / self.model_registers if self.model_registers else None
+
+
+@dataclass(frozen=True, slots=True)
+class MachineCodeReport:
+    """Every kernel of a program as the target's machine code, and what made it."""
+
+    program: str
+    arch: str
+    target: str
+    compiler: str
+    kernels: tuple[KernelMachineCode, ...]
+
+    def __str__(self) -> str:
+        return format_report(self)
+
+
+def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport:
+    """The machine code of ``kernel`` (a :class:`polymap.Kernel`) for its mapping's target
+    (or ``target``): NVRTC to a cubin, then ``cuobjdump``. Raises CudaCompileError when NVRTC
+    fails and MachineCodeError when cuobjdump is missing or its output is not understood."""
+    target = target or kernel.mapping.target
+    arch = target.sm_arch
+    cubin = compile_cubin(kernel.source, name=f"{kernel.launcher}.cu", arch=arch)
+    resources = parse_resources(cuobjdump.resource_usage(cubin))
+    functions = parse_sass(cuobjdump.sass(cubin))
+    costs = dict(zip(kernel.mapping.kernels, kernel.mapping.costs))
+    kernels = []
+    for launch in kernel.cuda.launches:
+        name = launch.function
+        if name not in resources or name not in functions:
+            raise MachineCodeError(
+                f"kernel {name}: cuobjdump printed no {'resources' if name not in resources else 'SASS'} "
+                f"for it (functions seen: {', '.join(sorted(functions)) or 'none'})"
+            )
+        used = resources[name]
+        threads = launch.block[0] * launch.block[1] * launch.block[2]
+        code = functions[name]
+        loop = hot_loop(code)
+        cost = costs.get(launch.mapping)
+        reserved = reserve_in_ptxas_figure(target, used.shared)
+        kernels.append(
+            KernelMachineCode(
+                function=name,
+                threads_per_block=threads,
+                resources=used,
+                model_registers=cost.registers if cost is not None else 0,
+                model_shared=cost.shared_bytes if cost is not None else 0,
+                reserve_in_shared=reserved,
+                occupancy=occupancy(
+                    target,
+                    threads_per_block=threads,
+                    registers=used.registers,
+                    shared_bytes=used.shared,
+                    reserve_included=reserved,
+                ),
+                whole=InstructionMix.of(code),
+                hot_loop=loop,
+                hot=InstructionMix.of(body(code, loop)) if loop is not None else None,
+            )
+        )
+    major, minor = nvrtc_version()
+    return MachineCodeReport(
+        program=kernel.program.name,
+        arch=arch,
+        target=target.name,
+        compiler=f"NVRTC {major}.{minor}, cuobjdump",
+        kernels=tuple(kernels),
+    )
+
+
+def format_report(report: MachineCodeReport) -> str:
+    """The report as text: one block per kernel, every figure labelled."""
+    lines = [
+        f"machine code of {report.program} for {report.arch} ({report.target}), compiled by "
+        f"{report.compiler}: counts of the code, not timings"
+    ]
+    for k in report.kernels:
+        r, occ = k.resources, k.occupancy
+        model = (
+            f" (cost model: {k.model_registers}, ptxas/model {k.register_ratio:.2f})"
+            if k.model_registers
+            else ""
+        )
+        lines.append(f"kernel {k.function}: {k.threads_per_block} threads per block")
+        lines.append(f"  registers per thread: {r.registers}{model}")
+        lines.append(
+            f"  stack: {r.stack} bytes, local memory: {r.local} bytes, "
+            f"local loads and stores: {k.whole.local_accesses}"
+            + ("" if not (r.stack or r.local or k.whole.local_accesses) else "  <- not all in registers")
+        )
+        reserve = " with the system's per-block reserve" if k.reserve_in_shared else ""
+        lines.append(
+            f"  shared memory per block: {r.shared} bytes{reserve} (cost model: {k.model_shared} bytes)"
+        )
+        fits = (
+            f"{_count(occ.blocks_per_sm, 'block')}, {_count(occ.warps_per_sm, 'warp')} per SM "
+            f"({occ.fraction:.0%} of the warp slots), limited by {occ.limiter}"
+            if occ.blocks_per_sm
+            else f"a block does not fit on an SM ({occ.limiter})"
+        )
+        lines.append(f"  occupancy: {fits}")
+        lines.append(f"  whole kernel: {_mix(k.whole)}")
+        if k.hot is None or k.hot_loop is None:
+            lines.append("  hot loop: none (no backward branch)")
+        else:
+            span = f"{k.hot_loop.start:#06x}-{k.hot_loop.end:#06x}, depth {k.hot_loop.depth}"
+            lines.append(f"  hot loop ({span}): {_mix(k.hot)}")
+            per_load = k.hot.fma_per_shared_load
+            lines.append(
+                f"    FMA share {k.hot.fma_share:.1%}, "
+                + (f"{per_load:.2f} FMA per shared load" if per_load is not None else "no shared loads")
+                + f", widest load {k.hot.widest_load_bits} bits"
+            )
+    return "\n".join(lines)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _mix(mix: InstructionMix) -> str:
+    widths = ", ".join(f"{bits}-bit x{n}" for bits, n in mix.load_widths) or "none"
+    return (
+        f"{mix.instructions} instructions: {mix.fma} FMA ({mix.fp32_fma} FP32), "
+        f"{mix.shared_loads} LDS, {mix.shared_stores} STS, {mix.global_loads} LDG, "
+        f"{mix.global_stores} STG, {mix.async_copies} cp.async, {mix.local_accesses} local, "
+        f"{mix.barriers} barriers; loads by width: {widths}"
+    )
