@@ -13,6 +13,7 @@ from polymap.cli import main
 from polymap.errors import MachineCodeError
 from polymap.machine_code.occupancy import occupancy
 from polymap.machine_code.sass import InstructionMix, body, hot_loop, loops, parse_resources, parse_sass
+from polymap.poly.affinity import analyze_binding_defaults
 from polymap.runtime import cuobjdump
 from polymap.runtime.nvrtc import compile_cubin, nvrtc_available
 from polymap.targets import H100
@@ -241,3 +242,28 @@ def test_a_register_tiled_sgemm_is_counted_as_the_compute_bound_code_it_is():
     assert (hot.fp32_fma, hot.shared_loads, hot.global_loads, hot.barriers) == (512, 32, 2, 2)
     assert hot.load_widths == ((128, 34),)
     assert hot.fma_per_shared_load == 16 and hot.fma_share > 0.8
+
+
+def _assert_no_local_memory(model: Path) -> None:
+    program, _, _ = analyze_binding_defaults(polymap.load(model))  # flat indices: sizes bound
+    report = polymap.compile(program).machine_code()
+    for k in report.kernels:
+        assert (k.resources.stack, k.resources.local, k.whole.local_accesses) == (0, 0, 0), (
+            f"{model.name} {k.function}: {k.resources.stack} bytes of stack, "
+            f"{k.whole.local_accesses} local loads and stores"
+        )
+
+
+@needs_tools
+@pytest.mark.parametrize("model", ["matmul_1024.te", "orojenesis_ffn.te"])
+def test_per_point_accumulators_are_registers_not_stack(model):
+    """Before isl unrolled a thread's points, these kept C_acc[4] on the stack (16 and 32
+    bytes, LDL/STL around the k loop): the point loops' trip counts were runtime values."""
+    _assert_no_local_memory(MODELS / model)
+
+
+@needs_tools
+@pytest.mark.slow
+@pytest.mark.parametrize("model", sorted(p.name for p in MODELS.glob("*.te")))
+def test_no_kernel_of_the_models_uses_local_memory(model):
+    _assert_no_local_memory(MODELS / model)

@@ -58,12 +58,10 @@ class AstPrinter:
         self,
         names: Callable[[str], str],
         leaf: Callable[[str, list[str], str | None], list[str]],
-        unroll=frozenset(),
         ranges: Mapping[str, Interval] | None = None,
     ) -> None:
         self.names = names
         self.leaf = leaf
-        self.unroll = unroll  # iterators whose loops the compiler should unroll (a thread's s_j)
         self.ranges = dict(ranges or {})
 
     # -- expressions
@@ -198,8 +196,7 @@ class AstPrinter:
             cond = self.expr(node.for_get_cond())
             inc = self.expr(node.for_get_inc())
             step = f"++{it}" if inc == "1" else f"{it} += {inc}"
-            pragma = [f"{pad}#pragma unroll"] if it in self.unroll else []
-            return [*pragma, f"{pad}for ({c_type} {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
+            return [f"{pad}for ({c_type} {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
         if kind == _N.if_:
             lines = [
                 f"{pad}if ({self.expr(node.if_get_cond())}) {{",

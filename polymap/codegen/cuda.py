@@ -254,9 +254,9 @@ class _Emitter:
         self.expanded = per_point_buffers(km)
         for decl in declared_locals(kernel.body):
             lines.append(f"  {self.local_declaration(decl, self.expanded.get(decl.name, 1))}")
-        # a thread's sequential part has at most 16 points (the optimizer's limit): unrolled
-        unroll = frozenset(schedule.iterators[schedule.layout.point_dims])
-        printer = AstPrinter(self.isl_to_c, None, unroll, schedule.ranges)
+        # isl unrolls a thread's points (``schedule.kernel._loop_types``): per-point buffers are
+        # indexed by constants, so the compiler keeps them in registers
+        printer = AstPrinter(self.isl_to_c, None, schedule.ranges)
         printer.leaf = lambda name, args, key: self.leaf(schedule, printer, name, args, key)
         self.size_ranges = {p: schedule.ranges[self.model.names[p]] for p in self.program.param_names}
         lines += printer.node(schedule.ast, 1)

@@ -171,10 +171,7 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
     build = isl.AstBuild.from_context(context)
     layout = time_layout(km, width)
     dims = layout.width
-    if plan is not None:
-        build = build.set_options(
-            isl.UnionMap(f"{{ [{', '.join(f'c{k}' for k in range(dims))}] -> atomic[x] : 0 <= x < {dims} }}")
-        )
+    build = build.set_options(_loop_types(layout, atomic=plan is not None))
     ids = isl.IdList.alloc(context.get_ctx(), dims)
     iterators = tuple(iterator_names(frame, mine, width))
     for name in iterators:
@@ -207,6 +204,23 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
         leaves,
         ranges,
     )
+
+
+def _loop_types(layout: TimeLayout, *, atomic: bool) -> isl.UnionMap:
+    """isl's AST options: a thread's s-point loops unrolled (their trip counts are at most the
+    thread's points, a constant; each copy keeps isl's guard, so a partial tile runs only its
+    points), and with ``atomic`` every other dimension generated as one loop (never split)."""
+    dims = layout.width
+    names = ", ".join(f"c{k}" for k in range(dims))
+    points = layout.point_dims
+    unrolled = f"{{ [{names}] -> unroll[x] : {points.start} <= x < {points.stop} }}"
+    options = isl.UnionMap(unrolled)
+    if atomic:
+        rest = (
+            f"{{ [{names}] -> atomic[x] : 0 <= x < {dims} and (x < {points.start} or x >= {points.stop}) }}"
+        )
+        options = options.union(isl.UnionMap(rest))
+    return options
 
 
 class _Describer:
