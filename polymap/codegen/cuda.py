@@ -57,7 +57,15 @@ from polymap.schedule.program import KernelMapping, Mapping, ScheduledProgram, s
 from polymap.schedule.ranges import Interval, index_interval, index_intervals, require64, set_ranges, size_box
 from polymap.version import __version__
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "cuda_templates"
+
+def _templates_folder() -> Path:
+    """``cuda_templates/``: inside the package when installed (``pyproject.toml`` ships it as
+    ``polymap/cuda_templates``), else at the top of the source tree."""
+    installed = Path(__file__).resolve().parents[1] / "cuda_templates"
+    return installed if installed.is_dir() else Path(__file__).resolve().parents[2] / "cuda_templates"
+
+
+TEMPLATES = _templates_folder()
 GRID_X_MAX, GRID_YZ_MAX = 2**31 - 1, 65535
 ERROR_CONTEXT, ERROR_GRID = -1, -2  # the launcher's own return codes (CUDA errors are > 0)
 
@@ -65,7 +73,7 @@ ERROR_CONTEXT, ERROR_GRID = -1, -2  # the launcher's own return codes (CUDA erro
 def template(name: str) -> str:
     path = TEMPLATES / name
     if not path.is_file():
-        raise InternalError(f"CUDA template {path} is missing (polymap must run from its source tree)")
+        raise InternalError(f"CUDA template {path} is missing: the polymap installation is incomplete")
     return path.read_text()
 
 
