@@ -49,7 +49,10 @@ def _size(text: str) -> tuple[str, int]:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from polymap.version import __version__
+
     parser = argparse.ArgumentParser(prog="polymap", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"polymap {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     check = commands.add_parser("check", help="prove a program valid and print its polyhedral model")
     check.add_argument("file", help="a .te program")

@@ -147,6 +147,8 @@ def _prepare(program: Program, arrays: dict) -> tuple[Program, dict[str, np.ndar
 
 
 def _as_array(decl: BufferDecl, value, ctx: dict) -> np.ndarray:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not decl.shape:
+        return _python_number(decl, value, ctx)
     try:
         arr = np.asarray(value)
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. ragged nested lists
@@ -169,6 +171,30 @@ def _as_array(decl: BufferDecl, value, ctx: dict) -> np.ndarray:
             **ctx,
         )
     return arr
+
+
+def _python_number(decl: BufferDecl, value: int | float, ctx: dict) -> np.ndarray:
+    """A Python number for a scalar input (``alpha=2.0`` for ``in alpha: f32``): converted to
+    the declared type when it fits, as a NumPy scalar of that type would be; refused when it
+    does not (a float for an integer, an integer out of range, a finite float that would
+    overflow to infinity)."""
+    dtype = decl.dtype.numpy
+    if not decl.dtype.is_float:
+        info = np.iinfo(dtype)
+        if isinstance(value, float) or not info.min <= value <= info.max:
+            raise ArgumentError(
+                f"input '{decl.name}' ({decl}): the Python number {value!r} does not fit {decl.dtype.numpy} "
+                f"(an integer in [{info.min}, {info.max}])",
+                **ctx,
+            )
+        return np.asarray(value, dtype=dtype)
+    with np.errstate(over="ignore"):
+        converted = np.asarray(value, dtype=dtype)
+    if math.isfinite(value) and not np.isfinite(converted):
+        raise ArgumentError(
+            f"input '{decl.name}' ({decl}): the Python number {value!r} overflows {decl.dtype.numpy}", **ctx
+        )
+    return converted
 
 
 def _infer_sizes(program: Program, given: dict[str, np.ndarray], ctx: dict) -> dict[str, int]:

@@ -106,3 +106,18 @@ def test_console_script_runs_as_a_module():
     )
     assert result.returncode == 0, result.stderr
     assert "race-free par loops" in result.stdout
+
+
+def test_version_is_printed(capsys):
+    from polymap.version import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"polymap {__version__}"
+
+
+def test_one_block_is_one_block_in_the_report(capsys):
+    assert main(["map", str(MODELS / "gpt3_attention_tiny.te")]) == 0
+    out = capsys.readouterr().out
+    assert "1 blocks" not in out and re.search(r"\b1 block\b", out)

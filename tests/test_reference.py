@@ -750,3 +750,46 @@ def test_random_programs_match_isl_counts(text: str, seed: int) -> None:
     if run is not None:
         model = analyze(program)  # also proves the generator's programs race free and in bounds
         assert run.instances == isl_counts(model)
+
+
+SCALARS = """
+in alpha: f32
+in n: i32
+in x: f32[4]
+out y: f32[4]
+par 4 i { y[i] = alpha * x[i] + n }
+"""
+
+
+def test_a_python_number_for_a_scalar_input_is_taken_in_the_declared_type() -> None:
+    program = parse(SCALARS, name="scalars")
+    x = np.array([1.0, 2.0, 3.0, 0.1], np.float32)
+    given = reference(program, alpha=2.5, n=3, x=x)["y"]
+    typed = reference(program, alpha=np.float32(2.5), n=np.int32(3), x=x)["y"]
+    assert given.dtype == np.float32 and np.array_equal(given, typed)
+    assert np.array_equal(given, np.array([5.5, 8.0, 10.5, 3.25], np.float32))
+    # 0.1 is not a float32: it is rounded as np.float32(0.1) would be, not kept in double
+    assert reference(program, alpha=0.1, n=0, x=np.ones(4, np.float32))["y"][0] == np.float32(0.1)
+
+
+@pytest.mark.parametrize(
+    "alpha, n, message",
+    [
+        (1e300, 0, r"input 'alpha' .*the Python number 1e\+300 overflows float32"),
+        (1.0, 2.5, r"input 'n' .*the Python number 2.5 does not fit int32"),
+        (1.0, 2**31, r"input 'n' .*the Python number 2147483648 does not fit int32"),
+        (True, 0, r"input 'alpha' is not a numeric array|wrong dtype"),
+    ],
+)
+def test_a_python_number_that_the_declared_type_cannot_hold_is_refused(alpha, n, message) -> None:
+    with pytest.raises(ArgumentError, match=message):
+        reference(parse(SCALARS, name="scalars"), alpha=alpha, n=n, x=np.ones(4, np.float32))
+
+
+def test_a_python_number_is_taken_by_the_host_run_too() -> None:
+    import polymap
+
+    program = parse(SCALARS, name="scalars")
+    x = np.array([1.0, 2.0, 3.0, 0.1], np.float32)
+    got = polymap.compile(program).run_host(alpha=2.5, n=3, x=x)["y"]
+    assert np.array_equal(got, reference(program, alpha=2.5, n=3, x=x)["y"])

@@ -58,11 +58,12 @@ def format_kernel(mapped: KernelMapping) -> list[str]:
     grid, block = mapped.grid_dim(), mapped.block_dim()
     lines.append(
         f"{kernel.name}: grid {grid} x block {block} = {mapped.threads_per_block} threads per block, "
-        f"{mapped.blocks} blocks"
+        f"{mapped.blocks} block{'s' if mapped.blocks != 1 else ''}"
     )
     depth = 1
     for loop in mapped.loops:
-        detail = f"T={loop.threads}, S={loop.seq}, {loop.distribution.value}, {loop.blocks} blocks; guard {loop.index} < {loop.extent}"
+        blocks = f"{loop.blocks} block{'s' if loop.blocks != 1 else ''}"
+        detail = f"T={loop.threads}, S={loop.seq}, {loop.distribution.value}, {blocks}; guard {loop.index} < {loop.extent}"
         if loop.seq > 1:
             lines.append("  " * depth + f"for s_{loop.index} in 0..{loop.seq - 1}:")
             depth += 1
