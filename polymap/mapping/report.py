@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from polymap.ir.nodes import Loop
 from polymap.ir.printer import format_block
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.result import KernelCost, Mapping
@@ -69,9 +70,28 @@ def format_kernel(mapped: KernelMapping) -> list[str]:
             depth += 1
         lines.append("  " * depth + f"{loop.index_formula()}    # {detail}")
     lines.extend("  " * depth + line for line in format_block(kernel.body, 0))
+    lines.extend(_par_loops_in_the_thread(kernel.body))
     if mapped.staging is not None:
         lines.extend(format_staging(mapped))
     return lines
+
+
+def _par_loops_in_the_thread(body) -> list[str]:
+    """A note on the par loops of the band that run inside each thread (the loops beyond the
+    three mapped ones): why they have no hardware axis."""
+    inside = []
+    while len(body) == 1 and isinstance(body[0], Loop) and body[0].is_par:
+        inside.append(body[0])
+        body = body[0].body
+    if not inside:
+        return []
+    names = ", ".join(f"'{loop.index}'" for loop in inside)
+    return [
+        f"  note: par loop{'s' if len(inside) > 1 else ''} {names} run{'' if len(inside) > 1 else 's'} "
+        "inside each thread: a kernel gives hardware axes to three par loops of a band, and a "
+        "deeper band is folded into three only where the inner loops' extents are numbers "
+        "(bind the sizes, e.g. --size, to fold it)"
+    ]
 
 
 def format_staging(mapped: KernelMapping) -> list[str]:

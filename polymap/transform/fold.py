@@ -12,18 +12,42 @@ an exact rewrite: par loops are race free (``analyze`` proves it), so the iterat
 in any order, and ``a_b`` runs over exactly the pairs (a, b) of the original.
 
 It applies where ``B`` is a number (after binding: ``a_b / B`` must be quasi-affine) and
-neither extent depends on the other loop's index; elsewhere the band stays as written and
-its deeper loops run inside each thread. Like register promotion it is an IR rewrite that
-``optimize`` applies before anything else sees the program, so that the cost, the proof and
-the emitted code all see the folded program (``Mapping.program``).
+neither extent depends on the other loop's index. Where it does not (sizes left symbolic:
+``a * B + b`` is not affine), four or more loops remain and only three get hardware axes;
+the others run inside each thread. Which three is then chosen so that memory is read along
+rows: the band is *reordered* so that the loops indexing the last (contiguous) dimension of
+some access come first, then the innermost ones, and the rest run inside each thread::
+
+    par A a { par B b { par C c { par D d { O[a, b, c, d] = I[a, b, c, d] } } } }
+    ==>   par B b { par C c { par D d { par A a { ... } } } }    (a inside each thread)
+
+This is exact too (par loops of a band whose extents mention no index of the band may run
+in any order); a band whose extents do (a triangle) keeps its order. The mapping report
+names every par loop that runs inside a thread and says why.
+
+Like register promotion these are IR rewrites that ``optimize`` applies before anything
+else sees the program, so that the cost, the proof and the emitted code all see the
+rewritten program (``Mapping.program``).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from polymap.ir.nodes import IBin, IConst, IndexOp, IVar, Loop, Program, Stmt, index_vars, substitute_stmt
+from polymap.ir.nodes import (
+    Assign,
+    IBin,
+    IConst,
+    IndexOp,
+    IVar,
+    Loop,
+    Program,
+    Stmt,
+    index_vars,
+    substitute_stmt,
+)
 from polymap.ir.walk import loops as all_loops
+from polymap.ir.walk import walk_block
 from polymap.transform.registers import renumber_statements
 
 MAX_BAND = 3
@@ -51,7 +75,9 @@ def fold_deep_bands(program: Program) -> Program:
             outer, inner = band[0], band[1]
             width = inner.extent
             if not isinstance(width, IConst) or width.value < 1 or outer.index in index_vars(inner.extent):
-                return loop
+                reordered = _reorder(band)
+                changed |= reordered is not loop
+                return reordered
             name = _fresh(f"{outer.index}_{inner.index}", taken)
             taken.add(name)
             values = {
@@ -75,6 +101,33 @@ def fold_deep_bands(program: Program) -> Program:
 
     folded = replace(program, body=visit(program.body))
     return renumber_statements(folded) if changed else program
+
+
+def _reorder(band: list[Loop]) -> Loop:
+    """The band with the three loops that get hardware axes outermost (see the module
+    docstring), or its outermost loop unchanged when the order already holds or the band is
+    not rectangular."""
+    indices = {loop.index for loop in band}
+    if any(index_vars(loop.extent) & indices for loop in band):
+        return band[0]  # an extent depends on another loop of the band: the order is fixed
+    contiguous = set()
+    for stmt in walk_block(band[-1].body):
+        if isinstance(stmt, Assign):
+            for access in (stmt.target, *stmt.reads()):
+                if access.indices:
+                    contiguous |= index_vars(access.indices[-1]) & indices
+    depth = {loop.index: k for k, loop in enumerate(band)}
+    ranked = sorted(band, key=lambda loop: (loop.index not in contiguous, -depth[loop.index]))
+    mapped = {loop.index for loop in ranked[:MAX_BAND]}
+    order = [loop for loop in band if loop.index in mapped] + [
+        loop for loop in band if loop.index not in mapped
+    ]
+    if [loop.index for loop in order] == [loop.index for loop in band]:
+        return band[0]
+    body = band[-1].body
+    for loop in reversed(order):
+        body = (replace(loop, body=body),)
+    return body[0]
 
 
 def _fresh(hint: str, taken: set[str]) -> str:
