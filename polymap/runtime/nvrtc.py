@@ -142,20 +142,20 @@ def _create_program(nvrtc: ModuleType, source: str, name: str):
 
 
 def _ptx(nvrtc: ModuleType, program) -> bytes:
-    result, size = nvrtc.nvrtcGetPTXSize(program)
-    _check(nvrtc, result, "nvrtcGetPTXSize")
-    buffer = b" " * size
-    (result,) = nvrtc.nvrtcGetPTX(program, buffer)
-    _check(nvrtc, result, "nvrtcGetPTX")
-    return buffer
+    return _output(nvrtc, program, "PTX")
 
 
 def _cubin(nvrtc: ModuleType, program) -> bytes:
-    result, size = nvrtc.nvrtcGetCUBINSize(program)
-    _check(nvrtc, result, "nvrtcGetCUBINSize")
+    return _output(nvrtc, program, "CUBIN")
+
+
+def _output(nvrtc: ModuleType, program, kind: str) -> bytes:
+    """NVRTC's ``nvrtcGet<kind>Size`` then ``nvrtcGet<kind>``: the compiled program's bytes."""
+    result, size = getattr(nvrtc, f"nvrtcGet{kind}Size")(program)
+    _check(nvrtc, result, f"nvrtcGet{kind}Size")
     buffer = b" " * size
-    (result,) = nvrtc.nvrtcGetCUBIN(program, buffer)
-    _check(nvrtc, result, "nvrtcGetCUBIN")
+    (result,) = getattr(nvrtc, f"nvrtcGet{kind}")(program, buffer)
+    _check(nvrtc, result, f"nvrtcGet{kind}")
     return buffer
 
 
