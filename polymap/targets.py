@@ -97,6 +97,9 @@ class GpuTarget:
     """A block's shared memory is rounded up to a multiple of this many bytes [OCC]."""
     shared_memory_reserved_per_block: int = 1 * KIB
     """Shared memory the system reserves for each resident block on cc 8.0 and later [CC90]."""
+    shared_memory_bytes_per_clock: int = 128
+    """Shared memory an SM serves per clock: 32 banks of 32 bits each [CC90], one wavefront (a
+    warp's 32-bit access without bank conflicts) per clock."""
     sector_bytes: int = 32
     """Granularity of a global memory transaction [CUDA-BP]."""
     cache_line_bytes: int = 128

@@ -47,6 +47,29 @@ def test_matmul_stages_both_operands_over_the_reduction_loop():
     assert any("every read of B by" in p for p in mapping.proofs)
 
 
+def test_staged_reads_and_tile_stores_are_charged_to_shared_memory():
+    """The shared-memory roof, counted by hand for a pinned 32 x 32 staged matmul at 256^2 x 32:
+    the k loop reads one element of each tile per FMA (2 x 256 * 256 * 32 / 32 warp reads, a
+    wavefront each) and the copies store each block's two 32 x 32 tiles once (64 blocks x 2 x
+    1024 elements / 32 per warp store)."""
+    program = parse(MATMUL, name="mm").bind(M=256, N=256, K=32)
+    pins = {
+        "i": {"thread": "y", "block": "y", "threads": 32, "seq": 1},
+        "j": {"thread": "x", "block": "x", "threads": 32, "seq": 1},
+        "k": {"tile": 32, "stage": ["A", "B"]},
+    }
+    mapping = optimize(program, pins=pins)
+    cost, target = mapping.costs[0], mapping.target
+    wavefronts = 2 * 256 * 256 * 32 // 32 + 64 * 2 * 1024 // 32
+    assert cost.shared_s == pytest.approx(wavefronts / (target.sm_count * target.clock_hz))
+    assert cost.time_s == pytest.approx(max(cost.memory_s, cost.compute_s, cost.shared_s) / cost.fill)
+    assert cost.shared_s > cost.memory_s  # the roof that binds
+    assert mapping.solver[0].objective == pytest.approx(cost.time_s * 1e6, rel=1e-5)
+    assert f"shared memory {cost.shared_s * 1e6:.4g} us" in str(mapping)
+    unstaged = optimize(program, staging=False).costs[0]
+    assert unstaged.shared_s == 0.0
+
+
 def test_staging_can_be_turned_off_and_pinned():
     program = parse(MATMUL, name="mm").bind(M=128, N=128, K=64)
     assert optimize(program, staging=False).kernels[0].staging is None

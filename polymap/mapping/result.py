@@ -44,10 +44,11 @@ class KernelCost:
     fill: float  # fraction of the GPU's resident threads the launch fills (<= 1)
     memory_s: float
     compute_s: float
-    time_s: float  # max(memory, compute) / fill: the predicted time
+    time_s: float  # max(memory, compute, shared) / fill: the predicted time
     launches: int  # host-loop iterations launching it
     shared_bytes: int = 0  # shared memory per block (staged tiles, padding included)
     registers: int = 0  # the model's estimate of registers per thread
+    shared_s: float = 0.0  # shared-memory wavefronts (staged reads, tile stores) at the SMs' rate
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,6 +100,26 @@ REGISTERS_BASE = 32  # a thread's indices, addresses and loop counters: a rough 
 DEFAULT_TIME_LIMIT_S = 30.0  # per kernel: a few small programs keep SCIP busy for minutes
 
 
+def shared_wavefronts(target: GpuTarget, element_bytes: int) -> int:
+    """Wavefronts (clocks of an SM's shared memory) one warp's access of ``element_bytes``
+    elements takes without bank conflicts: 1 for 32-bit elements, 2 for 64-bit. Staged tiles
+    are padded so that their column reads have none; a row read is conflict free and a read
+    of one element by every lane is a broadcast."""
+    return max(1, -(-target.warp_size * element_bytes // target.shared_memory_bytes_per_clock))
+
+
+def tile_store_wavefronts(target: GpuTarget, moved_bytes, element_bytes: int):
+    """Wavefronts of the stores that put ``moved_bytes`` of copied tiles into shared memory:
+    a warp stores 32 elements per instruction."""
+    return moved_bytes / (element_bytes * target.warp_size) * shared_wavefronts(target, element_bytes)
+
+
+def shared_wavefront_rate(target: GpuTarget) -> float:
+    """Shared-memory wavefronts the whole GPU serves per second."""
+    per_clock = target.shared_memory_bytes_per_clock / (target.warp_size * 4)
+    return target.sm_count * target.clock_hz * per_clock
+
+
 def optimize(
     program: Program,
     target: str | GpuTarget = "h100",
@@ -482,7 +502,7 @@ class KernelProblem:
         delta_y = {m.index: step[m.index] if m.thread_axis is Axis.Y else 0 for m in mapping.loops}
         staged = self._staged(mapping)
         spans = {m.index: m.threads * m.seq for m in mapping.loops}
-        rows, total_bytes, shared = [], 0.0, 0
+        rows, total_bytes, shared, wavefronts = [], 0.0, 0, 0.0
         for a in self.accesses:
             stride = a.exact_stride(delta)
             if beyond_y:
@@ -507,8 +527,10 @@ class KernelProblem:
                 AccessCost(a.statement, a.text, a.is_write, stride, sectors, requests, moved, from_shared)
             )
             total_bytes += 0 if from_shared else a.instances * sectors
+            wavefronts += requests * shared_wavefronts(t, a.element_bytes) if from_shared else 0
         for c in staged:
             moved = self.staged_bytes(c, spans)
+            wavefronts += tile_store_wavefronts(t, moved, c.element_bytes)
             widths = tuple(mapping.staging.tile if v == c.loop else spans.get(v, 1) for v in c.dims)
             tile = "x".join(map(str, widths))
             shared += StagedBuffer(c, widths).bytes
@@ -535,6 +557,7 @@ class KernelProblem:
         )
         memory_s = total_bytes / t.dram_bandwidth
         compute_s = self.flops / t.peak_fp32_flops
+        shared_s = wavefronts / shared_wavefront_rate(t)
         return KernelCost(
             self.kernel.name,
             tuple(rows),
@@ -545,10 +568,11 @@ class KernelProblem:
             fill,
             memory_s,
             compute_s,
-            max(memory_s, compute_s) / fill,
+            max(memory_s, compute_s, shared_s) / fill,
             self.launches,
             shared,
             self.registers(mapping),
+            shared_s,
         )
 
     def _staged(self, mapping: KernelMapping) -> list[StageCandidate]:
@@ -857,7 +881,8 @@ class _Variables:
         return block
 
     def _time(self, traffic: list, block: dict):
-        """The roofline time in microseconds, divided by the fraction of the GPU filled:
+        """The roofline time in microseconds (DRAM, FP32 and shared-memory roofs), divided by
+        the fraction of the GPU filled:
         ``u >= 1``, ``u >= SMs * threads per SM * prod S_j / prod N_j`` and
         ``u >= threads per SM / (blocks per SM * threads per block)``."""
         scip, p, t = self.scip, self.p, self.p.target
@@ -876,6 +901,8 @@ class _Variables:
         memory_us = quicksum(traffic) * (1e6 / t.dram_bandwidth)
         scip.addCons(time >= u * memory_us)
         scip.addCons(time >= u * (p.flops * 1e6 / t.peak_fp32_flops))
+        if self.wavefronts:
+            scip.addCons(time >= u * quicksum(self.wavefronts) * (1e6 / shared_wavefront_rate(t)))
         return time
 
     def _objective(self, time) -> None:
@@ -916,6 +943,7 @@ class _Variables:
         kname = p.kernel.name
         scope_extent = dict(p.scope_extents)
         self.scope, self.stage = {}, {}
+        self.wavefronts = []  # shared-memory wavefronts: staged reads and the tiles' stores
         kappa_values = range(MAX_LOG_TILE + 1)
         self.kappa = {m: scip.addVar(f"tile_log2={m}", vtype="B") for m in kappa_values}
         scip.addCons(quicksum(self.kappa.values()) == 1)
@@ -962,10 +990,14 @@ class _Variables:
             y = {m: scip.addVar(f"outlog[{c.buffer}]={m}", vtype="B") for m in range(top + 1)}
             scip.addCons(quicksum(y.values()) == st)
             scip.addCons(quicksum(m * var for m, var in y.items()) <= quicksum(p_log[v] for v in outside))
-            traffic.append(quicksum(full * 2.0**-m * var for m, var in y.items()))
-            # the staged reads leave global memory
+            copied = quicksum(full * 2.0**-m * var for m, var in y.items())
+            traffic.append(copied)
+            self.wavefronts.append(tile_store_wavefronts(t, 1.0, c.element_bytes) * copied)
+            # the staged reads leave global memory for shared memory
             for k, a in enumerate(p.accesses):
                 if c.serves(a.statement, a.buffer, a.is_write):
+                    requests = -(-a.instances // t.warp_size)
+                    self.wavefronts.append(requests * shared_wavefronts(t, a.element_bytes) * st)
                     sectors = self.sectors[k]
                     left = scip.addVar(
                         f"sigma_global[{a.statement}:{a.text}]", vtype="I", lb=0, ub=t.warp_size
