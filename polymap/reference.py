@@ -147,7 +147,9 @@ def _prepare(program: Program, arrays: dict) -> tuple[Program, dict[str, np.ndar
 
 
 def _as_array(decl: BufferDecl, value, ctx: dict) -> np.ndarray:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and not decl.shape:
+    # exactly Python's int and float: NumPy's scalars (np.float64 subclasses float) keep the
+    # dtype check that arrays get
+    if type(value) in (int, float) and not decl.shape:
         return _python_number(decl, value, ctx)
     try:
         arr = np.asarray(value)
@@ -181,7 +183,13 @@ def _python_number(decl: BufferDecl, value: int | float, ctx: dict) -> np.ndarra
     dtype = decl.dtype.numpy
     if not decl.dtype.is_float:
         info = np.iinfo(dtype)
-        if isinstance(value, float) or not info.min <= value <= info.max:
+        if isinstance(value, float):
+            raise ArgumentError(
+                f"input '{decl.name}' ({decl}): the Python number {value!r} is a float; an "
+                f"{decl.dtype.numpy} input takes a Python int",
+                **ctx,
+            )
+        if not info.min <= value <= info.max:
             raise ArgumentError(
                 f"input '{decl.name}' ({decl}): the Python number {value!r} does not fit {decl.dtype.numpy} "
                 f"(an integer in [{info.min}, {info.max}])",

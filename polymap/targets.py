@@ -93,6 +93,9 @@ class GpuTarget:
     register_allocation_unit: int = 256
     """Registers are given to warps in units of this many [OCC]: a warp of 40-register threads
     holds ceil(40 * 32 / 256) * 256 = 1280 registers."""
+    register_sub_partitions: int = 4
+    """An SM's registers are split among this many sub-partitions (one per warp scheduler), and
+    a warp's registers come from one of them [OCC]."""
     shared_memory_allocation_unit: int = 128
     """A block's shared memory is rounded up to a multiple of this many bytes [OCC]."""
     shared_memory_reserved_per_block: int = 1 * KIB

@@ -10,7 +10,7 @@ import pytest
 
 import polymap
 from polymap.cli import main
-from polymap.errors import MachineCodeError
+from polymap.errors import ArgumentError, MachineCodeError
 from polymap.machine_code.occupancy import occupancy
 from polymap.machine_code.sass import InstructionMix, body, hot_loop, loops, parse_resources, parse_sass
 from polymap.poly.affinity import analyze_binding_defaults
@@ -128,6 +128,12 @@ def test_ptxas_for_sm_90_counts_the_system_reserve_in_a_kernels_shared_memory():
         (32, 16, 0, 32, "blocks"),  # 32 resident blocks at most
         (64, 16, 0, 32, "threads and blocks"),  # 64 warp slots / 2 warps = 32 = the block slots
         (1024, 255, 0, 0, "registers"),  # 8192 per warp: 8 warps, not one block of 32
+        # a sub-partition (16384 registers) holds whole warps: 33 registers, 1280 per warp,
+        # 12 warps per quarter, 48 per SM, 24 blocks of 2 (the whole SM's 51 would say 25)
+        (64, 33, 0, 24, "registers"),
+        (64, 48, 0, 20, "registers"),  # 1536 per warp: 10 per quarter, 40 per SM
+        # 25 warps are checked as 28 (a multiple of 4) x 2560 = 71680 > 65536: no block fits
+        (800, 73, 0, 0, "registers"),
     ],
 )
 def test_occupancy_follows_the_occupancy_calculator(threads, registers, shared, blocks, limiter):
@@ -267,3 +273,86 @@ def test_per_point_accumulators_are_registers_not_stack(model):
 @pytest.mark.parametrize("model", sorted(p.name for p in MODELS.glob("*.te")))
 def test_no_kernel_of_the_models_uses_local_memory(model):
     _assert_no_local_memory(MODELS / model)
+
+
+def _cuda_occupancy_header() -> Path | None:
+    for root in sorted(Path("/usr/local").glob("cuda*/include"), reverse=True):
+        if (root / "cuda_occupancy.h").is_file():
+            return root
+    return None
+
+
+OCCUPANCY_ORACLE = r"""
+#include <cstdio>
+#include "cuda_occupancy.h"
+int main() {
+  cudaOccDeviceProp p;
+  p.computeMajor = 9; p.computeMinor = 0; p.maxThreadsPerBlock = 1024;
+  p.maxThreadsPerMultiprocessor = 2048; p.regsPerBlock = 65536; p.regsPerMultiprocessor = 65536;
+  p.warpSize = 32; p.sharedMemPerBlock = 48 * 1024; p.sharedMemPerMultiprocessor = 228 * 1024;
+  p.numSms = 132; p.sharedMemPerBlockOptin = 227 * 1024; p.reservedSharedMemPerBlock = 1024;
+  const int shared[] = {0, 3000, 20000, 48 * 1024};
+  for (int regs = 1; regs <= 255; regs += 3)
+    for (int threads = 32; threads <= 1024; threads += 32)
+      for (int s : shared) {
+        cudaOccFuncAttributes a;
+        a.maxThreadsPerBlock = 1024; a.numRegs = regs; a.sharedSizeBytes = s;
+        a.partitionedGCConfig = PARTITIONED_GC_OFF; a.shmemLimitConfig = FUNC_SHMEM_LIMIT_DEFAULT;
+        a.maxDynamicSharedSizeBytes = 0; a.numBlockBarriers = 1;
+        cudaOccDeviceState state; cudaOccResult r;
+        if (cudaOccMaxActiveBlocksPerMultiprocessor(&r, &p, &a, &state, threads, 0) == CUDA_OCC_SUCCESS)
+          std::printf("%d %d %d %d\n", regs, threads, s, r.activeBlocksPerMultiprocessor);
+      }
+}
+"""
+
+
+@pytest.mark.skipif(_cuda_occupancy_header() is None, reason="no CUDA toolkit's cuda_occupancy.h here")
+def test_occupancy_equals_cudas_own_calculator(tmp_path):
+    """CUDA's occupancy header, compiled by the host compiler, is the oracle: every register
+    count (in steps of 3), block size and a few shared-memory sizes, for the H100's limits."""
+    import subprocess
+
+    from polymap.runtime.host import compiler
+
+    source, binary = tmp_path / "occ.cpp", tmp_path / "occ"
+    source.write_text(OCCUPANCY_ORACLE)
+    subprocess.run(
+        [compiler(), "-std=c++17", "-O1", f"-I{_cuda_occupancy_header()}", str(source), "-o", str(binary)],
+        check=True,
+        capture_output=True,
+    )
+    rows = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split("\n")
+    checked = 0
+    for line in filter(None, rows):
+        regs, threads, shared, blocks = map(int, line.split())
+        got = occupancy(H100, threads_per_block=threads, registers=regs, shared_bytes=shared)
+        assert got.blocks_per_sm == blocks, (regs, threads, shared, got)
+        checked += 1
+    assert checked == 85 * 32 * 4
+
+
+def test_two_back_edges_to_one_head_are_one_loop():
+    """A ``continue`` gives a loop two back edges; its span runs to the last of them."""
+    text = """
+		Function : k
+        /*0100*/                   FFMA R1, R2, R3, R1 ;
+        /*0200*/               @P0 BRA 0x100 ;
+        /*0210*/                   FFMA R1, R2, R3, R1 ;
+        /*0300*/               @P1 BRA 0x100 ;
+        /*0310*/                   EXIT ;
+"""
+    code = parse_sass(text)["k"]
+    assert [(loop.start, loop.end, loop.depth) for loop in loops(code)] == [(0x100, 0x300, 0)]
+    assert InstructionMix.of(body(code, hot_loop(code))).fma == 2
+
+
+@needs_tools
+def test_the_report_object_names_its_kernels_and_finds_one():
+    kernel = polymap.compile(polymap.load(MODELS / "gpt3_attention_tiny.te"))
+    report = kernel.machine_code()
+    names = [launch.function for launch in kernel.cuda.launches]
+    assert repr(report) == f"<MachineCodeReport of gpt3_attention_tiny for sm_90: {', '.join(names)}>"
+    assert report.kernel(names[1]).function == names[1]
+    with pytest.raises(ArgumentError, match="no kernel 'nope' in the machine code of gpt3_attention_tiny"):
+        report.kernel("nope")

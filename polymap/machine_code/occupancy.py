@@ -1,9 +1,10 @@
 """How many blocks of a kernel one SM holds at once, from what ptxas gave it.
 
-The rules of the CUDA Occupancy Calculator (``polymap.targets`` [OCC]): a block is resident
-when the SM has room for its warps, its registers (given per warp, rounded up to the
-target's allocation unit), its shared memory (rounded up, plus the per-block reserve) and a
-block slot. The smallest of the four limits is the occupancy; the report names which one.
+The rules of the CUDA Occupancy Calculator (``polymap.targets`` [OCC]; the same arithmetic as
+``cudaOccMaxBlocksPerSMRegsLimit`` in CUDA's ``cuda_occupancy.h``): a block is resident when
+the SM has room for its warps, its registers (given per warp, rounded up to the target's
+allocation unit, from one of the SM's sub-partitions: a quarter of the registers each), its
+shared memory (rounded up, plus the per-block reserve) and a block slot. The smallest of the four limits is the occupancy; the report names which one.
 
 The system's per-block reserve of shared memory is counted once. For sm_90, ptxas already
 includes it in the SHARED figure of a kernel that declares shared memory (measured with NVRTC
@@ -54,9 +55,16 @@ def occupancy(
         "threads": target.max_warps_per_sm // warps,
     }
     if registers > 0:
-        unit = target.register_allocation_unit
+        unit, parts = target.register_allocation_unit, target.register_sub_partitions
         per_warp = -(-registers * target.warp_size // unit) * unit
-        limits["registers"] = (target.registers_per_sm // per_warp) // warps
+        # the hardware checks a block as if its warps filled every sub-partition alike
+        assumed = per_warp * (-(-warps // parts) * parts)
+        if registers > target.max_registers_per_thread or max(assumed, per_warp * warps) > (
+            target.max_registers_per_block
+        ):
+            limits["registers"] = 0
+        else:
+            limits["registers"] = (target.registers_per_sm // parts // per_warp) * parts // warps
     unit = target.shared_memory_allocation_unit
     reserve = 0 if reserve_included else target.shared_memory_reserved_per_block
     per_block = -(-shared_bytes // unit) * unit + reserve

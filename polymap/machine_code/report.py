@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from polymap.errors import MachineCodeError
+from polymap.errors import ArgumentError, MachineCodeError
 from polymap.machine_code.occupancy import Occupancy, occupancy, reserve_in_ptxas_figure
 from polymap.machine_code.sass import (
     InstructionMix,
@@ -19,6 +19,7 @@ from polymap.machine_code.sass import (
     Resources,
     body,
     hot_loop,
+    innermost_loops,
     parse_resources,
     parse_sass,
 )
@@ -41,6 +42,7 @@ class KernelMachineCode:
     whole: InstructionMix
     hot_loop: Loop | None
     hot: InstructionMix | None  # the hot loop's mix; None when the kernel has no loop
+    rivals: int = 0  # other innermost loops as deep as the hot one (it has the most FMAs)
 
     @property
     def register_ratio(self) -> float | None:
@@ -48,9 +50,10 @@ class KernelMachineCode:
         return self.resources.registers / self.model_registers if self.model_registers else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class MachineCodeReport:
-    """Every kernel of a program as the target's machine code, and what made it."""
+    """Every kernel of a program as the target's machine code, and what made it. ``str()`` is
+    the report :command:`polymap inspect` prints; ``kernel(name)`` finds one kernel."""
 
     program: str
     arch: str
@@ -58,8 +61,22 @@ class MachineCodeReport:
     compiler: str
     kernels: tuple[KernelMachineCode, ...]
 
+    def kernel(self, function: str) -> KernelMachineCode:
+        """The kernel named ``function`` (``<program>_kernel0``, ...)."""
+        for k in self.kernels:
+            if k.function == function:
+                return k
+        names = ", ".join(k.function for k in self.kernels) or "none"
+        raise ArgumentError(
+            f"no kernel {function!r} in the machine code of {self.program} (kernels: {names})"
+        )
+
     def __str__(self) -> str:
         return format_report(self)
+
+    def __repr__(self) -> str:
+        names = ", ".join(k.function for k in self.kernels)
+        return f"<MachineCodeReport of {self.program} for {self.arch}: {names or 'no kernels'}>"
 
 
 def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport:
@@ -84,6 +101,9 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
         threads = launch.block[0] * launch.block[1] * launch.block[2]
         code = functions[name]
         loop = hot_loop(code)
+        rivals = sum(
+            1 for o in innermost_loops(code) if loop is not None and o != loop and o.depth == loop.depth
+        )
         cost = costs.get(launch.mapping)
         reserved = reserve_in_ptxas_figure(target, used.shared)
         kernels.append(
@@ -104,6 +124,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 whole=InstructionMix.of(code),
                 hot_loop=loop,
                 hot=InstructionMix.of(body(code, loop)) if loop is not None else None,
+                rivals=rivals,
             )
         )
     major, minor = nvrtc_version()
@@ -111,7 +132,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
         program=kernel.program.name,
         arch=arch,
         target=target.name,
-        compiler=f"NVRTC {major}.{minor}, cuobjdump",
+        compiler=f"NVRTC {major}.{minor} (read with cuobjdump)",
         kernels=tuple(kernels),
     )
 
@@ -122,6 +143,8 @@ def format_report(report: MachineCodeReport) -> str:
         f"machine code of {report.program} for {report.arch} ({report.target}), compiled by "
         f"{report.compiler}: counts of the code, not timings"
     ]
+    if not report.kernels:
+        lines.append("no kernels: the program has no statement to run")
     for k in report.kernels:
         r, occ = k.resources, k.occupancy
         model = (
@@ -129,7 +152,7 @@ def format_report(report: MachineCodeReport) -> str:
             if k.model_registers
             else ""
         )
-        lines.append(f"kernel {k.function}: {k.threads_per_block} threads per block")
+        lines.append(f"kernel {k.function}: {_count(k.threads_per_block, 'thread')} per block")
         lines.append(f"  registers per thread: {r.registers}{model}")
         lines.append(
             f"  stack: {r.stack} bytes, local memory: {r.local} bytes, "
@@ -152,6 +175,8 @@ def format_report(report: MachineCodeReport) -> str:
             lines.append("  hot loop: none (no backward branch)")
         else:
             span = f"{k.hot_loop.start:#06x}-{k.hot_loop.end:#06x}, depth {k.hot_loop.depth}"
+            if k.rivals:
+                span += f"; the one with the most FMAs of {k.rivals + 1} innermost loops this deep"
             lines.append(f"  hot loop ({span}): {_mix(k.hot)}")
             per_load = k.hot.fma_per_shared_load
             lines.append(

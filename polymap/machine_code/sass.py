@@ -198,28 +198,32 @@ def parse_resources(text: str) -> dict[str, Resources]:
 def loops(instructions: tuple[Instruction, ...]) -> tuple[Loop, ...]:
     """The loops of a function (backward branches), each with its nesting depth."""
     # A branch to itself is where a thread parks after EXIT (``BRA 0x...`` at the end of every
-    # function), not a loop of the program.
-    spans = sorted(
-        {
-            (target, i.address)
-            for i in instructions
-            if (target := i.branch_target) is not None and target < i.address
-        }
-    )
+    # function), not a loop of the program. Several back edges to one head (a ``continue``) are
+    # one loop, up to the last of them.
+    ends: dict[int, int] = {}
+    for i in instructions:
+        if (target := i.branch_target) is not None and target < i.address:
+            ends[target] = max(ends.get(target, i.address), i.address)
+    spans = sorted(ends.items())
     return tuple(
         Loop(start, end, sum(1 for s, e in spans if (s, e) != (start, end) and s <= start and end <= e))
         for start, end in spans
     )
 
 
-def hot_loop(instructions: tuple[Instruction, ...]) -> Loop | None:
-    """The innermost, deepest loop; ties go to the most FMAs, then the longest span."""
+def innermost_loops(instructions: tuple[Instruction, ...]) -> tuple[Loop, ...]:
+    """The loops that hold no other loop."""
     found = loops(instructions)
-    innermost = [
+    return tuple(
         loop
         for loop in found
         if not any(o != loop and loop.start <= o.start and o.end <= loop.end for o in found)
-    ]
+    )
+
+
+def hot_loop(instructions: tuple[Instruction, ...]) -> Loop | None:
+    """The innermost, deepest loop; ties go to the most FMAs, then the longest span."""
+    innermost = innermost_loops(instructions)
     if not innermost:
         return None
 

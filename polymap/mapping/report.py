@@ -88,9 +88,10 @@ def _par_loops_in_the_thread(body) -> list[str]:
     names = ", ".join(f"'{loop.index}'" for loop in inside)
     return [
         f"  note: par loop{'s' if len(inside) > 1 else ''} {names} run{'' if len(inside) > 1 else 's'} "
-        "inside each thread: a kernel gives hardware axes to three par loops of a band, and a "
-        "deeper band is folded into three only where the inner loops' extents are numbers "
-        "(bind the sizes, e.g. --size, to fold it)"
+        "inside each thread: a kernel gives hardware axes to three par loops of a band; a deeper "
+        "band is folded into three only where the inner loops' extents are numbers (bind the "
+        "sizes, e.g. --size, to fold it), else it keeps, where its extents allow, the loops that "
+        "index the last (contiguous) dimension of an access, then the innermost"
     ]
 
 
