@@ -452,7 +452,8 @@ def solve(model: Model, *, time_limit_s: float | None = None) -> SolveReport:
             solve_time_s=model.getSolvingTime(),
             objective=model.getObjVal() if n_solutions else None,
             dual_bound=dual,
-            gap=model.getGap() if n_solutions else None,
+            # SCIP's gap is its infinity (1e20) while the dual bound is still -infinity
+            gap=(math.inf if model.getGap() >= inf else model.getGap()) if n_solutions else None,
             n_solutions=n_solutions,
         )
     except Exception as err:

@@ -52,7 +52,8 @@ class SolveReport:
     "timelimit", ...), or ``""`` when SCIP did not run (``outcome`` says why).
     ``objective`` is the best primal value found, ``None`` without a solution; ``dual_bound``
     is SCIP's proven lower bound on the optimum (``inf`` when proved infeasible, ``-inf``
-    when nothing is known); ``gap`` is SCIP's relative gap, ``None`` without a solution.
+    when nothing is known); ``gap`` is SCIP's relative gap, ``None`` without a solution and
+    ``inf`` while SCIP has a solution but no finite dual bound yet.
     ``outcome`` is derived from the status unless given."""
 
     status: str

@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
+import math
+
 from polymap.ir.nodes import Loop
 from polymap.ir.printer import format_block
 from polymap.mapping.outcome import Outcome, SolveReport
-from polymap.mapping.result import KernelCost, Mapping
+from polymap.mapping.result import RANKING_WEIGHT, KernelCost, Mapping
 from polymap.mapping.space import KernelMapping
 
 
-def solver_line(report: SolveReport) -> str:
-    """SCIP's status, time, objective and dual bound as SCIP reported them."""
+def solver_line(report: SolveReport, cost: KernelCost | None = None) -> str:
+    """SCIP's status, time, objective and dual bound as SCIP reported them; with the kernel's
+    ``cost``, how the objective splits into the predicted time and the ranking term."""
     if report.outcome is Outcome.NO_DECISIONS:
         return "no decisions to solve (serial kernel: one block of one thread)"
     if report.outcome is Outcome.GIVEN:
         return "given, not solved: a mapping from the caller, its costs recomputed by the model"
     obj = "-" if report.objective is None else f"{report.objective:.6g} us"
+    if report.objective is not None and cost is not None and cost.ranking_s > 0:
+        obj += (
+            f" (predicted {cost.time_s * 1e6:.6g} us + {cost.ranking_s * 1e6:.4g} us: "
+            f"{RANKING_WEIGHT:.0%} of the DRAM and shared-memory times, which ranks mappings under the same roof)"
+        )
     bound = f"{report.dual_bound:.6g} us"
-    gap = "-" if report.gap is None else f"{100 * report.gap:.2f}%"
+    if report.gap is None:
+        gap = "-"
+    elif math.isinf(report.gap):
+        gap = "unknown (no dual bound yet)"
+    else:
+        gap = f"{100 * report.gap:.2f}%"
     line = (
         f"SCIP {report.status} in {report.solve_time_s:.3f} s: objective {obj}, dual bound {bound}, gap {gap}"
     )
@@ -36,7 +49,7 @@ def format_mapping(mapping: Mapping) -> str:
         lines.append("")
         lines.extend(format_kernel(kernel))
         lines.extend(format_cost(cost))
-        lines.append("  " + solver_line(report))
+        lines.append("  " + solver_line(report, cost))
     lines.append("")
     lines.append(f"predicted time: {mapping.predicted_time_s * 1e6:.4g} us in all")
     for proof in mapping.proofs:

@@ -3,12 +3,12 @@
 // program jacobi1d (jacobi1d.te)
 // target NVIDIA H100 SXM5
 // sizes as arguments: T, N; proved for every size >= 1
-// jacobi1d_kernel0: block (32, 1, 1), 32 threads
-//   i = blockIdx.x*32 + threadIdx.x  (T=32, S=1, blocked; i < N - 2)
+// jacobi1d_kernel0: block (256, 1, 1), 256 threads
+//   i = blockIdx.x*256 + threadIdx.x  (T=256, S=1, blocked; i < N - 2)
 //   predicted 1.291 us per launch (memory 0.009543 us, compute 8.946e-05 us) at T = 500, N = 2000
 //   proved: in bounds (S0); race free (B); exactly once (S0)
-// jacobi1d_kernel1: block (32, 1, 1), 32 threads
-//   i = blockIdx.x*32 + threadIdx.x  (T=32, S=1, blocked; i < N - 2)
+// jacobi1d_kernel1: block (256, 1, 1), 256 threads
+//   i = blockIdx.x*256 + threadIdx.x  (T=256, S=1, blocked; i < N - 2)
 //   predicted 1.291 us per launch (memory 0.009543 us, compute 8.946e-05 us) at T = 500, N = 2000
 //   proved: in bounds (S1); race free (A); exactly once (S1)
 // launch order proved for 6 dependences between kernels
@@ -124,23 +124,23 @@ __device__ __forceinline__ int pm_idiv(int a, int b, int line) {
 #endif
 
 #endif  // POLYMAP_HELPERS
-extern "C" __global__ void __launch_bounds__(32) jacobi1d_kernel0(
+extern "C" __global__ void __launch_bounds__(256) jacobi1d_kernel0(
     float* __restrict__ A, float* __restrict__ B, int T, int N, int t) {
   const int bx = blockIdx.x;
   const int tx = threadIdx.x;
-  if (N >= (long long)(32 * bx + tx) + 3) {
+  if (N >= (long long)(256 * bx + tx) + 3) {
     // S0: B[i + 1] = 0.33333 * (A[i] + A[i + 1] + A[i + 2])
-    B[(long long)(32 * bx + tx) + 1] = 0.3333300054073334f * (A[32 * bx + tx] + A[(long long)(32 * bx + tx) + 1] + A[(long long)(32 * bx + tx) + 2]);
+    B[(long long)(256 * bx + tx) + 1] = 0.3333300054073334f * (A[256 * bx + tx] + A[(long long)(256 * bx + tx) + 1] + A[(long long)(256 * bx + tx) + 2]);
   }
 }
 
-extern "C" __global__ void __launch_bounds__(32) jacobi1d_kernel1(
+extern "C" __global__ void __launch_bounds__(256) jacobi1d_kernel1(
     float* __restrict__ A, float* __restrict__ B, int T, int N, int t) {
   const int bx = blockIdx.x;
   const int tx = threadIdx.x;
-  if (N >= (long long)(32 * bx + tx) + 3) {
+  if (N >= (long long)(256 * bx + tx) + 3) {
     // S1: A[i + 1] = 0.33333 * (B[i] + B[i + 1] + B[i + 2])
-    A[(long long)(32 * bx + tx) + 1] = 0.3333300054073334f * (B[32 * bx + tx] + B[(long long)(32 * bx + tx) + 1] + B[(long long)(32 * bx + tx) + 2]);
+    A[(long long)(256 * bx + tx) + 1] = 0.3333300054073334f * (B[256 * bx + tx] + B[(long long)(256 * bx + tx) + 1] + B[(long long)(256 * bx + tx) + 2]);
   }
 }
 #ifndef __CUDACC_RTC__
@@ -154,18 +154,18 @@ extern "C" int run_jacobi1d(float* __restrict__ A, float* __restrict__ B, int T,
   if (!(T >= 1 && N >= 1)) return -1;  // outside the sizes proved for
   for (int t = 0; t < T; ++t) {
     {  // kernel0
-      const long long gx = N <= 2 ? 0 : (N - 3) / 32 + 1, gy = 1, gz = 1;
+      const long long gx = N <= 2 ? 0 : (N - 3) / 256 + 1, gy = 1, gz = 1;
       if (gx > 2147483647 || gy > 65535 || gz > 65535) return -2;
       if (gx > 0 && gy > 0 && gz > 0) {
-        POLYMAP_LAUNCH(jacobi1d_kernel0, dim3(gx, gy, gz), dim3(32, 1, 1), false, A, B, T, N, t);
+        POLYMAP_LAUNCH(jacobi1d_kernel0, dim3(gx, gy, gz), dim3(256, 1, 1), false, A, B, T, N, t);
         POLYMAP_CHECK_LAUNCH();
       }
     }
     {  // kernel1
-      const long long gx = N <= 2 ? 0 : (N - 3) / 32 + 1, gy = 1, gz = 1;
+      const long long gx = N <= 2 ? 0 : (N - 3) / 256 + 1, gy = 1, gz = 1;
       if (gx > 2147483647 || gy > 65535 || gz > 65535) return -2;
       if (gx > 0 && gy > 0 && gz > 0) {
-        POLYMAP_LAUNCH(jacobi1d_kernel1, dim3(gx, gy, gz), dim3(32, 1, 1), false, A, B, T, N, t);
+        POLYMAP_LAUNCH(jacobi1d_kernel1, dim3(gx, gy, gz), dim3(256, 1, 1), false, A, B, T, N, t);
         POLYMAP_CHECK_LAUNCH();
       }
     }

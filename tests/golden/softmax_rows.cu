@@ -3,8 +3,8 @@
 // program softmax_rows (softmax_rows.te)
 // target NVIDIA H100 SXM5
 // sizes as arguments: M, N; proved for every size >= 1
-// softmax_rows_kernel0: block (64, 1, 1), 64 threads
-//   i = blockIdx.x*64 + threadIdx.x  (T=64, S=1, blocked; i < M)
+// softmax_rows_kernel0: block (256, 1, 1), 256 threads
+//   i = blockIdx.x*256 + threadIdx.x  (T=256, S=1, blocked; i < M)
 //   predicted 7935 us per launch (memory 1443 us, compute 1.878 us) at M = 49152, N = 512
 //   proved: in bounds (S0, S1, S2, S3, S4, S5); race free (mx, sum, Y); exactly once (S0, S1, S2, S3, S4, S5); dependences kept (18)
 // proved by isl for every size >= 1
@@ -119,30 +119,30 @@ __device__ __forceinline__ int pm_idiv(int a, int b, int line) {
 #endif
 
 #endif  // POLYMAP_HELPERS
-extern "C" __global__ void __launch_bounds__(64) softmax_rows_kernel0(
+extern "C" __global__ void __launch_bounds__(256) softmax_rows_kernel0(
     const float* __restrict__ X, float* __restrict__ Y, int M, int N) {
   const int bx = blockIdx.x;
   const int tx = threadIdx.x;
   float mx;
   float sum;
-  if (M >= (long long)(64 * bx + tx) + 1) {
+  if (M >= (long long)(256 * bx + tx) + 1) {
     // S0: mx = X[i, 0]
-    mx = X[(long long)(64 * bx + tx) * N + 0];
+    mx = X[(long long)(256 * bx + tx) * N + 0];
     for (int j = 0; j < N; ++j) {
       // S1: mx max= X[i, j]
-      mx = pm_max(mx, X[(long long)(64 * bx + tx) * N + j]);
+      mx = pm_max(mx, X[(long long)(256 * bx + tx) * N + j]);
     }
     // S2: sum = 0
     sum = 0.0f;
     for (int j = 0; j < N; ++j) {
       // S3: Y[i, j] = exp(X[i, j] - mx)
-      Y[(long long)(64 * bx + tx) * N + j] = expf(X[(long long)(64 * bx + tx) * N + j] - mx);
+      Y[(long long)(256 * bx + tx) * N + j] = expf(X[(long long)(256 * bx + tx) * N + j] - mx);
       // S4: sum += Y[i, j]
-      sum += Y[(long long)(64 * bx + tx) * N + j];
+      sum += Y[(long long)(256 * bx + tx) * N + j];
     }
     for (int j = 0; j < N; ++j) {
       // S5: Y[i, j] = Y[i, j] / sum
-      Y[(long long)(64 * bx + tx) * N + j] = Y[(long long)(64 * bx + tx) * N + j] / sum;
+      Y[(long long)(256 * bx + tx) * N + j] = Y[(long long)(256 * bx + tx) * N + j] / sum;
     }
   }
 }
@@ -156,10 +156,10 @@ extern "C" __global__ void __launch_bounds__(64) softmax_rows_kernel0(
 extern "C" int run_softmax_rows(const float* __restrict__ X, float* __restrict__ Y, int M, int N, cudaStream_t stream) {
   if (!(M >= 1 && N >= 1)) return -1;  // outside the sizes proved for
   {  // kernel0
-    const long long gx = (M - 1) / 64 + 1, gy = 1, gz = 1;
+    const long long gx = (M - 1) / 256 + 1, gy = 1, gz = 1;
     if (gx > 2147483647 || gy > 65535 || gz > 65535) return -2;
     if (gx > 0 && gy > 0 && gz > 0) {
-      POLYMAP_LAUNCH(softmax_rows_kernel0, dim3(gx, gy, gz), dim3(64, 1, 1), false, X, Y, M, N);
+      POLYMAP_LAUNCH(softmax_rows_kernel0, dim3(gx, gy, gz), dim3(256, 1, 1), false, X, Y, M, N);
       POLYMAP_CHECK_LAUNCH();
     }
   }
