@@ -69,26 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     mapper = commands.add_parser("map", help="choose and prove the thread mapping, print the report")
     mapper.add_argument("file", help="a .te program")
-    mapper.add_argument("--target", default="h100", help="GPU: h100 or h200 (default h100)")
-    mapper.add_argument(
-        "--size",
-        action="append",
-        type=_size,
-        default=[],
-        metavar="NAME=N",
-        help="bind a size parameter (repeatable)",
-    )
-    mapper.add_argument("--context", default=None, help="constraints on the unbound sizes (isl syntax)")
-    mapper.add_argument(
-        "--pin",
-        action="append",
-        type=_pin,
-        default=[],
-        metavar="LOOP=DECISION",
-        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
-        "k.tile=16, k.stage=A,B (or none)",
-    )
-    mapper.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
+    _mapping_options(mapper)
+    _proofs_option(mapper)
     emit = commands.add_parser("emit", help="optimize, compile and write the CUDA C source")
     emit.add_argument("file", help="a .te program")
     emit.add_argument(
@@ -100,13 +82,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("file", help="a .te program")
     _mapping_options(run)
+    _proofs_option(run)
     run.add_argument(
         "--host",
         action="store_true",
         help="run on the host (C++ emulation of the CUDA source) even when a GPU is available",
     )
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    run.add_argument("--repeat", type=_positive, default=10, help="timed GPU runs (default 10)")
+    run.add_argument(
+        "--repeats",
+        "--repeat",
+        dest="repeats",
+        type=_positive,
+        default=10,
+        help="timed GPU runs (default 10)",
+    )
     inspect = commands.add_parser(
         "inspect",
         help="optimize and compile, then report every kernel's machine code for the target "
@@ -117,7 +107,12 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="measure the optimizer on models/ and record the raw results")
     bench.add_argument("models", nargs="*", help=".te files (default: every file in models/)")
     bench.add_argument("--target", default="h100")
-    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument(
+        "--repeats",
+        type=_positive,
+        default=3,
+        help="optimizer runs per model; the median is recorded (default 3)",
+    )
     bench.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
     bench.add_argument("-o", "--output", default=None, help="markdown file for the results")
     bench.add_argument(
@@ -137,7 +132,7 @@ _TIME_LIMIT_HELP = (
 
 
 def _mapping_options(parser: argparse.ArgumentParser) -> None:
-    """The options of ``map``, shared by ``emit`` and ``run``."""
+    """The options of ``map``, shared by ``emit``, ``run`` and ``inspect``."""
     parser.add_argument("--target", default="h100", help="GPU: h100 or h200 (default h100)")
     parser.add_argument(
         "--size",
@@ -158,6 +153,15 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         "k.tile=16, k.stage=A,B (or none)",
     )
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
+
+
+def _proofs_option(parser: argparse.ArgumentParser) -> None:
+    """``--proofs`` for the commands that print the mapping report."""
+    parser.add_argument(
+        "--proofs",
+        action="store_true",
+        help="list every obligation isl proved of the mapping (default: counted in one line)",
+    )
 
 
 def _positive(text: str) -> int:
@@ -230,7 +234,7 @@ def _map(args: argparse.Namespace) -> int:
     mapping = optimize(
         program, args.target, pins=_pins(args.pin), context=args.context, time_limit=args.time_limit
     )
-    print(mapping)
+    print(mapping.report(proofs=args.proofs))
     return 0
 
 
@@ -343,7 +347,7 @@ def _run(args: argparse.Namespace) -> int:
     program, _ = _load(args)
     sizes = _concrete_sizes(program)  # before optimizing: a missing size fails fast
     kernel = _compile(args, program)
-    print(kernel.mapping)
+    print(kernel.mapping.report(proofs=args.proofs))
     inputs = random_inputs(program, sizes, args.seed)
     on_gpu = not args.host and gpu_available()
     if not args.host and not on_gpu:
@@ -361,7 +365,7 @@ def _run(args: argparse.Namespace) -> int:
         ok &= matches
         print(line)
     if on_gpu:
-        samples = kernel.time(repeat=args.repeat, **inputs)
+        samples = kernel.time(repeat=args.repeats, **inputs)
         median = statistics.median(samples) * 1e6
         print(f"ran on GPU {_gpu_name()}: median {median:.3g} us over {len(samples)} runs (kernel.time)")
     else:

@@ -121,3 +121,21 @@ def test_one_block_is_one_block_in_the_report(capsys):
     assert main(["map", str(MODELS / "gpt3_attention_tiny.te")]) == 0
     out = capsys.readouterr().out
     assert "1 blocks" not in out and re.search(r"\b1 block\b", out)
+
+
+def test_map_counts_the_proofs_in_one_line_and_lists_them_with_the_proofs_option(tmp_path, capsys):
+    program = tmp_path / "copy.te"
+    program.write_text("param N = 64\nin A: f32[N]\nout B: f32[N]\npar N i { B[i] = A[i] + 1 }\n")
+    assert main(["map", str(program)]) == 0
+    out = capsys.readouterr().out
+    assert "proved:" not in out
+    assert (
+        "proved by isl for every size >= 1: 3 obligations (in bounds 1, race free 1, exactly once 1)" in out
+    )
+    assert main(["map", str(program), "--proofs"]) == 0
+    listed = [line.strip() for line in capsys.readouterr().out.splitlines() if "proved:" in line]
+    assert listed[1:] == [
+        "proved: kernel0: every access of S0 in bounds",
+        "proved: kernel0: no race between threads on B",
+        "proved: kernel0: every instance of S0 executed exactly once",
+    ]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from polymap.ir.nodes import Loop
 from polymap.ir.printer import format_block
 from polymap.mapping.outcome import Outcome, SolveReport
+from polymap.mapping.proof import Obligation
 from polymap.mapping.result import RANKING_WEIGHT, KernelCost, Mapping
 from polymap.mapping.space import KernelMapping
 
@@ -39,7 +41,9 @@ def solver_line(report: SolveReport, cost: KernelCost | None = None) -> str:
     return line
 
 
-def format_mapping(mapping: Mapping) -> str:
+def format_mapping(mapping: Mapping, *, proofs: bool = False) -> str:
+    """The report: per kernel the mapped loop nest, the cost table and SCIP's line; then the
+    total and what isl proved, in one line (``proofs``: one line per obligation)."""
     sizes = ", ".join(f"{n} = {v}" for n, v in mapping.program.bindings + mapping.cost_sizes) or "no sizes"
     lines = [
         f"mapping of program {mapping.program.name} for {mapping.target.name}",
@@ -52,9 +56,28 @@ def format_mapping(mapping: Mapping) -> str:
         lines.append("  " + solver_line(report, cost))
     lines.append("")
     lines.append(f"predicted time: {mapping.predicted_time_s * 1e6:.4g} us in all")
-    for proof in mapping.proofs:
-        lines.append(f"  proved: {proof}")
+    if proofs:
+        lines.extend(f"  proved: {proof}" for proof in mapping.proofs)
+    else:
+        lines.append("  " + proof_summary(mapping))
     return "\n".join(lines)
+
+
+def proof_summary(mapping: Mapping) -> str:
+    """What isl proved of this mapping, counted by kind of obligation, in one line."""
+    if mapping.proof is None:
+        return "not proved: no proof is attached to this mapping"
+    if not mapping.proved:
+        return "not proved: the proof attached is of other decisions (the mapping was edited after it)"
+    report = mapping.proof
+    proved = [p for k in report.kernels for p in k.proved] + list(report.launch_order)
+    counts = Counter(p.obligation for p in proved)
+    kinds = ", ".join(f"{o.value} {counts[o]}" for o in Obligation if counts[o])
+    return (
+        f"proved by isl for {report.sizes}: {len(proved)} obligation{'s' if len(proved) != 1 else ''}"
+        + (f" ({kinds})" if kinds else "")
+        + "; --proofs lists them"
+    )
 
 
 def format_kernel(mapped: KernelMapping) -> list[str]:
@@ -123,16 +146,19 @@ def format_staging(mapped: KernelMapping) -> list[str]:
 
 
 def format_cost(cost: KernelCost) -> list[str]:
-    header = (
-        f"  {'access':<24} {'stmt':<5} {'lane stride':>11} {'sectors/req':>11} {'requests':>12} {'bytes':>14}"
-    )
-    lines = [header]
-    for a in cost.accesses:
-        name = f"{'write' if a.is_write else 'read'} {a.access}" + (" (shared)" if a.from_shared else "")
-        lines.append(
-            f"  {name:<24} {a.statement:<5} {a.lane_stride:>11} {a.sectors_per_request:>11} "
-            f"{a.requests:>12} {a.bytes:>14}"
+    headers = ("access", "stmt", "lane stride", "sectors/req", "requests", "bytes")
+    rows = [
+        (
+            f"{'write' if a.is_write else 'read'} {a.access}" + (" (shared)" if a.from_shared else ""),
+            a.statement,
+            str(a.lane_stride),
+            str(a.sectors_per_request),
+            str(a.requests),
+            str(a.bytes),
         )
+        for a in cost.accesses
+    ]
+    lines = _table(headers, rows, left=2)
     lines.append(
         f"  {cost.flops} flops; memory {cost.memory_s * 1e6:.4g} us, compute {cost.compute_s * 1e6:.4g} us, "
         + (f"shared memory {cost.shared_s * 1e6:.4g} us, " if cost.shared_s else "")
@@ -142,3 +168,18 @@ def format_cost(cost: KernelCost) -> list[str]:
         + (f" per launch x {cost.launches} launches" if cost.launches != 1 else "")
     )
     return lines
+
+
+def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]], *, left: int) -> list[str]:
+    """Columns as wide as their widest cell: the first ``left`` aligned left, numbers right."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
+
+    def line(cells) -> str:
+        return (
+            "  "
+            + " ".join(
+                cell.ljust(w) if k < left else cell.rjust(w) for k, (cell, w) in enumerate(zip(cells, widths))
+            ).rstrip()
+        )
+
+    return [line(headers)] + [line(row) for row in rows]

@@ -103,7 +103,12 @@ class Mapping:
                 return k
         raise KeyError(name)
 
-    def __str__(self) -> str:
+    def report(self, *, proofs: bool = False) -> str:
+        """The report ``str`` gives; ``proofs=True`` lists every obligation isl proved
+        instead of counting them in one line."""
         from polymap.mapping.report import format_mapping
 
-        return format_mapping(self)
+        return format_mapping(self, proofs=proofs)
+
+    def __str__(self) -> str:
+        return self.report()
