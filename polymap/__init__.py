@@ -35,12 +35,14 @@ from polymap.mapping.space import Axis, Distribution, LoopPin
 from polymap.poly.model import analyze
 from polymap.prove import verify
 from polymap.reference import reference
-from polymap.targets import H100, H200, GpuTarget
+from polymap.targets import A100, H100, H200, L40S, GpuTarget
 from polymap.version import __version__
 
 __all__ = [
     "H100",
     "H200",
+    "A100",
+    "L40S",
     "AccessError",
     "ArgumentError",
     "ArityError",

@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     _mapping_options(inspect)
     bench = commands.add_parser("bench", help="measure the optimizer on models/ and record the raw results")
     bench.add_argument("models", nargs="*", help=".te files (default: every file in models/)")
-    bench.add_argument("--target", default="h100")
+    bench.add_argument("--target", default="h100", help=_TARGET_HELP)
     bench.add_argument(
         "--repeats",
         type=_positive,
@@ -125,6 +125,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_TARGET_HELP = (
+    "GPU: h100, h200, a100 or l40s, or a .toml file of GpuTarget's fields "
+    '(base = "h100" starts from a known one; see docs/targets.md) (default h100)'
+)
 _TIME_LIMIT_HELP = (
     "SCIP's time limit per kernel solve in seconds (default 30); at the limit the best mapping "
     "found is used and reported as 'timelimit' with its gap"
@@ -133,7 +137,7 @@ _TIME_LIMIT_HELP = (
 
 def _mapping_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``map``, shared by ``emit``, ``run`` and ``inspect``."""
-    parser.add_argument("--target", default="h100", help="GPU: h100 or h200 (default h100)")
+    parser.add_argument("--target", default="h100", help=_TARGET_HELP)
     parser.add_argument(
         "--size",
         action="append",

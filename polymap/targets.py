@@ -1,7 +1,8 @@
 """GPU descriptions for the cost model: how many SMs, threads, registers, bytes and FLOP/s.
 
-A :class:`GpuTarget` is a frozen value; :data:`H100` (SXM5) and :data:`H200` (SXM) are
-provided, and :func:`get_target` resolves a name or passes a target through.
+A :class:`GpuTarget` is a frozen value; :data:`H100` (SXM5), :data:`H200` (SXM),
+:data:`A100` (SXM4 80GB) and :data:`L40S` are provided, and :func:`get_target` resolves a
+name or a TOML file (``--target my_gpu.toml`` on the command line) or passes a target through.
 
 To describe another GPU, construct a ``GpuTarget`` (every field is checked on
 construction), derive one from a known target with ``dataclasses.replace(H100, sm_count=114,
@@ -22,6 +23,12 @@ Sources of the numbers (cited again next to each value):
   Core GPU Architecture" whitepaper (H100 SXM5: 132 SMs, 128 FP32 lanes per SM, 50 MB L2).
 * [H200] NVIDIA H200 Tensor Core GPU datasheet (SXM column): same GH100 compute as the
   H100 SXM, 141 GB HBM3e at 4.8 TB/s.
+* [CC80], [CC89] The same table, columns 8.0 (A100) and 8.9 (L40S): 8.9 holds 1536
+  threads and 24 blocks per SM, 100 KB of shared memory per SM and 99 KB per block.
+* [A100] NVIDIA A100 Tensor Core GPU datasheet (80GB SXM column) and the "NVIDIA A100 Tensor
+  Core GPU Architecture" whitepaper: 108 SMs of 64 FP32 lanes, 40 MB L2, 1410 MHz boost.
+* [L40S] NVIDIA L40S datasheet: 18176 CUDA cores (142 SMs of 128), 91.6 TFLOPS FP32,
+  48 GB GDDR6 at 864 GB/s, 96 MB L2.
 * [OCC] The CUDA Occupancy Calculator (``cudaOccupancyMaxActiveBlocksPerMultiprocessor``
   and the Nsight Compute occupancy section): allocation units of registers and shared memory.
 * [CUDA-BP] CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory": global
@@ -32,11 +39,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from polymap.errors import ArgumentError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, published as tomli before it joined the standard library
+    import tomli as tomllib
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -256,6 +270,47 @@ class GpuTarget:
             values["compute_capability"] = tuple(cc)
         return cls(**values)
 
+    @classmethod
+    def from_toml(cls, path: str | Path) -> GpuTarget:
+        """A target from a TOML file of its fields (:meth:`from_dict`), e.g.::
+
+            base = "h100"            # optional: start from a known target's fields
+            name = "NVIDIA H100 PCIe"
+            sm_count = 114
+            dram_bandwidth = 2.0e12
+            peak_fp32_flops = 51.2e12
+            clock_hz = 1.755e9
+
+        Without ``base`` every field without a default is required. A missing file, a TOML
+        syntax error (with its line and column) and a bad field raise ArgumentError naming
+        the file."""
+        file = Path(path)
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ArgumentError(f"cannot read GPU target file {str(file)!r}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ArgumentError(f"GPU target file {str(file)!r} is not UTF-8 text") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ArgumentError(f"GPU target file {str(file)!r}: {exc}") from None
+        base = data.pop("base", None)
+        if base is not None:
+            if not isinstance(base, str):
+                raise ArgumentError(
+                    f"GPU target file {str(file)!r}: 'base' must be a target name, got {base!r}"
+                )
+            try:
+                known = get_target(base)
+            except ArgumentError as exc:
+                raise ArgumentError(f"GPU target file {str(file)!r}: 'base': {exc.message}") from None
+            data = {**known.to_dict(), **data}
+        try:
+            return cls.from_dict(data)
+        except ArgumentError as exc:
+            raise ArgumentError(f"GPU target file {str(file)!r}: {exc.message}") from None
+
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict; ``GpuTarget.from_dict(t.to_dict()) == t``."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -301,12 +356,52 @@ H200 = dataclasses.replace(
 )
 """NVIDIA H200 SXM (141 GB HBM3e): H100 SXM compute with more, faster memory."""
 
+A100 = GpuTarget(
+    name="NVIDIA A100 SXM4 80GB",
+    compute_capability=(8, 0),  # Ampere GA100 [CC80]
+    sm_count=108,  # A100 enables 108 of the GA100's 128 SMs [A100]
+    max_threads_per_sm=2048,  # [CC80] 64 warps
+    max_blocks_per_sm=32,  # [CC80]
+    registers_per_sm=64 * KIB,  # [CC80]
+    shared_memory_per_sm=164 * KIB,  # [CC80] max shared memory per SM: 164 KB
+    shared_memory_per_block_optin=163 * KIB,  # [CC80] max per block with opt-in: 163 KB
+    l2_cache_bytes=40 * MIB,  # [A100] 40 MB L2
+    dram_bandwidth=2.039e12,  # [A100] datasheet, 80GB SXM: 2039 GB/s HBM2e
+    # [A100] datasheet: 19.5 TFLOPS FP32 (non-tensor) = 108 SMs * 64 lanes * 2 * 1.41 GHz
+    peak_fp32_flops=19.5e12,
+    clock_hz=1.41e9,  # boost clock, consistent with the FP32 peak above
+    memory_bytes=80 * 10**9,  # [A100] datasheet: 80 GB HBM2e
+)
+"""NVIDIA A100 SXM4 (80 GB HBM2e), compute capability 8.0."""
+
+L40S = GpuTarget(
+    name="NVIDIA L40S",
+    compute_capability=(8, 9),  # Ada Lovelace AD102 [CC89]
+    sm_count=142,  # [L40S] 18176 CUDA cores / 128 per SM
+    max_threads_per_sm=1536,  # [CC89] 48 warps
+    max_blocks_per_sm=24,  # [CC89]
+    registers_per_sm=64 * KIB,  # [CC89]
+    shared_memory_per_sm=100 * KIB,  # [CC89] max shared memory per SM: 100 KB
+    shared_memory_per_block_optin=99 * KIB,  # [CC89] max per block with opt-in: 99 KB
+    l2_cache_bytes=96 * MIB,  # [L40S] 96 MB L2
+    dram_bandwidth=864e9,  # [L40S] datasheet: 864 GB/s GDDR6
+    # [L40S] datasheet: 91.6 TFLOPS FP32 = 142 SMs * 128 lanes * 2 * 2.52 GHz
+    peak_fp32_flops=91.6e12,
+    clock_hz=2.52e9,  # boost clock, consistent with the FP32 peak above
+    memory_bytes=48 * 10**9,  # [L40S] datasheet: 48 GB GDDR6
+)
+"""NVIDIA L40S (48 GB GDDR6), compute capability 8.9: fewer resident threads per SM (1536)."""
+
 _TARGETS: dict[str, GpuTarget] = {
     "h100": H100,
     "h100-sxm": H100,
     "h100-sxm5": H100,
     "h200": H200,
     "h200-sxm": H200,
+    "a100": A100,
+    "a100-sxm": A100,
+    "a100-sxm4": A100,
+    "l40s": L40S,
 }
 
 
@@ -315,14 +410,17 @@ def known_targets() -> tuple[str, ...]:
     return tuple(_TARGETS)
 
 
-def get_target(target: str | GpuTarget) -> GpuTarget:
-    """The target named ``target`` ("h100", "h100-sxm", "h200", ... in any case), or
-    ``target`` itself when it already is a GpuTarget. Raises ArgumentError otherwise."""
+def get_target(target: str | Path | GpuTarget) -> GpuTarget:
+    """The target named ``target`` ("h100", "h200", "a100", "l40s", ... in any case), the
+    target described by a TOML file (a path ending in ``.toml``: :meth:`GpuTarget.from_toml`),
+    or ``target`` itself when it already is a GpuTarget. Raises ArgumentError otherwise."""
     if isinstance(target, GpuTarget):
         return target
+    if isinstance(target, Path) or (isinstance(target, str) and target.strip().lower().endswith(".toml")):
+        return GpuTarget.from_toml(target)
     if not isinstance(target, str):
         raise ArgumentError(
-            f"a GPU target is a name or a GpuTarget, got {type(target).__name__}; "
+            f"a GPU target is a name, a .toml file or a GpuTarget, got {type(target).__name__}; "
             f"known names: {', '.join(_TARGETS)}"
         )
     key = target.strip().lower().replace("_", "-").replace(" ", "-")
@@ -331,5 +429,5 @@ def get_target(target: str | GpuTarget) -> GpuTarget:
     except KeyError:
         raise ArgumentError(
             f"unknown GPU target {target!r}; known names: {', '.join(_TARGETS)} "
-            f"(or describe your GPU with GpuTarget(...) / GpuTarget.from_dict(...))"
+            f"(or describe your GPU in a .toml file of GpuTarget's fields, or with GpuTarget(...))"
         ) from None

@@ -139,3 +139,20 @@ def test_map_counts_the_proofs_in_one_line_and_lists_them_with_the_proofs_option
         "proved: kernel0: no race between threads on B",
         "proved: kernel0: every instance of S0 executed exactly once",
     ]
+
+
+def test_map_reads_a_gpu_target_file_and_names_a_bad_one(tmp_path, capsys):
+    program = tmp_path / "copy.te"
+    program.write_text("param N = 4096\nin A: f32[N]\nout B: f32[N]\npar N i { B[i] = A[i] + 1 }\n")
+    target = tmp_path / "my gpu.toml"
+    target.write_text('base = "l40s"\nname = "My L40S"\ndram_bandwidth = 432e9\n')
+    assert main(["map", str(program), "--target", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "mapping of program copy for My L40S" in out
+    # 2 x 4096 x 4 bytes at half an L40S's bandwidth: 0.0759 us
+    assert re.search(r"memory 0\.0758\d* us", out)
+    target.write_text('base = "l40s"\nsm_count = 0\n')
+    assert main(["map", str(program), "--target", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert "my gpu.toml" in err and "'sm_count' must be a positive integer" in err
+    assert "Traceback" not in err

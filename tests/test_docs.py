@@ -2,7 +2,8 @@
 
 Every ```te block of README.md and docs/*.md must parse and pass the polyhedral analysis;
 every ```te-error block starts with '# error: ErrorClass' and must raise exactly that class;
-every ```python block of README.md runs (from the repository root).
+every ```python block of README.md runs (from the repository root); every ```toml block is
+a GPU target file that loads.
 """
 
 from __future__ import annotations
@@ -57,3 +58,13 @@ def test_te_error_example_fails_as_stated(where, text):
 def test_python_example_runs(where, text, monkeypatch):
     monkeypatch.chdir(ROOT)
     exec(compile(text, where, "exec"), {"__name__": "__doc_example__"})
+
+
+@pytest.mark.parametrize("where, text", blocks("toml"))
+def test_toml_examples_are_gpu_targets_that_load(where, text, tmp_path):
+    from polymap.targets import GpuTarget
+
+    path = tmp_path / "target.toml"
+    path.write_text(text)
+    target = GpuTarget.from_toml(path)
+    assert target.name and target.sm_count > 0, where

@@ -1,7 +1,7 @@
 """GPU targets: the datasheet numbers, name lookup, and validation of user descriptions.
 
 Expected values are copied from the NVIDIA datasheets and the CUDA programming guide's
-compute capability 9.0 table, not from polymap.targets.
+compute capability 8.0, 8.9 and 9.0 tables, not from polymap.targets.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from polymap.errors import ArgumentError
-from polymap.targets import H100, H200, GpuTarget, get_target, known_targets
+from polymap.targets import A100, H100, H200, L40S, GpuTarget, get_target, known_targets
 
 
 def test_h100_numbers():
@@ -67,6 +67,9 @@ def test_h200_is_h100_compute_with_more_memory():
         (" h100 sxm ", H100),
         ("h200", H200),
         ("H200", H200),
+        ("a100", A100),
+        ("A100-SXM4", A100),
+        ("L40S", L40S),
     ],
 )
 def test_get_target_aliases(name, expected):
@@ -80,8 +83,8 @@ def test_get_target_passes_a_target_through():
 
 
 def test_get_target_unknown_lists_known_names():
-    with pytest.raises(ArgumentError, match=r"unknown GPU target 'a100'.*h100.*h200"):
-        get_target("a100")
+    with pytest.raises(ArgumentError, match=r"unknown GPU target 'v100'.*h100.*h200.*a100.*l40s"):
+        get_target("v100")
     with pytest.raises(ArgumentError, match=r"known names"):
         get_target(90)
 
@@ -150,3 +153,71 @@ def test_defaults_may_be_left_out():
 def test_replace_validates():
     with pytest.raises(ArgumentError, match="'sm_count'"):
         dataclasses.replace(H100, sm_count=-4)
+
+
+def test_a100_and_l40s_numbers():
+    # A100 SXM4 80GB datasheet; CUDA guide, compute capability 8.0
+    assert A100.compute_capability == (8, 0) and A100.sm_arch == "sm_80"
+    assert (A100.sm_count, A100.max_threads_per_sm, A100.max_blocks_per_sm) == (108, 2048, 32)
+    assert (A100.shared_memory_per_sm, A100.shared_memory_per_block_optin) == (164 * 1024, 163 * 1024)
+    assert A100.dram_bandwidth == 2039e9 and A100.l2_cache_bytes == 40 * 2**20
+    # 108 SMs * 64 FP32 lanes * 2 * 1.41 GHz = 19.49 TFLOP/s, the datasheet's 19.5
+    assert A100.sm_count * 64 * 2 * A100.clock_hz == pytest.approx(A100.peak_fp32_flops, rel=0.01)
+    # L40S datasheet; CUDA guide, compute capability 8.9: 1536 threads and 24 blocks per SM
+    assert L40S.compute_capability == (8, 9) and L40S.sm_arch == "sm_89"
+    assert (L40S.sm_count, L40S.max_threads_per_sm, L40S.max_blocks_per_sm) == (142, 1536, 24)
+    assert (L40S.shared_memory_per_sm, L40S.shared_memory_per_block_optin) == (100 * 1024, 99 * 1024)
+    assert L40S.dram_bandwidth == 864e9 and L40S.memory_bytes == 48 * 10**9
+    # 142 SMs * 128 lanes * 2 * 2.52 GHz = 91.6 TFLOP/s
+    assert L40S.sm_count * 128 * 2 * L40S.clock_hz == pytest.approx(L40S.peak_fp32_flops, rel=0.01)
+
+
+def _toml(tmp_path, text: str, name: str = "gpu.toml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_target_file_starts_from_a_base_and_changes_what_differs(tmp_path):
+    path = _toml(tmp_path, 'base = "h100"\nname = "H100 PCIe"\nsm_count = 114\ndram_bandwidth = 2.0e12\n')
+    target = get_target(path)
+    assert target == dataclasses.replace(H100, name="H100 PCIe", sm_count=114, dram_bandwidth=2.0e12)
+    assert GpuTarget.from_toml(path) == target
+    full = _toml(
+        tmp_path, "\n".join(f"{k} = {_toml_value(v)}" for k, v in L40S.to_dict().items()), "l40s.toml"
+    )
+    assert get_target(full) == L40S  # every field written out
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return repr(value)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('base = "h100"\nsm_count = \n', r"gpu\.toml.*line 2, column 12"),  # TOML syntax
+        ('base = "h100"\nsm_cont = 114\n', r"gpu\.toml.*unknown field\(s\) 'sm_cont'"),
+        ('base = "h100"\nsm_count = -4\n', r"gpu\.toml.*'sm_count' must be a positive integer"),
+        ('base = "h100"\nsm_count = "114"\n', r"gpu\.toml.*'sm_count' must be a positive integer"),
+        ('base = "v100"\n', r"gpu\.toml.*'base'.*unknown GPU target 'v100'"),
+        ("base = 3\n", r"gpu\.toml.*'base' must be a target name"),
+        ('name = "X"\nsm_count = 4\n', r"gpu\.toml.*missing required field\(s\) 'compute_capability'"),
+    ],
+)
+def test_a_bad_target_file_names_the_file_and_the_field(tmp_path, text, message):
+    with pytest.raises(ArgumentError, match=message):
+        get_target(_toml(tmp_path, text))
+
+
+def test_a_missing_or_binary_target_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ArgumentError, match=r"cannot read GPU target file .*nothing\.toml"):
+        get_target(str(tmp_path / "nothing.toml"))
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ArgumentError, match=r"binary\.toml.*not UTF-8"):
+        get_target(binary)
