@@ -71,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     mapper.add_argument("file", help="a .te program")
     _mapping_options(mapper)
     _proofs_option(mapper)
+    mapper.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON (the same content; notes go to stderr)",
+    )
     emit = commands.add_parser("emit", help="optimize, compile and write the CUDA C source")
     emit.add_argument("file", help="a .te program")
     emit.add_argument(
@@ -234,11 +239,16 @@ def _check(args: argparse.Namespace) -> int:
 def _map(args: argparse.Namespace) -> int:
     from polymap.mapping.solve import optimize
 
-    program, _ = _load(args)
+    program, _ = _load(args, note=sys.stderr if args.json else None)
     mapping = optimize(
         program, args.target, pins=_pins(args.pin), context=args.context, time_limit=args.time_limit
     )
-    print(mapping.report(proofs=args.proofs))
+    if args.json:
+        import json
+
+        print(json.dumps(mapping.to_json(), indent=2, allow_nan=False))
+    else:
+        print(mapping.report(proofs=args.proofs))
     return 0
 
 

@@ -110,5 +110,11 @@ class Mapping:
 
         return format_mapping(self, proofs=proofs)
 
+    def to_json(self) -> dict:
+        """The report as JSON-ready data (``polymap map --json``; ``mapping/export.py``)."""
+        from polymap.mapping.export import mapping_data
+
+        return mapping_data(self)
+
     def __str__(self) -> str:
         return self.report()

@@ -1,0 +1,103 @@
+"""The mapping report as plain data (``polymap map --json``, :meth:`Mapping.to_json`): the
+same content as the text report, every number as the code computed it, for scripts.
+
+Times are in seconds (``*_s``) except SCIP's objective and dual bound, which are in
+microseconds as SCIP optimized them (``*_us``). A bound or gap SCIP does not have (``-inf``,
+``inf``) is ``null``: JSON has no infinity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from polymap.mapping.outcome import SolveReport
+from polymap.mapping.result import KernelCost, Mapping
+from polymap.mapping.space import KernelMapping
+
+FORMAT_VERSION = 1  # bumped when a field changes meaning or is removed
+
+
+def mapping_data(mapping: Mapping) -> dict[str, Any]:
+    """The report of ``mapping`` as JSON-ready dicts, lists, strings and numbers."""
+    report = mapping.proof
+    return {
+        "format": FORMAT_VERSION,
+        "program": mapping.program.name,
+        "target": {"name": mapping.target.name, "arch": mapping.target.sm_arch},
+        "cost_sizes": dict(mapping.program.bindings + mapping.cost_sizes),
+        "kernels": [
+            _kernel(kernel, cost, solved, mapping)
+            for kernel, cost, solved in zip(mapping.kernels, mapping.costs, mapping.solver)
+        ],
+        "predicted_time_s": mapping.predicted_time_s,
+        "proof": {
+            "proved": mapping.proved,
+            "sizes": report.sizes if report is not None else None,
+            "launch_order": [p.text for p in report.launch_order] if report is not None else [],
+        },
+    }
+
+
+def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mapping: Mapping) -> dict[str, Any]:
+    kernel = mapped.kernel
+    proof = None
+    if mapping.proof is not None:
+        found = [k for k in mapping.proof.kernels if k.kernel == kernel.name]
+        proof = found[0] if found else None
+    return {
+        "name": kernel.name,
+        "host_loops": [{"index": h.index, "extent": str(h.extent)} for h in kernel.host_loops],
+        "grid": list(mapped.grid_dim()) if mapped.loops else [1, 1, 1],
+        "block": list(mapped.block_dim()) if mapped.loops else [1, 1, 1],
+        "threads_per_block": mapped.threads_per_block if mapped.loops else 1,
+        "blocks": mapped.blocks if mapped.loops else 1,
+        "loops": [
+            {
+                "index": loop.index,
+                "thread_axis": loop.thread_axis.value,
+                "block_axis": loop.block_axis.value,
+                "threads": loop.threads,
+                "seq": loop.seq,
+                "distribution": loop.distribution.value,
+                "blocks": loop.blocks,
+                "extent": str(loop.extent),
+                "guard": loop.guard,
+            }
+            for loop in mapped.loops
+        ],
+        "staging": None
+        if mapped.staging is None
+        else {
+            "loop": mapped.staging.loop,
+            "tile": mapped.staging.tile,
+            "buffers": list(mapped.staging.buffers),
+        },
+        "cost": {
+            **{f.name: getattr(cost, f.name) for f in dataclasses.fields(cost) if f.name != "accesses"},
+            "objective_s": cost.objective_s,
+            "accesses": [dataclasses.asdict(a) for a in cost.accesses],
+        },
+        "solver": {
+            "outcome": solved.outcome.value,
+            "status": solved.status,
+            "solve_time_s": solved.solve_time_s,
+            "objective_us": _finite(solved.objective),
+            "dual_bound_us": _finite(solved.dual_bound),
+            "gap": _finite(solved.gap),
+            "solutions": solved.n_solutions,
+        },
+        "proof": None
+        if proof is None
+        else {
+            "launch": proof.launch,
+            "proved": [
+                {"obligation": p.obligation.value, "subject": p.subject, "text": p.text} for p in proof.proved
+            ],
+        },
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None

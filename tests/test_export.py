@@ -1,0 +1,63 @@
+"""The mapping report as JSON (``polymap map --json``): the same numbers as the text report."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from polymap import optimize, parse
+from polymap.cli import main
+from polymap.ir.parse import load
+from polymap.mapping.export import _finite
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+
+
+def test_the_json_of_the_transpose_is_its_report_as_data():
+    mapping = optimize(load(MODELS / "transpose.te"))
+    data = json.loads(json.dumps(mapping.to_json(), allow_nan=False))
+    text = str(mapping)
+    assert data["program"] == "transpose" and data["target"] == {"name": "NVIDIA H100 SXM5", "arch": "sm_90"}
+    assert data["cost_sizes"] == {"M": 4096, "N": 4096}
+    (kernel,) = data["kernels"]
+    mapped, cost = mapping.kernels[0], mapping.costs[0]
+    assert kernel["grid"] == list(mapped.grid_dim()) and kernel["block"] == list(mapped.block_dim())
+    assert f"grid {tuple(kernel['grid'])} x block {tuple(kernel['block'])}" in text
+    assert [(loop["index"], loop["thread_axis"], loop["threads"]) for loop in kernel["loops"]] == [
+        (m.index, m.thread_axis.value, m.threads) for m in mapped.loops
+    ]
+    assert kernel["staging"] == {"loop": None, "tile": 1, "buffers": ["A"]}
+    # 4096 x 4096 floats copied into the tiles once: 64 MiB, as the text's copy row says
+    copy = next(a for a in kernel["cost"]["accesses"] if a["statement"] == "copy")
+    assert copy["bytes"] == 4096 * 4096 * 4 and f" {copy['bytes']}" in text
+    assert kernel["cost"]["time_s"] == cost.time_s and kernel["cost"]["objective_s"] == cost.objective_s
+    solver = kernel["solver"]
+    assert solver["outcome"] == "optimal" and solver["status"] == "optimal" and solver["gap"] == 0
+    assert solver["objective_us"] == mapping.solver[0].objective
+    assert data["predicted_time_s"] == mapping.predicted_time_s
+    assert data["proof"]["proved"] is True and data["proof"]["sizes"] == "every size >= 1"
+    kinds = {p["obligation"] for p in kernel["proof"]["proved"]}
+    assert kinds == {"in bounds", "race free", "exactly once", "staging coverage", "barriers"}
+
+
+def test_a_serial_kernel_and_a_missing_bound_are_plain_json():
+    mapping = optimize(parse("in A: f32[4]\nout s: f32\ns = 0\nseq 4 k { s += A[k] }\n", name="sum4"))
+    data = json.loads(json.dumps(mapping.to_json(), allow_nan=False))
+    kernel = data["kernels"][1]  # s = 0, then the serial sum
+    assert kernel["loops"] == [] and kernel["grid"] == [1, 1, 1] and kernel["block"] == [1, 1, 1]
+    assert kernel["solver"]["outcome"] == "no decisions" and kernel["solver"]["dual_bound_us"] is None
+    assert _finite(-math.inf) is None and _finite(math.inf) is None and _finite(None) is None
+    assert _finite(2.5) == 2.5
+
+
+def test_map_json_prints_only_json_on_stdout(tmp_path, capsys):
+    program = tmp_path / "flat.te"
+    program.write_text(
+        "param N = 8\nin A: f32[N * N]\nout B: f32[N * N]\npar N i { par N j { B[i * N + j] = A[i * N + j] } }\n"
+    )
+    assert main(["map", str(program), "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)  # the whole of stdout
+    assert data["program"] == "flat" and data["kernels"][0]["solver"]["outcome"] == "optimal"
+    assert "note: bound N = 8 (default)" in captured.err
