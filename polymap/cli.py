@@ -33,6 +33,7 @@ Exit status: 0 on success, 1 with the error message for an invalid program or ma
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -460,6 +461,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return commands[args.command](args)
     except PolymapError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # the reader left (`polymap map ... | head`): not an error of ours; point stdout at
+        # /dev/null so that Python's flush at exit does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 1
 
 

@@ -54,6 +54,10 @@ else:  # the same parser, published as tomli before it joined the standard libra
 
 KIB = 1024
 MIB = 1024 * KIB
+_MOST_INT = 2**40  # counts and bytes per SM, block or device: beyond any GPU, and exact in SCIP's doubles
+# rates in bytes, FLOP or cycles per second: a real GPU lies well inside, and the model's times
+# (microseconds) stay coefficients SCIP computes with
+_RATE_RANGES = {"dram_bandwidth": (1e9, 1e16), "peak_fp32_flops": (1e9, 1e17), "clock_hz": (1e7, 1e11)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +200,15 @@ class GpuTarget:
                     f"GpuTarget {self.name!r}: field {f.name!r} must be a positive finite number, "
                     f"got {value!r}"
                 )
+        # Magnitudes far beyond any GPU: a typo, and numbers SCIP cannot take as coefficients
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int":
+                self._require(value <= _MOST_INT, f.name, f"must be at most {_MOST_INT}")
+        for name, (low, high) in _RATE_RANGES.items():
+            value = getattr(self, name)
+            self._require(low <= value <= high, name, f"must be between {low:g} and {high:g}")
+        self._require(self.compute_capability[1] <= 9, "compute_capability", "minor version must be 0..9")
         # Relations the hardware guarantees; a violation is a typo in the description.
         self._require(self.warp_size & (self.warp_size - 1) == 0, "warp_size", "must be a power of two")
         for field in ("max_threads_per_block", "max_threads_per_sm"):
@@ -227,6 +240,12 @@ class GpuTarget:
             "shared_memory_per_block_optin",
             "cannot exceed shared_memory_per_sm",
         )
+        for unit, whole in (
+            ("register_allocation_unit", "registers_per_sm"),
+            ("shared_memory_allocation_unit", "shared_memory_per_sm"),
+            ("shared_memory_reserved_per_block", "shared_memory_per_sm"),
+        ):
+            self._require(getattr(self, unit) <= getattr(self, whole), unit, f"cannot exceed {whole}")
         self._require(
             self.cache_line_bytes % self.sector_bytes == 0,
             "cache_line_bytes",
@@ -285,31 +304,35 @@ class GpuTarget:
         syntax error (with its line and column) and a bad field raise ArgumentError naming
         the file."""
         file = Path(path)
+        where = f"GPU target file {str(file)!r}"
         try:
-            text = file.read_text(encoding="utf-8")
+            text = file.read_text(encoding="utf-8-sig")  # an editor's byte-order mark is not TOML
         except OSError as exc:
-            raise ArgumentError(f"cannot read GPU target file {str(file)!r}: {exc.strerror or exc}") from None
+            raise ArgumentError(f"cannot read {where}: {exc.strerror or exc}") from None
         except UnicodeDecodeError:
-            raise ArgumentError(f"GPU target file {str(file)!r} is not UTF-8 text") from None
+            raise ArgumentError(f"{where} is not UTF-8 text") from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise ArgumentError(f"GPU target file {str(file)!r}: {exc}") from None
+            raise ArgumentError(f"{where}: {exc}") from None
         base = data.pop("base", None)
         if base is not None:
-            if not isinstance(base, str):
+            # a built-in name only: a file as base could name itself, and would be read
+            # relative to the working directory rather than to this file
+            key = base.strip().lower().replace("_", "-").replace(" ", "-") if isinstance(base, str) else None
+            if key not in _TARGETS:
                 raise ArgumentError(
-                    f"GPU target file {str(file)!r}: 'base' must be a target name, got {base!r}"
+                    f"{where}: 'base' must be the name of a built-in target ({', '.join(_TARGETS)}), got {base!r}"
                 )
-            try:
-                known = get_target(base)
-            except ArgumentError as exc:
-                raise ArgumentError(f"GPU target file {str(file)!r}: 'base': {exc.message}") from None
+            known = _TARGETS[key]
+            if "name" not in data:  # not the base's name: this is another GPU
+                changed = sorted(k for k in data if k in known.to_dict())
+                data["name"] = f"{known.name}, modified ({', '.join(changed) or 'no field'})"
             data = {**known.to_dict(), **data}
         try:
             return cls.from_dict(data)
         except ArgumentError as exc:
-            raise ArgumentError(f"GPU target file {str(file)!r}: {exc.message}") from None
+            raise ArgumentError(f"{where}: {exc.message}") from None
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict; ``GpuTarget.from_dict(t.to_dict()) == t``."""

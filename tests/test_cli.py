@@ -156,3 +156,17 @@ def test_map_reads_a_gpu_target_file_and_names_a_bad_one(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "my gpu.toml" in err and "'sm_count' must be a positive integer" in err
     assert "Traceback" not in err
+
+
+def test_a_reader_that_leaves_early_is_not_a_traceback(tmp_path):
+    program = tmp_path / "copy.te"
+    program.write_text("param N = 64\nin A: f32[N]\nout B: f32[N]\npar N i { B[i] = A[i] + 1 }\n")
+    done = subprocess.run(
+        f"'{sys.executable}' -m polymap.cli map '{program}' --proofs | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout.startswith("mapping of program copy")
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr

@@ -3,6 +3,7 @@ optimum against brute-force enumeration of the same cost over the same decisions
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -136,6 +137,13 @@ def test_optimize_report_has_loop_nest_cost_table_and_solver_line():
     assert re.search(r"proved by isl for .*: \d+ obligations \(in bounds \d+, race free \d+", text)
     assert "proved:" not in text  # counted in one line; listed on request
     assert "  proved: kernel0: every access of S2 in bounds" in mapping.report(proofs=True).splitlines()
+    # a mapping edited after its proof lists nothing of that proof: it says it is not proved
+    km = mapping.kernels[0]
+    loops = (dataclasses.replace(km.loops[0], seq=2 * km.loops[0].seq),) + km.loops[1:]
+    edited = dataclasses.replace(mapping, kernels=(dataclasses.replace(km, loops=loops),))
+    listed = edited.report(proofs=True)
+    assert not edited.proved and "not proved: the proof attached is of other decisions" in listed
+    assert "  proved: " not in listed
 
 
 def test_every_model_maps_to_proven_optimality():

@@ -204,8 +204,8 @@ def _toml_value(value) -> str:
         ('base = "h100"\nsm_cont = 114\n', r"gpu\.toml.*unknown field\(s\) 'sm_cont'"),
         ('base = "h100"\nsm_count = -4\n', r"gpu\.toml.*'sm_count' must be a positive integer"),
         ('base = "h100"\nsm_count = "114"\n', r"gpu\.toml.*'sm_count' must be a positive integer"),
-        ('base = "v100"\n', r"gpu\.toml.*'base'.*unknown GPU target 'v100'"),
-        ("base = 3\n", r"gpu\.toml.*'base' must be a target name"),
+        ('base = "v100"\n', r"gpu\.toml.*'base' must be the name of a built-in target .*got 'v100'"),
+        ("base = 3\n", r"gpu\.toml.*'base' must be the name of a built-in target .*got 3"),
         ('name = "X"\nsm_count = 4\n', r"gpu\.toml.*missing required field\(s\) 'compute_capability'"),
     ],
 )
@@ -221,3 +221,37 @@ def test_a_missing_or_binary_target_file_is_a_clear_error(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ArgumentError, match=r"binary\.toml.*not UTF-8"):
         get_target(binary)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            'base = "gpu.toml"\n',
+            r"'base' must be the name of a built-in target \(h100, .*\), got 'gpu\.toml'",
+        ),
+        ('base = "h100"\nsm_count = 99999999999999999999\n', r"gpu\.toml"),  # beyond TOML's 64-bit ints
+        ('base = "h100"\nsm_count = 9223372036854775807\n', r"'sm_count' must be at most 1099511627776"),
+        ('base = "h100"\ndram_bandwidth = 1e-12\n', r"'dram_bandwidth' must be between 1e\+09 and 1e\+16"),
+        ('base = "h100"\npeak_fp32_flops = 1e300\n', r"'peak_fp32_flops' must be between"),
+        (
+            'base = "h100"\ncompute_capability = [9, 10]\n',
+            r"'compute_capability' minor version must be 0\.\.9",
+        ),
+        ('base = "h100"\nregister_allocation_unit = 1000000\n', r"'register_allocation_unit' cannot exceed"),
+    ],
+)
+def test_a_target_file_beyond_any_gpu_or_naming_a_file_as_base_is_refused(tmp_path, text, message):
+    with pytest.raises(ArgumentError, match=message):
+        get_target(_toml(tmp_path, text))
+
+
+def test_a_target_file_from_a_base_without_a_name_is_not_called_by_the_base_name(tmp_path):
+    target = get_target(_toml(tmp_path, 'base = "h100"\nmax_grid_dim_x = 2\nsm_count = 100\n'))
+    assert target.name == "NVIDIA H100 SXM5, modified (max_grid_dim_x, sm_count)"
+
+
+def test_a_target_file_with_a_byte_order_mark_is_read(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + b'base = "a100"\nname = "BOM"\n')
+    assert get_target(path) == dataclasses.replace(A100, name="BOM")

@@ -56,15 +56,15 @@ def format_mapping(mapping: Mapping, *, proofs: bool = False) -> str:
         lines.append("  " + solver_line(report, cost))
     lines.append("")
     lines.append(f"predicted time: {mapping.predicted_time_s * 1e6:.4g} us in all")
-    if proofs:
+    lines.append("  " + proof_summary(mapping, listed=proofs))
+    if proofs and mapping.proved:
         lines.extend(f"  proved: {proof}" for proof in mapping.proofs)
-    else:
-        lines.append("  " + proof_summary(mapping))
     return "\n".join(lines)
 
 
-def proof_summary(mapping: Mapping) -> str:
-    """What isl proved of this mapping, counted by kind of obligation, in one line."""
+def proof_summary(mapping: Mapping, *, listed: bool = False) -> str:
+    """What isl proved of this mapping, counted by kind of obligation, in one line; ``listed``:
+    the obligations follow, one per line (only for a proof of this very mapping)."""
     if mapping.proof is None:
         return "not proved: no proof is attached to this mapping"
     if not mapping.proved:
@@ -76,7 +76,7 @@ def proof_summary(mapping: Mapping) -> str:
     return (
         f"proved by isl for {report.sizes}: {len(proved)} obligation{'s' if len(proved) != 1 else ''}"
         + (f" ({kinds})" if kinds else "")
-        + "; --proofs lists them"
+        + (":" if listed else "; --proofs lists them")
     )
 
 
