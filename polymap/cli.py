@@ -33,6 +33,7 @@ Exit status: 0 on success, 1 with the error message for an invalid program or ma
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -40,6 +41,7 @@ from collections.abc import Sequence
 
 from polymap.errors import PolymapError
 from polymap.ir.parse import load
+from polymap.progress import reporting, step
 
 
 def _size(text: str) -> tuple[str, int]:
@@ -128,6 +130,14 @@ def _parser() -> argparse.ArgumentParser:
         "without one: correctness only, GPU figures pending)",
     )
     bench.add_argument("--host", action="store_true", help="with --kernels: the host correctness run only")
+    for command in (check, mapper, emit, run, inspect, bench):
+        command.add_argument(
+            "-q",
+            "--quiet",
+            action="store_true",
+            help="no progress lines on stderr (by default a step over a second says how long it "
+            "took, and SCIP reports its best mapping and bound every 2 s while it solves)",
+        )
     return parser
 
 
@@ -368,12 +378,15 @@ def _run(args: argparse.Namespace) -> int:
     if not args.host and not on_gpu:
         print("note: no usable GPU here (CuPy or a CUDA device missing): running on the host instead")
     if on_gpu:
-        outputs = kernel(**inputs)
+        with step("the kernels on the GPU"):
+            outputs = kernel(**inputs)
     else:
         start = time.perf_counter()
-        outputs = kernel.run_host(**inputs)
+        with step("the kernels on the host (C++ emulation of the CUDA source)"):
+            outputs = kernel.run_host(**inputs)
         seconds = time.perf_counter() - start
-    want = reference(program, **inputs)
+    with step("the NumPy reference"):
+        want = reference(program, **inputs)
     ok = True
     for decl in program.outputs:
         matches, line = _compare(decl.name, decl.dtype, outputs[decl.name], want[decl.name])
@@ -450,15 +463,8 @@ def _bench_kernels(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        commands = {
-            "check": _check,
-            "map": _map,
-            "emit": _emit,
-            "run": _run,
-            "inspect": _inspect,
-            "bench": _bench,
-        }
-        return commands[args.command](args)
+        with contextlib.nullcontext() if args.quiet else reporting():
+            return _command(args)
     except PolymapError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -468,6 +474,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+
+
+def _command(args: argparse.Namespace) -> int:
+    commands = {
+        "check": _check,
+        "map": _map,
+        "emit": _emit,
+        "run": _run,
+        "inspect": _inspect,
+        "bench": _bench,
+    }
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":  # pragma: no cover

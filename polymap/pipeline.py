@@ -30,6 +30,7 @@ from polymap.mapping.result import Mapping, given_report
 from polymap.mapping.solve import cost_kernels, cost_sizes, map_kernels, rebind
 from polymap.mapping.space import kernels, parse_pins
 from polymap.poly.model import PolyModel, analyze
+from polymap.progress import step
 from polymap.prove import mapped_program, prove
 from polymap.targets import GpuTarget, get_target
 from polymap.transform.fold import fold_deep_bands
@@ -74,14 +75,19 @@ def optimize_program(
     """The steps of ``polymap.optimize`` (see its docstring for the options)."""
     analyses = analyses if analyses is not None else Analyses()
     gpu, pinned = get_target(target), parse_pins(pins)
-    analyses(program, context)  # the program as written must be valid
-    program = transform(program, registers=registers, analyses=analyses)
+    with step("analysis"):
+        analyses(program, context)  # the program as written must be valid
+    with step("rewrites (deep bands folded, accumulators to registers)"):
+        program = transform(program, registers=registers, analyses=analyses)
     sizes = cost_sizes(program, context)
     bound = program.bind(**sizes)
-    solved = map_kernels(analyses(bound), gpu, pinned, time_limit, staging)
+    with step("analysis at the cost sizes"):
+        bound_model = analyses(bound)
+    solved = map_kernels(bound_model, gpu, pinned, time_limit, staging)
     symbolic = tuple(rebind(km, kernels(program)) for km, _, _ in solved)
-    model = analyses(program, context)
-    proof = prove(model, symbolic, context=context)
+    with step("proof by isl"):
+        model = analyses(program, context)
+        proof = prove(model, symbolic, context=context)
     mapping = Mapping(
         program,
         gpu,
@@ -123,7 +129,8 @@ def compile_program(
         if pins is not None or context is not None:
             raise ArgumentError("pins and context belong to optimize; a given mapping already fixes them")
         mapped = given(program, mapping, analyses=analyses)
-    return emit_cuda(mapped.mapping, model=mapped.model)
+    with step("code generation"):
+        return emit_cuda(mapped.mapping, model=mapped.model)
 
 
 def given(program: Program, mapping: Mapping, *, analyses: Analyses | None = None) -> Mapped:

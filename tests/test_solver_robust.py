@@ -515,8 +515,10 @@ def test_scip_starts_from_a_plain_mapping_and_finds_one_within_a_short_time_limi
     kernel = polymap.compile(program, time_limit=5)
     report = kernel.mapping.solver[0]
     assert report.outcome in (Outcome.OPTIMAL, Outcome.TIME_LIMIT)
-    # SCIP alone, given 60 s, ended at 223 us; the plain mapping completed is about 57 us
-    assert report.objective is not None and report.objective < 100
+    # SCIP alone, given 60 s, ended at a mapping of 222 us; the plain mapping completed costs
+    # about 57 us by the model (SCIP's value of an incumbent may be higher: its bound
+    # variables need not be tight before optimality)
+    assert report.objective is not None and kernel.mapping.costs[0].time_s * 1e6 < 100
     rng = np.random.default_rng(4368)
     inputs = {
         "X8": rng.integers(-9, 9, size=(6, 4), dtype=np.int32),
@@ -534,3 +536,18 @@ def test_a_gap_without_a_dual_bound_is_said_in_words():
     report = SolveReport("sollimit", 1.0, 56.8, -math.inf, math.inf, 1)
     assert "gap unknown (no dual bound yet)" in solver_line(report)
     assert "e+" not in solver_line(report) and "1000000" not in solver_line(report)
+
+
+def test_an_incumbent_value_above_the_model_cost_of_its_decisions_is_said_so():
+    """Before optimality SCIP's bound variables need not be tight: its value of an incumbent
+    may exceed the model's cost of the same decisions; the report then does not pretend the
+    objective splits into the predicted time and the ranking term."""
+    mapping = optimize(parse("param N = 64\nin A: f32[N]\nout B: f32[N]\npar N i { B[i] = A[i] + 1 }\n"))
+    cost, tight = mapping.costs[0], mapping.solver[0]
+    assert "SCIP's value of its incumbent" not in solver_line(tight, cost)
+    loose = dataclasses.replace(tight, status="timelimit", objective=1.7 * cost.objective_s * 1e6)
+    line = solver_line(loose, cost)
+    assert (
+        f"SCIP's value of its incumbent; the model's cost of these decisions is {cost.objective_s * 1e6:.6g} us"
+        in line
+    )

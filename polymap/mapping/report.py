@@ -21,11 +21,16 @@ def solver_line(report: SolveReport, cost: KernelCost | None = None) -> str:
     if report.outcome is Outcome.GIVEN:
         return "given, not solved: a mapping from the caller, its costs recomputed by the model"
     obj = "-" if report.objective is None else f"{report.objective:.6g} us"
-    if report.objective is not None and cost is not None and cost.ranking_s > 0:
-        obj += (
-            f" (predicted {cost.time_s * 1e6:.6g} us + {cost.ranking_s * 1e6:.4g} us: "
-            f"{RANKING_WEIGHT:.0%} of the DRAM and shared-memory times, which ranks mappings under the same roof)"
+    if report.objective is not None and cost is not None:
+        model_us = cost.objective_s * 1e6
+        split = (
+            f"predicted {cost.time_s * 1e6:.6g} us + {cost.ranking_s * 1e6:.4g} us: "
+            f"{RANKING_WEIGHT:.0%} of the DRAM and shared-memory times, which ranks mappings under the same roof"
         )
+        if math.isclose(report.objective, model_us, rel_tol=1e-4, abs_tol=1e-6):
+            obj += f" ({split})" if cost.ranking_s > 0 else ""
+        else:  # an incumbent whose bound variables are not tight, or SCIP's tolerances
+            obj += f" (SCIP's value of its incumbent; the model's cost of these decisions is {model_us:.6g} us, {split})"
     bound = f"{report.dual_bound:.6g} us"
     if report.gap is None:
         gap = "-"

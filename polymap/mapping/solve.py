@@ -89,6 +89,7 @@ from polymap.mapping.staging import (
 )
 from polymap.poly.isl_text import const_value, evaluate_index
 from polymap.poly.model import PolyModel, analyze
+from polymap.progress import step, watch_solve
 from polymap.targets import GpuTarget
 
 MAX_LOG_SEQ = 4  # 16 points per loop and thread
@@ -176,8 +177,9 @@ def map_kernels(
     _check_pin_keys(pins, all_kernels, model.program if staging else None)
     out = []
     for kernel in all_kernels:
-        problem = KernelProblem.build(kernel, model, target, pins, time_limit, staging)
-        report, decisions = problem.solve_or_explain()
+        with step(f"mapping of {kernel.name} (model built, SCIP solved)"):
+            problem = KernelProblem.build(kernel, model, target, pins, time_limit, staging)
+            report, decisions = problem.solve_or_explain()
         out.append((decisions, problem.cost(decisions), report))
     return tuple(out)
 
@@ -475,6 +477,7 @@ class KernelProblem:
             scip.hideOutput()
             v = _Variables(self, scip, pins)
             v.suggest_start()
+            watch_solve(scip, self.kernel.name)
             report = solve(scip, time_limit_s=self.time_limit)
         except PolymapError as err:
             if isinstance(err, SolverError) and f"kernel {self.kernel.name}" not in err.message:
