@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import time
@@ -91,6 +92,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("file", help="a .te program")
     _mapping_options(run)
     _proofs_option(run)
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="print the mapping and the run (each output against the reference, where and how long it ran) as JSON",
+    )
     run.add_argument(
         "--host",
         action="store_true",
@@ -329,13 +335,18 @@ def _concrete_sizes(program) -> dict[str, int]:
     return {p.name: p.default for p in program.params}
 
 
-def _compare(name: str, dtype, got, want) -> tuple[bool, str]:
-    """Whether ``got`` matches the reference ``want`` and the line that says so."""
+def _compare(name: str, dtype, got, want) -> dict:
+    """How ``got`` compares with the reference ``want``: ``ok``, the largest error and the
+    largest reference value, and ``text``, the line that says so."""
     import numpy as np
 
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
-        return False, f"{name}: shape {got.shape}, reference shape {want.shape}, MISMATCH"
+        return {
+            "output": name,
+            "ok": False,
+            "text": f"{name}: shape {got.shape}, reference shape {want.shape}, MISMATCH",
+        }
     if dtype.is_float:
         g, w = got.astype(np.float64), want.astype(np.float64)
         scale = float(np.nanmax(np.abs(w))) if w.size and not np.isnan(w).all() else 0.0
@@ -349,7 +360,14 @@ def _compare(name: str, dtype, got, want) -> tuple[bool, str]:
         error = int(np.max(np.abs(g - w))) if w.size else 0
         ok = bool(np.array_equal(g, w))
         text = f"max abs error {error} (max |reference| {scale}, exact match required)"
-    return ok, f"{name}: {text}, {'OK' if ok else 'MISMATCH'}"
+    return {
+        "output": name,
+        "ok": ok,
+        "max_abs_error": error if math.isfinite(error) else None,
+        "max_abs_reference": scale if math.isfinite(scale) else None,
+        "exact": not dtype.is_float,
+        "text": f"{name}: {text}, {'OK' if ok else 'MISMATCH'}",
+    }
 
 
 def _gpu_name() -> str:
@@ -369,14 +387,20 @@ def _run(args: argparse.Namespace) -> int:
     from polymap.runtime.arguments import random_inputs
     from polymap.runtime.gpu import gpu_available
 
-    program, _ = _load(args)
+    text_out = None if args.json else sys.stdout  # --json: stdout is the JSON document only
+    notes = sys.stderr if args.json else sys.stdout
+    program, _ = _load(args, note=notes)
     sizes = _concrete_sizes(program)  # before optimizing: a missing size fails fast
     kernel = _compile(args, program)
-    print(kernel.mapping.report(proofs=args.proofs))
+    if text_out:
+        print(kernel.mapping.report(proofs=args.proofs))
     inputs = random_inputs(program, sizes, args.seed)
     on_gpu = not args.host and gpu_available()
     if not args.host and not on_gpu:
-        print("note: no usable GPU here (CuPy or a CUDA device missing): running on the host instead")
+        print(
+            "note: no usable GPU here (CuPy or a CUDA device missing): running on the host instead",
+            file=notes,
+        )
     if on_gpu:
         with step("the kernels on the GPU"):
             outputs = kernel(**inputs)
@@ -387,17 +411,37 @@ def _run(args: argparse.Namespace) -> int:
         seconds = time.perf_counter() - start
     with step("the NumPy reference"):
         want = reference(program, **inputs)
-    ok = True
-    for decl in program.outputs:
-        matches, line = _compare(decl.name, decl.dtype, outputs[decl.name], want[decl.name])
-        ok &= matches
-        print(line)
+    compared = [_compare(d.name, d.dtype, outputs[d.name], want[d.name]) for d in program.outputs]
+    ok = all(c["ok"] for c in compared)
     if on_gpu:
         samples = kernel.time(repeat=args.repeats, **inputs)
-        median = statistics.median(samples) * 1e6
-        print(f"ran on GPU {_gpu_name()}: median {median:.3g} us over {len(samples)} runs (kernel.time)")
+        ran = {
+            "on": "gpu",
+            "device": _gpu_name(),
+            "median_s": statistics.median(samples),
+            "runs": len(samples),
+        }
+        ran_text = f"ran on GPU {ran['device']}: median {ran['median_s'] * 1e6:.3g} us over {len(samples)} runs (kernel.time)"
     else:
-        print(f"ran on the host (C++ emulation of the CUDA source): {seconds:.2f} s")
+        ran = {"on": "host", "seconds": seconds}
+        ran_text = f"ran on the host (C++ emulation of the CUDA source): {seconds:.2f} s"
+    if args.json:
+        import json
+
+        document = {
+            "mapping": kernel.mapping.to_json(),
+            "seed": args.seed,
+            "sizes": sizes,
+            "outputs": [{k: v for k, v in c.items() if k != "text"} for c in compared],
+            "ok": ok,
+            "ran": ran,
+        }
+        print(json.dumps(document, indent=2, allow_nan=False))
+        return 0 if ok else 1
+    for c in compared:
+        print(c["text"])
+    print(ran_text)
+    if not on_gpu:
         print(
             "note: the host run checks correctness only; its time (C++ build included) is not GPU performance"
         )

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 from polymap import optimize, parse
 from polymap.cli import main
@@ -61,3 +65,42 @@ def test_map_json_prints_only_json_on_stdout(tmp_path, capsys):
     data = json.loads(captured.out)  # the whole of stdout
     assert data["program"] == "flat" and data["kernels"][0]["solver"]["outcome"] == "optimal"
     assert "note: bound N = 8 (default)" in captured.err
+
+
+COPY = "param N = 64\nin A: f32[N]\nout B: f32[N]\npar N i { B[i] = A[i] + 1 }\n"
+
+
+def test_run_json_holds_the_mapping_each_output_and_the_run(tmp_path, capsys):
+    program = tmp_path / "copy.te"
+    program.write_text(COPY)
+    assert main(["run", str(program), "--host", "--json", "--seed", "3"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is True and data["seed"] == 3 and data["sizes"] == {"N": 64}
+    assert data["outputs"] == [
+        {
+            "output": "B",
+            "ok": True,
+            "max_abs_error": 0.0,
+            "max_abs_reference": data["outputs"][0]["max_abs_reference"],
+            "exact": False,
+        }
+    ]
+    assert data["outputs"][0]["max_abs_reference"] > 1  # A + 1 for A drawn around 0
+    assert data["ran"]["on"] == "host" and data["ran"]["seconds"] > 0
+    assert data["mapping"]["program"] == "copy"
+
+
+def test_run_json_says_a_mismatch_with_exit_status_1(tmp_path, capsys, monkeypatch):
+    module = sys.modules["polymap.reference"]
+    real = module.reference
+
+    def wrong(program, **arrays):
+        return {name: np.asarray(value) + 0.5 for name, value in real(program, **arrays).items()}
+
+    monkeypatch.setattr(module, "reference", wrong)
+    program = tmp_path / "copy.te"
+    program.write_text(COPY)
+    assert main(["run", str(program), "--host", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is False and data["outputs"][0]["ok"] is False
+    assert data["outputs"][0]["max_abs_error"] == pytest.approx(0.5)
