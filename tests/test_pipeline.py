@@ -83,7 +83,7 @@ ALLOWED = {
     "machine_code": {"targets", "runtime"},
     "kernel": {"ir", "targets", "mapping", "codegen", "pipeline", "runtime", "machine_code"},
 }
-BASE = {"errors", "version"}
+BASE = {"errors", "version", "progress"}  # leaves: they import no other polymap module
 # Known edges against the rules, each with its reason; the test fails on any other, and on
 # an entry here that the code no longer has (so that the list only shrinks).
 EXCEPTIONS = {
@@ -125,6 +125,7 @@ def test_import_graph_points_down_the_pipeline():
     assert not wrong, sorted(wrong)
     assert EXCEPTIONS <= edges, sorted(EXCEPTIONS - edges)
     assert ("polymap.transform.registers", "polymap.poly.model") in edges  # the check sees real edges
+    assert not {(s, t) for s, t in edges if _part(s) in BASE and _part(t) != _part(s)}  # leaves
 
 
 def test_transforms_live_in_transform():
