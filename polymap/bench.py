@@ -9,7 +9,9 @@ this when code generation lands.
 from __future__ import annotations
 
 import datetime
+import math
 import platform
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ from polymap.ir.parse import load
 from polymap.mapping.report import solver_line
 from polymap.mapping.solve import optimize
 from polymap.poly.affinity import analyze_binding_defaults
+from polymap.targets import get_target
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,10 +34,16 @@ class SolverRun:
 
 
 def bench_solver(
-    models: list[Path], *, target: str = "h100", repeats: int = 3, time_limit: float | None = None
+    models: list[Path],
+    *,
+    target: str = "h100",
+    repeats: int = 3,
+    time_limit: float | None = None,
+    echo: bool = True,
 ) -> list[SolverRun]:
     """Optimize every model ``repeats`` times; keep the median wall time and the last report.
-    ``time_limit`` is SCIP's limit per kernel solve (``optimize``'s default when None)."""
+    ``time_limit`` is SCIP's limit per kernel solve (``optimize``'s default when None); with
+    ``echo`` each model's line is printed as it finishes (stderr otherwise)."""
     runs = []
     for path in models:
         program, _, _ = analyze_binding_defaults(load(path))  # flat buffers need their sizes
@@ -53,6 +62,7 @@ def bench_solver(
         print(
             f"{path.stem}: {walls[len(walls) // 2]:.3f} s; "
             + "; ".join(solver_line(r) for r in mapping.solver),
+            file=sys.stdout if echo else sys.stderr,
             flush=True,
         )
     return runs
@@ -71,6 +81,41 @@ def machine() -> str:
     except OSError:
         pass
     return f"{platform.machine()}, {model}, {os.cpu_count()} cores"
+
+
+def solver_json(runs: list[SolverRun], *, target: str, command: str) -> dict:
+    """The runs as JSON-ready data: what ``solver_markdown`` records, a bound or gap SCIP
+    does not have as ``null``."""
+
+    def finite(value):
+        return value if value is not None and math.isfinite(value) else None
+
+    return {
+        "format": 1,
+        "command": command,
+        "target": get_target(target).name,
+        "host": machine(),
+        "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "runs": [
+            {
+                "model": run.model,
+                "sizes": run.sizes,
+                "median_wall_s": run.wall_s,
+                "kernels": [
+                    {
+                        "kernel": name,
+                        "status": status,
+                        "solve_time_s": solve_s,
+                        "objective_us": finite(objective),
+                        "dual_bound_us": finite(bound),
+                        "gap": finite(gap),
+                    }
+                    for name, status, solve_s, objective, bound, gap in run.kernels
+                ],
+            }
+            for run in runs
+        ],
+    }
 
 
 def solver_markdown(runs: list[SolverRun], *, target: str, command: str) -> str:

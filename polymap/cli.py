@@ -128,7 +128,14 @@ def _parser() -> argparse.ArgumentParser:
         help="optimizer runs per model; the median is recorded (default 3)",
     )
     bench.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
-    bench.add_argument("-o", "--output", default=None, help="markdown file for the results")
+    bench.add_argument(
+        "-o", "--output", default=None, help="file for the results (markdown, or JSON with --json)"
+    )
+    bench.add_argument(
+        "--json",
+        action="store_true",
+        help="the optimizer runs as JSON (per model: sizes, median wall time, per kernel SCIP's status, time, objective, bound, gap)",
+    )
     bench.add_argument(
         "--kernels",
         action="store_true",
@@ -454,16 +461,29 @@ def _run(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from polymap.bench import bench_solver, solver_markdown
+    from polymap.bench import bench_solver, solver_json, solver_markdown
+    from polymap.errors import ArgumentError
 
     if args.kernels:
+        if args.json:
+            raise ArgumentError(
+                "bench --json records the optimizer runs; with --kernels the record is markdown"
+            )
         return _bench_kernels(args)
     models = [Path(m) for m in args.models] or sorted(Path("models").glob("*.te"))
     if not models:
         print("error: no models given and no models/*.te here", file=sys.stderr)
         return 1
-    runs = bench_solver(models, target=args.target, repeats=args.repeats, time_limit=args.time_limit)
-    text = solver_markdown(runs, target=args.target, command="polymap " + " ".join(sys.argv[1:]))
+    runs = bench_solver(
+        models, target=args.target, repeats=args.repeats, time_limit=args.time_limit, echo=not args.json
+    )
+    command = "polymap " + " ".join(sys.argv[1:])
+    if args.json:
+        import json
+
+        text = json.dumps(solver_json(runs, target=args.target, command=command), indent=2, allow_nan=False)
+    else:
+        text = solver_markdown(runs, target=args.target, command=command)
     if args.output:
         Path(args.output).write_text(text)
         print(f"wrote {args.output}")

@@ -104,3 +104,21 @@ def test_run_json_says_a_mismatch_with_exit_status_1(tmp_path, capsys, monkeypat
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is False and data["outputs"][0]["ok"] is False
     assert data["outputs"][0]["max_abs_error"] == pytest.approx(0.5)
+
+
+def test_bench_json_records_each_model_and_kernel_as_scip_reported_them(tmp_path, capsys):
+    program = tmp_path / "copy.te"
+    program.write_text(COPY)
+    out = tmp_path / "bench.json"
+    assert main(["bench", str(program), "--repeats", "1", "--json", "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == f"wrote {out}" and "copy: " in captured.err  # the progress of each model
+    data = json.loads(out.read_text())
+    (run,) = data["runs"]
+    assert data["target"] == "NVIDIA H100 SXM5" and data["command"].startswith("polymap ")
+    assert run["model"] == "copy" and run["sizes"] == "N=64" and run["median_wall_s"] > 0
+    (kernel,) = run["kernels"]
+    assert kernel["kernel"] == "kernel0" and kernel["status"] == "optimal" and kernel["gap"] == 0
+    assert kernel["objective_us"] == pytest.approx(kernel["dual_bound_us"], rel=1e-9)
+    assert main(["bench", str(program), "--kernels", "--json"]) == 1
+    assert "with --kernels the record is markdown" in capsys.readouterr().err
