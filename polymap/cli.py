@@ -108,8 +108,8 @@ def _parser() -> argparse.ArgumentParser:
         "--repeat",
         dest="repeats",
         type=_positive,
-        default=10,
-        help="timed GPU runs (default 10)",
+        default=None,
+        help="timed GPU runs (default 10; the host run checks correctness once)",
     )
     inspect = commands.add_parser(
         "inspect",
@@ -408,6 +408,10 @@ def _run(args: argparse.Namespace) -> int:
             "note: no usable GPU here (CuPy or a CUDA device missing): running on the host instead",
             file=notes,
         )
+    if not on_gpu and args.repeats is not None:
+        print(
+            f"note: --repeats {args.repeats} times GPU runs; the host run checks correctness once", file=notes
+        )
     if on_gpu:
         with step("the kernels on the GPU"):
             outputs = kernel(**inputs)
@@ -421,7 +425,7 @@ def _run(args: argparse.Namespace) -> int:
     compared = [_compare(d.name, d.dtype, outputs[d.name], want[d.name]) for d in program.outputs]
     ok = all(c["ok"] for c in compared)
     if on_gpu:
-        samples = kernel.time(repeat=args.repeats, **inputs)
+        samples = kernel.time(repeat=args.repeats or 10, **inputs)
         ran = {
             "on": "gpu",
             "device": _gpu_name(),

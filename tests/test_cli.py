@@ -170,3 +170,12 @@ def test_a_reader_that_leaves_early_is_not_a_traceback(tmp_path):
     )
     assert done.stdout.startswith("mapping of program copy")
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr
+
+
+def test_repeats_on_the_host_says_that_it_times_gpu_runs_only(tmp_path, capsys):
+    program = tmp_path / "copy.te"
+    program.write_text("param N = 64\nin A: f32[N]\nout B: f32[N]\npar N i { B[i] = A[i] + 1 }\n")
+    assert main(["run", str(program), "--host", "--repeats", "3"]) == 0
+    assert "note: --repeats 3 times GPU runs; the host run checks correctness once" in capsys.readouterr().out
+    assert main(["run", str(program), "--host"]) == 0
+    assert "--repeats" not in capsys.readouterr().out

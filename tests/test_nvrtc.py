@@ -63,6 +63,15 @@ def test_arch_selects_the_ptx_target():
     assert ".target sm_90" not in ptx
 
 
+def test_an_architecture_nvrtc_does_not_compile_for_names_those_it_does():
+    # sm_70 (Volta) left NVRTC 13; a target file may still say compute_capability = [7, 0]
+    with pytest.raises(
+        CudaCompileError, match=r"for sm_70: .*this NVRTC compiles for sm_75, .*sm_90"
+    ) as info:
+        compile_ptx(VALID_KERNEL, arch="sm_70")
+    assert "compute_capability must be one of these" in str(info.value)
+
+
 def test_malformed_arch_is_an_argument_error():
     with pytest.raises(ArgumentError, match="sm_90"):
         compile_ptx(VALID_KERNEL, arch="hopper")

@@ -186,6 +186,12 @@ def _compile_failure(
     if result != nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION:
         # Not a fault in the source (e.g. an invalid option): lead with NVRTC's own word.
         message += f": {_error_string(nvrtc, result)}"
+        supported = _supported_archs(nvrtc)
+        if supported and _arch_number(arch).rstrip("a") not in {str(n) for n in supported}:
+            message += (
+                f" (this NVRTC compiles for {', '.join(f'sm_{n}' for n in supported)}: a target's "
+                f"compute_capability must be one of these)"
+            )
     if first_error:
         message += f": {first_error}"
     line_number = _error_line_number(log, name)
@@ -193,6 +199,16 @@ def _compile_failure(
     if source_line is not None:
         message += f"\n    at {name}:{line_number}: {source_line.strip()}"
     return CudaCompileError(message, log=log, line=source_line)
+
+
+def _supported_archs(nvrtc: ModuleType) -> list[int]:
+    """The architectures this NVRTC compiles for (``nvrtcGetSupportedArchs``); none if it
+    cannot say."""
+    try:
+        error, archs = nvrtc.nvrtcGetSupportedArchs()
+    except (AttributeError, RuntimeError):
+        return []
+    return list(archs) if error == nvrtc.nvrtcResult.NVRTC_SUCCESS else []
 
 
 def _first_error_line(log: str) -> str | None:
