@@ -9,7 +9,6 @@ this when code generation lands.
 from __future__ import annotations
 
 import datetime
-import math
 import platform
 import sys
 import time
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from polymap.ir.parse import load
+from polymap.mapping.export import finite_or_none
 from polymap.mapping.report import solver_line
 from polymap.mapping.solve import optimize
 from polymap.poly.affinity import analyze_binding_defaults
@@ -87,9 +87,6 @@ def solver_json(runs: list[SolverRun], *, target: str, command: str) -> dict:
     """The runs as JSON-ready data: what ``solver_markdown`` records, a bound or gap SCIP
     does not have as ``null``."""
 
-    def finite(value):
-        return value if value is not None and math.isfinite(value) else None
-
     return {
         "format": 1,
         "command": command,
@@ -106,9 +103,9 @@ def solver_json(runs: list[SolverRun], *, target: str, command: str) -> dict:
                         "kernel": name,
                         "status": status,
                         "solve_time_s": solve_s,
-                        "objective_us": finite(objective),
-                        "dual_bound_us": finite(bound),
-                        "gap": finite(gap),
+                        "objective_us": finite_or_none(objective),
+                        "dual_bound_us": finite_or_none(bound),
+                        "gap": finite_or_none(gap),
                     }
                     for name, status, solve_s, objective, bound, gap in run.kernels
                 ],

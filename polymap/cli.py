@@ -394,12 +394,11 @@ def _run(args: argparse.Namespace) -> int:
     from polymap.runtime.arguments import random_inputs
     from polymap.runtime.gpu import gpu_available
 
-    text_out = None if args.json else sys.stdout  # --json: stdout is the JSON document only
-    notes = sys.stderr if args.json else sys.stdout
+    notes = sys.stderr if args.json else sys.stdout  # --json: stdout is the JSON document only
     program, _ = _load(args, note=notes)
     sizes = _concrete_sizes(program)  # before optimizing: a missing size fails fast
     kernel = _compile(args, program)
-    if text_out:
+    if not args.json:
         print(kernel.mapping.report(proofs=args.proofs))
     inputs = random_inputs(program, sizes, args.seed)
     on_gpu = not args.host and gpu_available()

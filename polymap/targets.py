@@ -195,16 +195,13 @@ class GpuTarget:
                     raise ArgumentError(
                         f"GpuTarget {self.name!r}: field {f.name!r} must be a positive integer, got {value!r}"
                     )
+                # far beyond any GPU: a typo, and a number SCIP cannot take as a coefficient
+                self._require(value <= _MOST_INT, f.name, f"must be at most {_MOST_INT}")
             elif not _is_real(value) or not math.isfinite(value) or value <= 0:
                 raise ArgumentError(
                     f"GpuTarget {self.name!r}: field {f.name!r} must be a positive finite number, "
                     f"got {value!r}"
                 )
-        # Magnitudes far beyond any GPU: a typo, and numbers SCIP cannot take as coefficients
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.type == "int":
-                self._require(value <= _MOST_INT, f.name, f"must be at most {_MOST_INT}")
         for name, (low, high) in _RATE_RANGES.items():
             value = getattr(self, name)
             self._require(low <= value <= high, name, f"must be between {low:g} and {high:g}")
@@ -319,7 +316,7 @@ class GpuTarget:
         if base is not None:
             # a built-in name only: a file as base could name itself, and would be read
             # relative to the working directory rather than to this file
-            key = base.strip().lower().replace("_", "-").replace(" ", "-") if isinstance(base, str) else None
+            key = _target_key(base) if isinstance(base, str) else None
             if key not in _TARGETS:
                 raise ArgumentError(
                     f"{where}: 'base' must be the name of a built-in target ({', '.join(_TARGETS)}), got {base!r}"
@@ -428,6 +425,11 @@ _TARGETS: dict[str, GpuTarget] = {
 }
 
 
+def _target_key(name: str) -> str:
+    """A target name as :data:`_TARGETS` spells it: any case, ``_`` and spaces read as ``-``."""
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
 def known_targets() -> tuple[str, ...]:
     """The names :func:`get_target` accepts (case-insensitive; ``_`` and spaces read as ``-``)."""
     return tuple(_TARGETS)
@@ -446,9 +448,8 @@ def get_target(target: str | Path | GpuTarget) -> GpuTarget:
             f"a GPU target is a name, a .toml file or a GpuTarget, got {type(target).__name__}; "
             f"known names: {', '.join(_TARGETS)}"
         )
-    key = target.strip().lower().replace("_", "-").replace(" ", "-")
     try:
-        return _TARGETS[key]
+        return _TARGETS[_target_key(target)]
     except KeyError:
         raise ArgumentError(
             f"unknown GPU target {target!r}; known names: {', '.join(_TARGETS)} "

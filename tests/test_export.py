@@ -13,7 +13,7 @@ import pytest
 from polymap import optimize, parse
 from polymap.cli import main
 from polymap.ir.parse import load
-from polymap.mapping.export import _finite
+from polymap.mapping.export import finite_or_none
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 
@@ -51,8 +51,12 @@ def test_a_serial_kernel_and_a_missing_bound_are_plain_json():
     kernel = data["kernels"][1]  # s = 0, then the serial sum
     assert kernel["loops"] == [] and kernel["grid"] == [1, 1, 1] and kernel["block"] == [1, 1, 1]
     assert kernel["solver"]["outcome"] == "no decisions" and kernel["solver"]["dual_bound_us"] is None
-    assert _finite(-math.inf) is None and _finite(math.inf) is None and _finite(None) is None
-    assert _finite(2.5) == 2.5
+    assert (
+        finite_or_none(-math.inf) is None
+        and finite_or_none(math.inf) is None
+        and finite_or_none(None) is None
+    )
+    assert finite_or_none(2.5) == 2.5
 
 
 def test_map_json_prints_only_json_on_stdout(tmp_path, capsys):

@@ -42,17 +42,17 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
 
 def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mapping: Mapping) -> dict[str, Any]:
     kernel = mapped.kernel
-    proof = None
-    if mapping.proof is not None:
-        found = [k for k in mapping.proof.kernels if k.kernel == kernel.name]
-        proof = found[0] if found else None
+    try:
+        proof = mapping.proof.kernel(kernel.name) if mapping.proof is not None else None
+    except KeyError:
+        proof = None
     return {
         "name": kernel.name,
         "host_loops": [{"index": h.index, "extent": str(h.extent)} for h in kernel.host_loops],
-        "grid": list(mapped.grid_dim()) if mapped.loops else [1, 1, 1],
-        "block": list(mapped.block_dim()) if mapped.loops else [1, 1, 1],
-        "threads_per_block": mapped.threads_per_block if mapped.loops else 1,
-        "blocks": mapped.blocks if mapped.loops else 1,
+        "grid": list(mapped.grid_dim()),  # (1, 1, 1) for a serial kernel: no loops
+        "block": list(mapped.block_dim()),
+        "threads_per_block": mapped.threads_per_block,
+        "blocks": mapped.blocks,
         "loops": [
             {
                 "index": loop.index,
@@ -83,9 +83,9 @@ def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mappin
             "outcome": solved.outcome.value,
             "status": solved.status,
             "solve_time_s": solved.solve_time_s,
-            "objective_us": _finite(solved.objective),
-            "dual_bound_us": _finite(solved.dual_bound),
-            "gap": _finite(solved.gap),
+            "objective_us": finite_or_none(solved.objective),
+            "dual_bound_us": finite_or_none(solved.dual_bound),
+            "gap": finite_or_none(solved.gap),
             "solutions": solved.n_solutions,
         },
         "proof": None
@@ -99,5 +99,6 @@ def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mappin
     }
 
 
-def _finite(value: float | None) -> float | None:
+def finite_or_none(value: float | None) -> float | None:
+    """``value``, or None where JSON has no number for it (None, an infinity, NaN)."""
     return value if value is not None and math.isfinite(value) else None

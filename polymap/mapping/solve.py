@@ -718,7 +718,7 @@ class _Variables:
                 scip.addCons(lt >= min(self.log_warp, caps[j]) * self.ax[j, Axis.X])
             for a, most in zip(Axis, t.grid_dim_limits):
                 # ceil(N_j / (T_j S_j)) blocks on axis a: T_j S_j >= N_j / most
-                need = max(0, math.ceil(math.log2(p.extents[j] / most))) if p.extents[j] > most else 0
+                need = _grid_need(p.extents[j], most)
                 if need:
                     scip.addCons(lt + ls >= need * self.bx[j, a])
             self._pin(scip, j, pinned[loop.index], lt, ls)
@@ -1096,12 +1096,7 @@ class _Variables:
             room = limits[place]
             lt[j] = min(room, left) if self.tiny else min(self.caps[j], room, left)
             left -= lt[j]
-            grid_most = t.grid_dim_limits[place]
-            need = (
-                max(0, math.ceil(math.log2(self.p.extents[j] / grid_most)))
-                if self.p.extents[j] > grid_most
-                else 0
-            )
+            need = _grid_need(self.p.extents[j], t.grid_dim_limits[place])
             ls[j] = 0 if self.tiny else max(0, need - lt[j])
         if left or any(m > MAX_LOG_SEQ for m in ls.values()) or sum(ls.values()) > MAX_LOG_SEQ_TOTAL:
             return False
@@ -1160,6 +1155,12 @@ class _Variables:
             tile = 1 if loop is None else 2 ** next(m for m, v in self.kappa.items() if scip.getVal(v) > 0.5)
             staging = Staging(loop, tile, tuple(c.buffer for c in staged))
         return KernelMapping(self.p.kernel, tuple(loops), staging)
+
+
+def _grid_need(extent: int, most_blocks: int) -> int:
+    """log2 of the points per block (T S) a loop of ``extent`` iterations needs so that its
+    blocks fit a grid axis of at most ``most_blocks``: ceil(N / (T S)) <= most."""
+    return max(0, math.ceil(math.log2(extent / most_blocks))) if extent > most_blocks else 0
 
 
 def _merge(pins: tuple[tuple[str, LoopPin], ...]) -> LoopPin:
