@@ -246,6 +246,21 @@ def affine_parts(
     expr = sympy.expand(expr)
     if not variables:
         return (), expr
+    # term by term: each term of an affine form is a coefficient times at most one variable
+    # (a tenth of the time of a sympy.Poly, which is only built to explain a refusal)
+    slot = {v: k for k, v in enumerate(variables)}
+    coefficients: list[list[sympy.Expr]] = [[] for _ in variables]
+    constant: list[sympy.Expr] = []
+    for term in sympy.Add.make_args(expr):
+        coefficient, factor = term.as_independent(*variables, as_Add=False)
+        if factor == 1:
+            constant.append(term)
+        elif factor in slot:
+            coefficients[slot[factor]].append(coefficient)
+        else:
+            break
+    else:
+        return tuple(sympy.Add(*c) for c in coefficients), sympy.Add(*constant)
     try:
         poly = sympy.Poly(expr, *variables)
     except sympy.PolynomialError as err:
@@ -630,8 +645,9 @@ def exact_certificate(
     """An exact certificate near SCIP's floating-point one, or ``None``.
 
     With the decisions ``theta`` fixed (integers, exact), the equations are linear in the
-    multipliers. Rounding each multiplier on its own can break an equation whose
-    coefficients are large (a domain bound of 2^26 times a multiplier of 1e-8), so the
+    multipliers. SCIP's multipliers rationalized one by one are tried first; but rounding
+    each on its own can break an equation whose coefficients are large (a domain bound of
+    2^26 times a multiplier of 1e-8), so when they fail the exact check the
     multipliers SCIP left at zero stay zero and the others are solved for exactly with
     sympy; remaining freedom is fixed at SCIP's (rationalized) values. A multiplier that
     matters may be tiny (1/N for a domain bound N of 10^9, below any fixed threshold), so the
@@ -639,6 +655,14 @@ def exact_certificate(
     them. The result is checked by :meth:`FarkasSystem.certificate_holds` before it is
     returned."""
     theta = {s: sympy.Rational(rationalize(float(v))) for s, v in decisions.items()}
+    # usually a certificate already, and checking it is one substitution per equation, where
+    # the exact solve below expands every equation first
+    rounded = {
+        lam: sympy.Rational(rationalize(max(0.0, float(multipliers.get(lam, 0.0)))))
+        for lam in system.multipliers
+    }
+    if system.certificate_holds({**theta, **rounded}):
+        return rounded
     equations = [sympy.expand(eq.subs(theta)) for eq in system.equations]
     for support in _supports(system, multipliers):
         values = _solve_on_support(system, theta, equations, support, multipliers)

@@ -94,6 +94,13 @@ from polymap.targets import GpuTarget
 
 MAX_LOG_SEQ = 4  # 16 points per loop and thread
 MAX_LOG_SEQ_TOTAL = 6  # 64 points per thread (accumulators must fit in registers)
+
+# SCIP settings for the mapping models. At its default of unlimited separation rounds SCIP
+# spent most of the root node separating cuts: 65 rounds of the aggregation separator took
+# 0.45 of 0.67 s on one attention kernel. Five rounds map every model of models/ to the same
+# proven optimum with a third of the total solving time (18.1 s to 6.2 s, 2-core machine,
+# docs/benchmarks/2026-11-23-scip-separation-rounds.md).
+MAPPING_SCIP_PARAMS = {"separating/maxroundsroot": 5}
 MAX_LOG_TILE = 6  # a tiled seq loop runs at most 64 iterations per tile
 PADDING = 33 / 32  # a staged tile's rows may be padded by one element in 32 (bank conflicts)
 TIE_BREAK = 1e-6  # microseconds: never outweighs a real cost difference
@@ -475,6 +482,8 @@ class KernelProblem:
         try:
             scip = Model(f"polymap.{self.kernel.name}")
             scip.hideOutput()
+            for param, value in MAPPING_SCIP_PARAMS.items():
+                scip.setParam(param, value)
             v = _Variables(self, scip, pins)
             v.suggest_start()
             watch_solve(scip, self.kernel.name)
