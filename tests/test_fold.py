@@ -49,7 +49,9 @@ def test_folding_keeps_the_reference_result():
 
 def test_folded_kernel_runs_on_the_host_equal_to_the_reference():
     program = parse(DEEPER, name="deeper").bind_defaults()
-    kernel = compile(program)
+    # what is checked here is the folded kernel's result, not the mapping's quality: SCIP
+    # stops at a short limit (on this band it does not close its gap within the default 30 s)
+    kernel = compile(program, time_limit=5)
     assert len(kernel.mapping.kernels[0].loops) == 3
     arrays = random_inputs(program, program.sizes, seed=4)
     got = kernel.run_host(**arrays)

@@ -395,9 +395,19 @@ def small_programs(draw):
     return "\n".join(decls + [body]), shape
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_programs())
 def test_scip_optimum_equals_enumeration(case):
+    text, _ = case
+    program = parse(text).bind_defaults()
+    _assert_scip_equals_enumeration(program)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_programs())
+def test_scip_optimum_equals_enumeration_on_many_programs(case):
+    """The case above on ten times as many programs (``pytest -m slow``)."""
     text, _ = case
     program = parse(text).bind_defaults()
     _assert_scip_equals_enumeration(program)
