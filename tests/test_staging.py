@@ -253,3 +253,36 @@ def test_the_command_line_pins_tiles_and_staging(tmp_path, capsys):
         == 0
     )
     assert "staged in shared memory" not in capsys.readouterr().out
+
+
+def test_the_host_emulation_shows_a_missing_barrier_as_a_wrong_result():
+    """The host runs a block's threads one after another between barriers (fibers), so the
+    same source without its barriers reads tiles before the later threads copied them: the
+    emulation is faithful to __syncthreads(), not only to the arithmetic."""
+    from dataclasses import replace
+
+    from polymap.runtime.host import run_host
+
+    kernel = compile(parse(MATMUL, name="mm").bind(M=64, N=64, K=32), pins={"k": {"tile": 16}})
+    assert kernel.mapping.kernels[0].staging is not None
+    arrays = random_inputs(kernel.program, kernel.program.sizes, seed=5)
+    want = reference(kernel.program, **arrays)["C"]
+    np.testing.assert_allclose(run_host(kernel.cuda, arrays)["C"], want, rtol=1e-5, atol=1e-5)
+    unsynced = replace(kernel.cuda, source=kernel.cuda.source.replace("__syncthreads();", ";"))
+    assert unsynced.source != kernel.cuda.source
+    got = run_host(unsynced, arrays)["C"]
+    assert not np.allclose(got, want, rtol=1e-5, atol=1e-5, equal_nan=False)
+
+
+def test_blocks_with_barriers_run_on_several_cores_with_their_own_shared_tiles():
+    """Many staged blocks at once (the emulation spreads blocks over the cores): each block's
+    __shared__ tiles are its own, or blocks would read each other's copies."""
+    kernel = compile(
+        parse(MATMUL, name="mm").bind(M=256, N=256, K=48),
+        pins={"i": {"threads": 8, "seq": 1}, "j": {"threads": 32, "seq": 1}, "k": {"tile": 16}},
+    )
+    mapped = kernel.mapping.kernels[0]
+    assert mapped.staging is not None and "__syncthreads();" in kernel.source
+    assert [lm.blocks for lm in mapped.loops] == [32, 8]  # 256 blocks of 256 threads
+    for seed in range(3):
+        _check_on_host(kernel, seed=seed)

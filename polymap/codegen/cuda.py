@@ -101,7 +101,7 @@ class KernelLaunch:
     block: tuple[int, int, int]
     grid: tuple[isl.PwAff | int, ...]  # blocks per axis, functions of sizes and host indices
     host_params: tuple[str, ...]  # isl names of the host indices in ``grid``
-    sync: bool  # meets at __syncthreads (the host emulation needs real threads)
+    sync: bool  # meets at __syncthreads (the host emulation runs its threads as fibers)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -1,13 +1,14 @@
 """Running emitted CUDA C on the host: the same source text compiled by the host C++
-compiler after ``cuda_templates/polymap_host.h`` (blocks one after another, the threads of
-a block as real threads at real barriers, see the header), loaded with ctypes, and called
+compiler after ``cuda_templates/polymap_host.h`` (blocks spread over the host's cores, the
+threads of a block that meets at barriers as fibers that stop at each barrier, see the
+header), loaded with ctypes, and called
 through its ``extern "C"`` launcher, exactly as a C++ project would call it on a GPU.
 
 Built libraries are cached by a hash of the source, the header and the command line
 (``$POLYMAP_CACHE_DIR``, else ``~/.cache/polymap``; see ``cache.py``: every entry is checked
 against the hash of its bytes before it is loaded and rebuilt when damaged), so a test
 suite compiles each kernel once. The compiler is ``$CXX``, else ``c++``; it must support
-C++20 (``<barrier>``).
+C++20 and ``<ucontext.h>`` (POSIX).
 """
 
 from __future__ import annotations
