@@ -87,6 +87,7 @@ def test_run_json_holds_the_mapping_each_output_and_the_run(tmp_path, capsys):
             "max_abs_error": 0.0,
             "max_abs_reference": data["outputs"][0]["max_abs_reference"],
             "exact": False,
+            "checked": True,
         }
     ]
     assert data["outputs"][0]["max_abs_reference"] > 1  # A + 1 for A drawn around 0
@@ -108,6 +109,24 @@ def test_run_json_says_a_mismatch_with_exit_status_1(tmp_path, capsys, monkeypat
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is False and data["outputs"][0]["ok"] is False
     assert data["outputs"][0]["max_abs_error"] == pytest.approx(0.5)
+
+
+def test_run_without_the_reference_checks_nothing_and_says_so(tmp_path, capsys, monkeypatch):
+    module = sys.modules["polymap.reference"]
+
+    def never(program, **arrays):
+        raise AssertionError("run --no-reference computed the reference")
+
+    monkeypatch.setattr(module, "reference", never)
+    program = tmp_path / "copy.te"
+    program.write_text(COPY)
+    assert main(["run", str(program), "--host", "--no-reference", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is None
+    assert data["outputs"] == [{"output": "B", "ok": None, "checked": False}]
+    assert main(["run", str(program), "--host", "--no-reference", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "B: not checked (--no-reference)" in out and "OK" not in out and "MISMATCH" not in out
 
 
 def test_bench_json_records_each_model_and_kernel_as_scip_reported_them(tmp_path, capsys):
