@@ -7,7 +7,11 @@ executed instances of every statement.
 Vectorization. Every par loop adds a leading axis of *lanes*: its index is
 ``np.arange(extent)`` shaped ``(extent, 1, ..., 1)``, so it broadcasts against the indices of
 the enclosing par loops (numpy aligns shapes from the right, so prepending an axis never
-reshapes what exists). A seq loop is a Python loop; its index is an int. Extents that vary
+reshapes what exists). A seq loop is a Python loop; its index is an int. A seq loop that
+only accumulates into one element per lane (``C[i, j] += A[i, k] * B[k, j]``) keeps that
+element in a local array, updated in loop order with the store's promotion and cast at
+every step, and stores it once (``_Executor.accumulate``): the same values, without a
+gather and a scatter of every lane per iteration. Extents that vary
 per lane (triangular domains) run to their largest active value under a boolean *mask* of
 the active lanes. Each statement then runs once over all lanes. That is equivalent to the
 per-iteration order because the iterations of a par loop are independent (proved by
@@ -66,6 +70,7 @@ from polymap.ir.nodes import (
     Stmt,
     ValueExpr,
     ValueOp,
+    index_vars,
     reads_of,
 )
 from polymap.ir.validate import check_program_argument
@@ -381,10 +386,39 @@ class _Executor:
             mask = _and(lanes.mask, index < extent) if varying else lanes.mask
             inner = _Lanes((count,) + lanes.shape, mask, (index,) + lanes.index)
             self.block(loop.body, {**env, loop.index: index}, inner, buffers)
+        elif not varying and _accumulation(loop) is not None:
+            self.accumulate(loop, _accumulation(loop), count, env, lanes, buffers)
         else:
             for k in range(count):
                 inner = replace(lanes, mask=_and(lanes.mask, k < extent)) if varying else lanes
                 self.block(loop.body, {**env, loop.index: k}, inner, buffers)
+
+    def accumulate(
+        self, loop: Loop, stmt: Assign, count: int, env: dict, lanes: _Lanes, buffers: dict
+    ) -> None:
+        """A seq loop whose body is one update of an element that does not depend on the
+        loop (``C[i, j] += A[i, k] * B[k, j]``): the elements are read once, updated in a
+        local array step by step in loop order, with the store's own promotion and cast at
+        every step, and written back once. The same values as a store per iteration (the
+        gather and scatter of every lane per iteration were most of the reference's time)."""
+        active = lanes.active()
+        if active == 0:
+            return
+        self.instances[stmt.name] += active * count
+        target, idx = self.element_index(stmt, env, lanes, buffers)
+        acc = target[idx]
+        mask = None if lanes.mask is None else np.broadcast_to(lanes.mask, lanes.shape)
+        for k in range(count):
+            value = np.broadcast_to(
+                _Eval(self, stmt, {**env, loop.index: k}, lanes, buffers).value(stmt.value), lanes.shape
+            )
+            if mask is not None:
+                value = value[mask]
+            common = _promote(acc.dtype, value.dtype)
+            acc = to_dtype(
+                np.asarray(_ASSIGN_OPS[stmt.op](acc.astype(common), value.astype(common))), target.dtype
+            )
+        target[idx] = acc
 
     def statement(self, stmt: Assign | Anchor, env: dict, lanes: _Lanes, buffers: dict) -> None:
         active = lanes.active()
@@ -395,19 +429,26 @@ class _Executor:
         if isinstance(stmt, Assign):
             self.store(stmt, value, env, lanes, buffers)
 
-    def store(self, stmt: Assign, value, env: dict, lanes: _Lanes, buffers: dict) -> None:
-        storage = buffers[stmt.buffer]
-        target = storage.array
-        idx = storage.lanes + tuple(_index(e, env) for e in stmt.indices)
+    def element_index(self, stmt: Assign, env: dict, lanes: _Lanes, buffers: dict):
+        """The array ``stmt`` writes and the index of each active lane's element in it (a
+        tuple of index arrays, one entry per active lane, in lane order)."""
+        target = buffers[stmt.buffer].array
+        idx = buffers[stmt.buffer].lanes + tuple(_index(e, env) for e in stmt.indices)
         if not idx:  # a 0-d buffer: its one element, through a 1-element view
             target, idx = target.reshape(1), (0,)
-        # One element per lane: broadcast indices and value to the lane shape, then keep
-        # the active lanes only (masked-off lanes may compute out-of-bounds indices).
+        # One element per lane: broadcast indices to the lane shape, then keep the active
+        # lanes only (masked-off lanes may compute out-of-bounds indices).
         idx = tuple(np.broadcast_to(x, lanes.shape) for x in idx)
-        value = np.broadcast_to(value, lanes.shape)
         if lanes.mask is not None:
             mask = np.broadcast_to(lanes.mask, lanes.shape)
-            idx, value = tuple(x[mask] for x in idx), value[mask]
+            idx = tuple(x[mask] for x in idx)
+        return target, idx
+
+    def store(self, stmt: Assign, value, env: dict, lanes: _Lanes, buffers: dict) -> None:
+        target, idx = self.element_index(stmt, env, lanes, buffers)
+        value = np.broadcast_to(value, lanes.shape)
+        if lanes.mask is not None:
+            value = value[np.broadcast_to(lanes.mask, lanes.shape)]
         # Race freedom: distinct active lanes write distinct elements, so this gather /
         # scatter equals a per-lane read-modify-write (no duplicate indices to collide).
         if stmt.op.is_update:
@@ -479,6 +520,20 @@ class _Eval:
         q = np.floor_divide(a, b)
         # Floor and truncation differ by one when the division is inexact and the signs differ.
         return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(_I32)
+
+
+def _accumulation(loop: Loop) -> Assign | None:
+    """The statement of a seq loop that only updates one element per lane, the same in every
+    iteration: one ``+= -= *= max= min=`` whose target indices do not mention the loop and
+    whose value does not read the buffer it writes. None for any other loop."""
+    if len(loop.body) != 1 or not isinstance(loop.body[0], Assign):
+        return None
+    stmt = loop.body[0]
+    if not stmt.op.is_update or any(loop.index in index_vars(e) for e in stmt.indices):
+        return None
+    if any(r.buffer == stmt.buffer for r in reads_of(stmt.value)):
+        return None
+    return stmt
 
 
 def to_dtype(value: np.ndarray, dtype: np.dtype) -> np.ndarray:

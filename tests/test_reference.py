@@ -19,6 +19,8 @@ from polymap.errors import ArgumentError
 from polymap.ir.parse import parse
 from polymap.poly.model import analyze
 from polymap.reference import execute, reference
+from polymap.ir.walk import loops
+from polymap.runtime.arguments import random_inputs
 
 RNG = np.random.default_rng(20240601)
 
@@ -795,3 +797,65 @@ def test_a_python_number_is_taken_by_the_host_run_too() -> None:
     x = np.array([1.0, 2.0, 3.0, 0.1], np.float32)
     got = polymap.compile(program).run_host(alpha=2.5, n=3, x=x)["y"]
     assert np.array_equal(got, reference(program, alpha=2.5, n=3, x=x)["y"])
+
+
+# ------------------------------------------------------------------ accumulation loops
+
+ACCUMULATIONS = {
+    "f32 sum": """
+        param M = 7, N = 5, K = 300
+        in A: f32[M, K]
+        in B: f32[K, N]
+        out C: f32[M, N]
+        par M i { par N j { seq K k { C[i, j] += A[i, k] * B[k, j] } } }
+    """,
+    # the store truncates to i32 after every step: not the truncation of the f32 sum
+    "i32 target, f32 value": """
+        param M = 6, K = 40
+        in A: f32[M, K]
+        out N: i32[M]
+        par M i { seq K k { N[i] += A[i, k] * 3.7 } }
+    """,
+    # a triangular par loop around: the lanes past the diagonal are masked off
+    "max under a mask": """
+        param M = 9, K = 13
+        in A: f32[M, K]
+        out T: f32[M, M]
+        par M i { par i + 1 j { seq K k { T[i, j] max= A[j, k] - A[i, k] } } }
+    """,
+    "product and difference": """
+        param M = 8, K = 11
+        in A: f32[M, K]
+        out P: f32[M]
+        out D: i32[M]
+        par M i { P[i] = 1; seq K k { P[i] *= A[i, k] }; seq K k { D[i] -= k * i } }
+    """,
+    # a block-local accumulator (one copy per lane of the par loops around it)
+    "block-local": """
+        param M = 5, K = 17
+        in A: f32[M, K]
+        out S: f32[M]
+        par M i { new acc: f32[1]; acc[0] = 0; seq K k { acc[0] += A[i, k] }; S[i] = acc[0] }
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACCUMULATIONS))
+def test_accumulation_loops_equal_a_store_per_iteration(name, monkeypatch):
+    """The reference updates a seq loop's one accumulated element in a local array and stores
+    it once; that must give bit for bit what a store per iteration gives, and count the
+    same instances."""
+    import sys
+
+    module = sys.modules["polymap.reference"]  # polymap.reference is also the function's name
+    program = parse(ACCUMULATIONS[name]).bind_defaults()
+    assert any(
+        module._accumulation(loop) is not None for loop, _ in loops(program) if not loop.is_par
+    ), "the case must take the accumulation path"
+    arrays = random_inputs(program, program.sizes, seed=7)
+    fast = module.execute(program, dict(arrays))
+    monkeypatch.setattr(module, "_accumulation", lambda loop: None)
+    slow = module.execute(program, dict(arrays))
+    assert fast.instances == slow.instances
+    for out in fast.outputs:
+        np.testing.assert_array_equal(fast.outputs[out], slow.outputs[out], err_msg=f"{name}: {out}")
