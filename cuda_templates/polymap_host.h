@@ -5,7 +5,7 @@
 // OS thread per core takes the next block until none is left, and runs all of that block's
 // threads. A kernel without barriers has no way to observe how its threads interleave, so
 // they run one after another. In a kernel that meets at barriers (launched with sync = true)
-// each CUDA thread is a fiber (ucontext) with its own stack: the OS thread resumes the
+// each CUDA thread is a fiber with its own stack (see switch_stack below): the OS thread resumes the
 // block's fibers in turn, and __syncthreads() hands control back to it, so every thread runs
 // up to its next barrier before any goes past it (the proof shows that no barrier is under a
 // condition on the thread, so all threads meet the same barriers). No OS thread per CUDA
@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <thread>
@@ -48,27 +49,98 @@ inline void enter(dim3 grid, dim3 block, long b, long t) {
   thread_index = {unsigned(t % block.x), unsigned(t / block.x % block.y), unsigned(t / block.x / block.y)};
 }
 
+// Switching between fibers. On x86-64 a fiber's registers are saved on its own stack by
+// switch_stack (the callee-saved registers, MXCSR and the x87 control word: what a function
+// call must preserve), about as cheap as a function call. glibc's swapcontext also saves and
+// restores the signal mask, a system call each way (about 1 us a round trip here, most of a
+// staged kernel's emulation time); it remains the portable fallback elsewhere.
+#if defined(__x86_64__) && !defined(POLYMAP_HOST_UCONTEXT)
+struct Context {
+  void* sp = nullptr;
+};
+// switch_stack(&from, to): save the caller's registers on its stack, store that stack in
+// *from, continue on the stack `to` (which a previous switch_stack or make_context left).
+__attribute__((naked, noinline)) static void switch_stack(void** /*from*/, void* /*to*/) {
+  asm volatile(
+      "pushq %rbp\n\t"
+      "pushq %rbx\n\t"
+      "pushq %r12\n\t"
+      "pushq %r13\n\t"
+      "pushq %r14\n\t"
+      "pushq %r15\n\t"
+      "subq $8, %rsp\n\t"
+      "stmxcsr (%rsp)\n\t"
+      "fnstcw 4(%rsp)\n\t"
+      "movq %rsp, (%rdi)\n\t"
+      "movq %rsi, %rsp\n\t"
+      "ldmxcsr (%rsp)\n\t"
+      "fldcw 4(%rsp)\n\t"
+      "addq $8, %rsp\n\t"
+      "popq %r15\n\t"
+      "popq %r14\n\t"
+      "popq %r13\n\t"
+      "popq %r12\n\t"
+      "popq %rbx\n\t"
+      "popq %rbp\n\t"
+      "ret\n\t");
+}
+inline void swap(Context& from, Context& to) { switch_stack(&from.sp, to.sp); }
+// A fresh fiber's stack as switch_stack leaves it: the control words and six registers,
+// then `entry` as the return address, entered with the stack aligned as after a call.
+inline void make_context(Context& c, char* stack, std::size_t size, void (*entry)()) {
+  auto top = (reinterpret_cast<std::uintptr_t>(stack + size) & ~std::uintptr_t(15)) - 8;
+  auto* slot = reinterpret_cast<std::uint64_t*>(top);
+  slot[0] = 0;  // entry's return address: it never returns
+  slot[-1] = reinterpret_cast<std::uint64_t>(entry);
+  for (int r = 2; r <= 7; ++r) slot[-r] = 0;  // rbp, rbx, r12 .. r15
+  std::uint32_t mxcsr;
+  std::uint16_t fpucw;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpucw));
+  std::uint64_t control = mxcsr | (std::uint64_t(fpucw) << 32);
+  slot[-8] = control;
+  c.sp = &slot[-8];
+}
+#else
+struct Context {
+  ucontext_t uc;
+};
+inline void swap(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+inline void make_context(Context& c, char* stack, std::size_t size, void (*entry)()) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack;
+  c.uc.uc_stack.ss_size = size;
+  c.uc.uc_link = nullptr;  // entry never returns
+  makecontext(&c.uc, entry, 0);
+}
+#endif
+
 // The fibers of one OS thread: a context and a stack per CUDA thread of the block, kept from
-// block to block (and launch to launch) of the same size.
+// block to block (and launch to launch).
 constexpr std::size_t FIBER_STACK = 256 * 1024;  // untouched pages cost no memory
 struct Fibers {
-  ucontext_t scheduler;
-  std::vector<ucontext_t> contexts;
+  Context scheduler;
+  std::vector<Context> contexts;
   std::vector<std::unique_ptr<char[]>> stacks;
   void (*body)(void*) = nullptr;  // runs the kernel
   void* kernel = nullptr;
+  long running = 0;           // the fiber in progress
+  bool at_barrier = false;    // whether it stopped at a barrier (else it ended)
 };
 inline thread_local Fibers* fibers = nullptr;
-inline thread_local ucontext_t* running = nullptr;  // the fiber in progress
-inline thread_local bool* barrier_flag = nullptr;    // set when the fiber stops at a barrier
 
 inline void fiber_main() {
-  fibers->body(fibers->kernel);  // returns to the scheduler through uc_link
+  Fibers* f = fibers;
+  f->body(f->kernel);
+  f->at_barrier = false;
+  swap(f->contexts[f->running], f->scheduler);  // ended: never resumed
+  std::abort();
 }
 
 inline void barrier() {
-  *barrier_flag = true;
-  swapcontext(running, &fibers->scheduler);
+  Fibers* f = fibers;
+  f->at_barrier = true;
+  swap(f->contexts[f->running], f->scheduler);
 }
 
 // One block of a kernel with barriers: each thread from its start (or last barrier) to its
@@ -83,25 +155,15 @@ void run_block_as_fibers(dim3 grid, dim3 block, long b, long threads, Kernel& ke
     pool.contexts.resize(threads);
     while (long(pool.stacks.size()) < threads) pool.stacks.emplace_back(new char[FIBER_STACK]);
   }
+  for (long t = 0; t < threads; ++t) make_context(pool.contexts[t], pool.stacks[t].get(), FIBER_STACK, fiber_main);
   std::vector<char> ended(threads, 0);
-  for (long t = 0; t < threads; ++t) {
-    ucontext_t& c = pool.contexts[t];
-    getcontext(&c);
-    c.uc_stack.ss_sp = pool.stacks[t].get();
-    c.uc_stack.ss_size = FIBER_STACK;
-    c.uc_link = &pool.scheduler;
-    makecontext(&c, fiber_main, 0);
-  }
   for (long left = threads; left > 0;) {
     for (long t = 0; t < threads; ++t) {
       if (ended[t]) continue;
       enter(grid, block, b, t);
-      running = &pool.contexts[t];
-      // back here at the thread's next barrier, or at its end (through uc_link)
-      bool at_barrier = false;
-      barrier_flag = &at_barrier;
-      swapcontext(&pool.scheduler, running);
-      if (!at_barrier) {
+      pool.running = t;
+      swap(pool.scheduler, pool.contexts[t]);  // back at the thread's next barrier or its end
+      if (!pool.at_barrier) {
         ended[t] = 1;
         --left;
       }

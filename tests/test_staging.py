@@ -286,3 +286,17 @@ def test_blocks_with_barriers_run_on_several_cores_with_their_own_shared_tiles()
     assert [lm.blocks for lm in mapped.loops] == [32, 8]  # 256 blocks of 256 threads
     for seed in range(3):
         _check_on_host(kernel, seed=seed)
+
+
+def test_the_portable_fiber_switch_runs_staged_blocks_too(monkeypatch):
+    """Off x86-64 the fibers switch with ucontext's swapcontext (POLYMAP_HOST_UCONTEXT forces
+    that path here): the same staged kernel, the same result."""
+    import polymap.runtime.host as host
+
+    monkeypatch.setattr(host, "FLAGS", (*host.FLAGS, "-DPOLYMAP_HOST_UCONTEXT"))
+    kernel = compile(
+        parse(MATMUL, name="mm").bind(M=40, N=72, K=33),
+        pins={"i": {"threads": 8, "seq": 1}, "j": {"threads": 32, "seq": 1}, "k": {"tile": 16}},
+    )
+    assert kernel.mapping.kernels[0].staging is not None and "__syncthreads();" in kernel.source
+    _check_on_host(kernel)
