@@ -407,15 +407,22 @@ def _run(args: argparse.Namespace) -> int:
     from polymap.reference import reference  # looked up per call: tests replace it
     from polymap.runtime.arguments import random_inputs
     from polymap.runtime.gpu import gpu_available
+    from polymap.runtime.host_sizes import host_run_sizes
 
     notes = sys.stderr if args.json else sys.stdout  # --json: stdout is the JSON document only
-    program, _ = _load(args, note=notes)
+    program, model = _load(args, note=notes)
     sizes = _concrete_sizes(program)  # before optimizing: a missing size fails fast
     kernel = _compile(args, program)
     if not args.json:
         print(kernel.mapping.report(proofs=args.proofs))
-    inputs = random_inputs(program, sizes, args.seed)
     on_gpu = not args.host and gpu_available()
+    asked = dict(sizes)
+    if not on_gpu:
+        fit = host_run_sizes(model, sizes, given={name for name, _ in args.size})
+        if fit.reduced:
+            print(fit.note(), file=notes)
+        sizes = fit.sizes
+    inputs = random_inputs(program, sizes, args.seed)
     if not args.host and not on_gpu:
         print(
             "note: no usable GPU here (CuPy or a CUDA device missing): running on the host instead",
@@ -459,6 +466,7 @@ def _run(args: argparse.Namespace) -> int:
             "mapping": kernel.mapping.to_json(),
             "seed": args.seed,
             "sizes": sizes,
+            "sizes_asked": asked,
             "outputs": [{k: v for k, v in c.items() if k != "text"} for c in compared],
             "ok": ok if args.reference else None,
             "ran": ran,

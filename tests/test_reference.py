@@ -17,9 +17,9 @@ from oracle import run_oracle
 
 from polymap.errors import ArgumentError
 from polymap.ir.parse import parse
+from polymap.ir.walk import loops
 from polymap.poly.model import analyze
 from polymap.reference import execute, reference
-from polymap.ir.walk import loops
 from polymap.runtime.arguments import random_inputs
 
 RNG = np.random.default_rng(20240601)
@@ -849,9 +849,9 @@ def test_accumulation_loops_equal_a_store_per_iteration(name, monkeypatch):
 
     module = sys.modules["polymap.reference"]  # polymap.reference is also the function's name
     program = parse(ACCUMULATIONS[name]).bind_defaults()
-    assert any(
-        module._accumulation(loop) is not None for loop, _ in loops(program) if not loop.is_par
-    ), "the case must take the accumulation path"
+    assert any(module._accumulation(loop) is not None for loop, _ in loops(program) if not loop.is_par), (
+        "the case must take the accumulation path"
+    )
     arrays = random_inputs(program, program.sizes, seed=7)
     fast = module.execute(program, dict(arrays))
     monkeypatch.setattr(module, "_accumulation", lambda loop: None)

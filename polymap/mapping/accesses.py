@@ -30,17 +30,13 @@ from polymap.errors import InternalError
 from polymap.ir.nodes import (
     Anchor,
     Assign,
-    Binary,
     BufferDecl,
-    Call,
     IBin,
     IConst,
     IndexExpr,
     IndexOp,
     INeg,
     IVar,
-    Neg,
-    ValueExpr,
     substitute_index,
 )
 from polymap.ir.walk import walk_block
@@ -128,22 +124,6 @@ def kernel_accesses(kernel: Kernel, model: PolyModel, *, launches: int = 1) -> t
             decl = model.program.buffer(access.buffer)
             found.append(_global_access(kernel, stmt, access, decl, instances, model, tag=f"{stmt.name}_{k}"))
     return tuple(found)
-
-
-def statement_flops(stmt: Assign | Anchor) -> int:
-    """Arithmetic operations of one instance (each + - * / call, and the update of op=)."""
-    own = 1 if isinstance(stmt, Assign) and stmt.op.is_update else 0
-    return own + _ops(stmt.value)
-
-
-def _ops(expr: ValueExpr) -> int:
-    if isinstance(expr, Binary):
-        return 1 + _ops(expr.lhs) + _ops(expr.rhs)
-    if isinstance(expr, Neg):
-        return 1 + _ops(expr.operand)
-    if isinstance(expr, Call):
-        return 1 + sum(_ops(a) for a in expr.args)
-    return 0
 
 
 def kernel_statements(kernel: Kernel) -> tuple[Assign | Anchor, ...]:

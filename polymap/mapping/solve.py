@@ -57,6 +57,7 @@ from polymap.errors import (
     PolymapError,
     SolverError,
 )
+from polymap.ir.flops import statement_flops
 from polymap.ir.nodes import Loop, Program, index_vars
 from polymap.ir.walk import declared_locals
 from polymap.mapping.accesses import (
@@ -64,7 +65,6 @@ from polymap.mapping.accesses import (
     delta_symbol,
     kernel_accesses,
     kernel_statements,
-    statement_flops,
 )
 from polymap.mapping.farkas import add_to_scip, exact_certificate, solve
 from polymap.mapping.outcome import Outcome, SolveReport

@@ -141,20 +141,21 @@ class PolyModel:
             f"program '{self.program.name}' has no statement '{name}'; its statements are {known}"
         )
 
-    def instance_count(self, name: str) -> int:
-        """How many times statement ``name`` runs (the number of points of its domain);
-        needs every size bound to a number.
+    def instance_count(self, name: str, sizes: dict[str, int] | None = None) -> int:
+        """How many times statement ``name`` runs (the number of points of its domain):
+        at ``sizes`` for the sizes left symbolic, which must then all have a value.
 
         Counted from the loop extents, which define the domain exactly; isl's
         ``count_val`` gives the same number (the tests check it) but takes minutes on
         real sizes because it scans the domain row by row."""
         stmt = self.statement(name)
-        if self.params:
+        missing = [p for p in self.params if p not in (sizes or {})]
+        if missing:
             raise ArgumentError(
                 f"cannot count the instances of {name} in program '{self.program.name}': sizes "
-                f"{', '.join(self.params)} are symbolic; bind them (Program.bind(...) or --size)"
+                f"{', '.join(missing)} are symbolic; bind them (Program.bind(...) or --size)"
             )
-        return _count(stmt.loops, 0, {})
+        return _count(stmt.loops, 0, {p: sizes[p] for p in self.params})
 
     def total_instances(self) -> int:
         """How many statement instances the program runs in all."""

@@ -1,0 +1,82 @@
+"""Sizes a host run can take: the host emulation runs the CUDA source on a few CPU cores, at
+about 10^9 arithmetic operations a second, so a model at its default sizes (the Orojenesis
+feed-forward pair: 8.8 * 10^12) would take hours. ``host_run_sizes`` keeps the sizes a run
+was asked for when the program is within ``HOST_FLOPS`` at them, and otherwise halves the
+largest of the sizes that were defaults, one at a time, until it is (sizes given by the user
+are kept). The kernels were proved for every size in their context, so the same compiled
+source runs at the smaller sizes; the caller says which sizes ran."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polymap.ir.flops import statement_flops
+from polymap.poly.model import PolyModel
+
+HOST_FLOPS = 10**11
+
+
+@dataclass(frozen=True, slots=True)
+class HostSizes:
+    """The sizes to run at, and the program's operations at the sizes asked and at those."""
+
+    sizes: dict[str, int]
+    asked: dict[str, int]
+    flops_asked: int
+    flops: int
+
+    @property
+    def reduced(self) -> bool:
+        return self.sizes != self.asked
+
+    def note(self) -> str:
+        """What a user reads when the sizes were reduced."""
+
+        def shown(sizes):
+            return ", ".join(f"{k} = {v}" for k, v in sizes.items())
+
+        return (
+            f"note: at {shown(self.asked)} the program does {self.flops_asked:.3g} operations, more "
+            f"than a host run does in reasonable time ({HOST_FLOPS:.0e}): running on the host at "
+            f"{shown(self.sizes)} ({self.flops:.3g} operations); --size sets sizes, and a GPU "
+            "runs the sizes asked"
+        )
+
+
+def program_flops(model: PolyModel, sizes: dict[str, int]) -> int:
+    """Arithmetic operations of the whole program at ``sizes`` (one value per symbolic size)."""
+    return sum(statement_flops(s.stmt) * model.instance_count(s.name, sizes) for s in model.statements)
+
+
+def host_run_sizes(model: PolyModel, sizes: dict[str, int], given: set[str]) -> HostSizes:
+    """``sizes`` when the program is within ``HOST_FLOPS`` at them, else smaller ones (see
+    the module doc); the sizes named in ``given`` are never changed."""
+    asked = dict(sizes)
+    flops = first = program_flops(model, sizes)
+    current = dict(sizes)
+    kept = set(given)
+    while flops > HOST_FLOPS:
+        shrinkable = [name for name in current if name not in kept and current[name] > 1]
+        if not shrinkable:
+            break  # every remaining size was given or is at the context's edge: run these
+        largest = max(shrinkable, key=lambda name: current[name])
+        smaller = {**current, largest: (current[largest] + 1) // 2}
+        if not within_context(model, smaller):
+            kept.add(largest)  # the kernels were proved for sizes in the context only
+            continue
+        current = smaller
+        flops = program_flops(model, current)
+    return HostSizes(current, asked, first, flops)
+
+
+def within_context(model: PolyModel, sizes: dict[str, int]) -> bool:
+    """Whether ``sizes`` lie in the program's context (every size >= 1 and the user's
+    constraints), the sizes its kernels were proved for."""
+    point = model.context
+    for name, value in sizes.items():
+        position = point.find_dim_by_name(isl.dim_type.param, name)
+        if position >= 0:
+            point = point.fix_val(isl.dim_type.param, position, isl.Val.int_from_si(point.get_ctx(), value))
+    return not point.is_empty()

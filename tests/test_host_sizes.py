@@ -1,0 +1,66 @@
+"""Host runs at practical sizes (``runtime/host_sizes.py``, ``polymap run --host``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import polymap.runtime.host_sizes as host_sizes
+from polymap import parse
+from polymap.cli import main
+from polymap.poly.model import analyze
+from polymap.runtime.host_sizes import host_run_sizes
+
+MATMUL = """
+param M = 8192, N = 8192, K = 8192
+in A: f32[M, K]
+in B: f32[K, N]
+out C: f32[M, N]
+par M i { par N j { seq K k { C[i, j] += A[i, k] * B[k, j] } } }
+"""
+DEFAULTS = {"M": 8192, "N": 8192, "K": 8192}
+
+
+def test_the_largest_default_size_is_halved_until_the_program_fits():
+    # 2 operations (the multiply and the +=) per instance: 2 * 8192^3 = 1.1e12; halving
+    # M, N, K, then M again gives 2 * 2048 * 4096 * 4096 = 6.9e10 <= 1e11
+    fit = host_run_sizes(analyze(parse(MATMUL)), DEFAULTS, given=set())
+    assert fit.reduced and fit.asked == DEFAULTS
+    assert fit.sizes == {"M": 2048, "N": 4096, "K": 4096}
+    assert (fit.flops_asked, fit.flops) == (2 * 8192**3, 2 * 2048 * 4096 * 4096)
+    assert "running on the host at M = 2048, N = 4096, K = 4096" in fit.note()
+
+
+def test_sizes_the_user_gave_and_the_context_are_kept():
+    model = analyze(parse(MATMUL))
+    given = host_run_sizes(model, DEFAULTS, given={"M"})
+    assert given.sizes == {"M": 8192, "N": 2048, "K": 2048}
+    bounded = host_run_sizes(analyze(parse(MATMUL), context="K >= 8192"), DEFAULTS, given=set())
+    assert bounded.sizes["K"] == 8192 and bounded.flops <= host_sizes.HOST_FLOPS
+    small = {"M": 64, "N": 64, "K": 64}
+    assert host_run_sizes(model, small, given=set()).sizes == small  # within the limit: as asked
+
+
+def test_run_on_the_host_says_which_sizes_it_ran_and_checks_them(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(host_sizes, "HOST_FLOPS", 2 * 64 * 32 * 32)
+    program = tmp_path / "mm.te"
+    program.write_text(MATMUL.replace("8192", "64"))
+    assert main(["run", str(program), "--host", "-q", "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["sizes_asked"] == {"M": 64, "N": 64, "K": 64}
+    assert data["sizes"] == {"M": 32, "N": 32, "K": 64}
+    assert data["ok"] is True and data["outputs"][0]["checked"]
+    assert "running on the host at M = 32, N = 32, K = 64" in captured.err
+    assert main(["run", str(program), "--host", "-q", "--size", "M=64", "--size", "N=64"]) == 0
+    assert "running on the host at K = 16 " in capsys.readouterr().out  # only K was a default
+    assert (
+        main(["run", str(program), "--host", "-q", "--size", "M=64", "--size", "N=64", "--size", "K=64"]) == 0
+    )
+    assert "running on the host" not in capsys.readouterr().out  # every size given: as asked
+
+
+@pytest.mark.parametrize("sizes", [{"M": 0, "N": 1, "K": 1}])
+def test_sizes_outside_the_context_are_refused_by_the_check(sizes):
+    assert not host_sizes.within_context(analyze(parse(MATMUL)), sizes)
