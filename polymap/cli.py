@@ -85,6 +85,12 @@ def _parser() -> argparse.ArgumentParser:
     emit.add_argument(
         "-o", "--output", default=None, metavar="OUT.cu", help="file for the source (default: stdout)"
     )
+    emit.add_argument(
+        "--header",
+        default=None,
+        metavar="OUT.h",
+        help="also write a C/C++ header with the launcher's prototype and what each argument is",
+    )
     _mapping_options(emit)
     run = commands.add_parser(
         "run", help="optimize, compile, run on random inputs and compare with the reference"
@@ -302,8 +308,6 @@ def _signature(kernel) -> str:
 def _emit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from polymap.errors import ArgumentError
-
     to_stdout = args.output is None
     program, _ = _load(args, note=sys.stderr if to_stdout else sys.stdout)
     kernel = _compile(args, program)
@@ -312,16 +316,29 @@ def _emit(args: argparse.Namespace) -> int:
         sys.stdout.write(kernel.source)
         sys.stdout.flush()
     else:
-        try:
-            Path(args.output).write_text(kernel.source)
-        except OSError as exc:
-            raise ArgumentError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+        _write(args.output, kernel.source)
+    if args.header is not None:
+        source_name = "the emitted .cu file" if to_stdout else Path(args.output).name
+        _write(args.header, kernel.header(source_name))
     line = (
         f"wrote {'<stdout>' if to_stdout else args.output}: {count} kernel{'s' if count != 1 else ''}, "
         f"launcher {_signature(kernel)}"
     )
+    if args.header is not None:
+        line += f"; header {args.header}"
     print(line, file=sys.stderr if to_stdout else sys.stdout)
     return 0
+
+
+def _write(path: str, text: str) -> None:
+    from pathlib import Path
+
+    from polymap.errors import ArgumentError
+
+    try:
+        Path(path).write_text(text)
+    except OSError as exc:
+        raise ArgumentError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _inspect(args: argparse.Namespace) -> int:

@@ -59,6 +59,13 @@ class Kernel:
 
         return time_gpu(self.cuda, arrays, repeat=repeat)
 
+    def header(self, source_name: str = "the emitted .cu file") -> str:
+        """A C/C++ header declaring the launcher, each argument described (``source_name``:
+        the file that defines it)."""
+        from polymap.codegen.header import launcher_header
+
+        return launcher_header(self.cuda, source_name)
+
     def ptx(self, arch: str = "sm_90") -> str:
         """The PTX NVRTC makes of the source (raises CudaCompileError with NVRTC's log)."""
         from polymap.runtime.nvrtc import compile_ptx

@@ -91,6 +91,12 @@ class Argument:
         return f"{self.c_type} {self.c_name}"
 
 
+def launcher_parameters(arguments: tuple[Argument, ...]) -> list[str]:
+    """The launcher's C parameters, as its definition and the header (``header.py``) print
+    them: the arguments, then the stream."""
+    return [str(a) for a in arguments] + ["cudaStream_t stream"]
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class KernelLaunch:
     """How to launch one kernel (for runtimes that launch from Python)."""
@@ -185,7 +191,7 @@ class _Emitter:
             launcher=string.Template(template("launcher.tmpl"))
             .substitute(
                 name=launcher_name,
-                params=", ".join([str(a) for a in arguments] + ["cudaStream_t stream"]),
+                params=", ".join(launcher_parameters(arguments)),
                 body="\n".join(self.launcher_body(launches)),
                 **self.fault_lines(kernels),
             )

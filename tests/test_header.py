@@ -1,0 +1,86 @@
+"""The launcher's header (``polymap emit --header``, ``Kernel.header``)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import polymap
+from polymap.cli import main
+from polymap.errors import CudaCompileError
+from polymap.runtime.host import build_library
+
+ROOT = Path(__file__).resolve().parents[1]
+# every kind of launcher argument: in, out, inout, a program-wide temporary, sizes
+PROGRAM = """
+param M, N
+in A: f32[M, N]
+in s: f32
+inout acc: f32[M]
+new T: f32[M, N]
+out B: i32[N]
+par M i { par N j { T[i, j] = A[i, j] * s } }
+par M i { seq N j { acc[i] += T[i, j] } }
+par N j { B[j] = j }
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    return polymap.compile(polymap.parse(PROGRAM, name="every_kind"))
+
+
+def test_the_header_describes_every_argument(kernel):
+    text = kernel.header("every_kind.cu")
+    assert f"int {kernel.launcher}(" in text
+    for line in (
+        "in A: f32[M, N]: read",
+        "inout acc: f32[M]: read and written",
+        "new T: f32[M, N]: a temporary the caller allocates",
+        "out B: i32[N]: written; the caller zeroes it first",
+        "size M (the kernels are proved for every size >= 1)",
+        "the stream the kernels run on",
+    ):
+        assert line in text, line
+    assert text.count("cudaStream_t stream") == 1
+
+
+def test_the_emitted_file_agrees_with_its_header(kernel):
+    """A C++ compiler refuses a C function declared twice with other parameters: the file
+    compiled with its header included is the check that the two agree."""
+    header = kernel.header()
+    build_library(header + "\n" + kernel.source, "header_check")
+    wrong = header.replace("    int M,", "    long M,")
+    assert wrong != header
+    with pytest.raises(CudaCompileError, match="conflicting declaration|conflicting types"):
+        build_library(wrong + "\n" + kernel.source, "header_check_wrong")
+
+
+def test_emit_writes_the_header_next_to_the_source(tmp_path, capsys):
+    source, header = tmp_path / "k.cu", tmp_path / "k.h"
+    model = ROOT / "models" / "gemv.te"
+    assert main(["emit", str(model), "-o", str(source), "--header", str(header), "-q"]) == 0
+    assert f"header {header}" in capsys.readouterr().out
+    kernel = polymap.compile(polymap.load(model))
+    assert header.read_text() == kernel.header("k.cu")
+    assert "the launcher of k.cu" in header.read_text()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_a_cuda_program_calls_the_launcher_through_the_header(kernel, tmp_path):
+    (tmp_path / "every_kind.cu").write_text(kernel.source)
+    (tmp_path / "every_kind.h").write_text(kernel.header("every_kind.cu"))
+    (tmp_path / "main.cu").write_text(
+        '#include "every_kind.h"\n'
+        "int main() {\n"
+        "  float *A, *s, *acc, *T; int *B;\n"
+        "  cudaMalloc(&A, 4); cudaMalloc(&s, 4); cudaMalloc(&acc, 4); cudaMalloc(&T, 4); cudaMalloc(&B, 4);\n"
+        f"  return {kernel.launcher}(A, s, acc, T, B, 1, 1, 0) == POLYMAP_ERROR_CONTEXT;\n"
+        "}\n"
+    )
+    for args in (["-c", "every_kind.cu", "-o", "k.o"], ["main.cu", "k.o", "-o", "main"]):
+        done = subprocess.run(["nvcc", "-arch=sm_90", *args], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
