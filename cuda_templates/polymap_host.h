@@ -16,7 +16,12 @@
 #define POLYMAP_HOST_H
 #define POLYMAP_HOST 1
 
+// ucontext only where the fibers switch with it: codegen/cmacros.py renames every name the
+// host header defines as a macro, and ucontext's register macros (REG_RIP, NGREG) would
+// join them on x86-64 for nothing
+#if !defined(__x86_64__) || defined(POLYMAP_HOST_UCONTEXT)
 #include <ucontext.h>
+#endif
 
 #include <algorithm>
 #include <atomic>

@@ -14,7 +14,10 @@ Two programs are analyzed in an optimize: the mapped program with symbolic sizes
 the context: what is proved and emitted) and the same program with the sizes of the cost
 estimate bound (what the cost model and SCIP see); the program as written is analyzed
 first when it differs (its errors are the user's, reported on the text they wrote), and
-register promotion analyzes what it rewrites. :class:`Analyses` keeps every model built
+register promotion analyzes what it rewrites. A band deeper than three par loops whose sizes
+are symbolic (not folded) is rewritten once per choice of the three loops that get hardware
+axes, and each rewrite is analyzed at the cost sizes and mapped (``choose_band_axes``): the
+cheapest is the mapping. :class:`Analyses` keeps every model built
 during one call, so that no (program, context) is analyzed twice and each step receives
 the model instead of rebuilding it.
 """
@@ -24,16 +27,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from polymap.codegen.cuda import CudaProgram, emit_cuda
-from polymap.errors import ArgumentError
+from polymap.errors import ArgumentError, MappingError, SolverError
 from polymap.ir.nodes import Program
-from polymap.mapping.result import Mapping, given_report
+from polymap.mapping.result import BandChoice, Mapping, given_report
 from polymap.mapping.solve import cost_kernels, cost_sizes, map_kernels, rebind
 from polymap.mapping.space import kernels, parse_pins
 from polymap.poly.model import PolyModel, analyze
 from polymap.progress import step
 from polymap.prove import mapped_program, prove
 from polymap.targets import GpuTarget, get_target
-from polymap.transform.fold import fold_deep_bands
+from polymap.transform.fold import deep_bands, fold_deep_bands
 from polymap.transform.registers import promote_accumulators
 
 
@@ -77,13 +80,20 @@ def optimize_program(
     gpu, pinned = get_target(target), parse_pins(pins)
     with step("analysis"):
         analyses(program, context)  # the program as written must be valid
-    with step("rewrites (deep bands folded, accumulators to registers)"):
-        program = transform(program, registers=registers, analyses=analyses)
     sizes = cost_sizes(program, context)
-    bound = program.bind(**sizes)
-    with step("analysis at the cost sizes"):
-        bound_model = analyses(bound)
-    solved = map_kernels(bound_model, gpu, pinned, time_limit, staging)
+    bands = deep_bands(program)
+    choices: tuple[BandChoice, ...] = ()
+    if bands:
+        program, solved, choices = choose_band_axes(
+            program, bands, sizes, registers=registers, analyses=analyses,
+            solve=lambda model: map_kernels(model, gpu, pinned, time_limit, staging),
+        )  # fmt: skip
+    else:
+        with step("rewrites (deep bands folded, accumulators to registers)"):
+            program = transform(program, registers=registers, analyses=analyses)
+        with step("analysis at the cost sizes"):
+            bound_model = analyses(program.bind(**sizes))
+        solved = map_kernels(bound_model, gpu, pinned, time_limit, staging)
     symbolic = tuple(rebind(km, kernels(program)) for km, _, _ in solved)
     with step("proof by isl"):
         model = analyses(program, context)
@@ -97,17 +107,73 @@ def optimize_program(
         tuple(sizes.items()),
         proof,
         context,
+        band_choices=choices,
     )
     return Mapped(mapping, model)
 
 
-def transform(program: Program, *, registers: bool, analyses: Analyses) -> Program:
-    """The program rewrites, in order: deep bands folded, then (with ``registers``)
-    accumulators promoted to registers, each promotion proved by ``analyses``."""
-    program = fold_deep_bands(program)
+def transform(
+    program: Program, *, registers: bool, analyses: Analyses, axes: dict[int, frozenset[str]] | None = None
+) -> Program:
+    """The program rewrites, in order: deep bands folded (a band that stays deeper than three
+    reordered so that the loops of ``axes[its number]`` get the hardware axes), then (with
+    ``registers``) accumulators promoted to registers, each promotion proved by ``analyses``."""
+    program = fold_deep_bands(program, axes=axes)
     if registers:
         program = promote_accumulators(program, analyze=analyses)
     return program
+
+
+def choose_band_axes(
+    program: Program, bands, sizes: dict[str, int], *, registers: bool, analyses: Analyses, solve
+):
+    """Which three loops of each deep band (``transform.fold.deep_bands``: symbolic sizes,
+    so not folded) get the hardware axes: the program is rewritten for each choice, analyzed
+    at the cost sizes and mapped by SCIP (``solve``), and the choice with the lowest objective
+    (the sum of its kernels' objectives times their launches) is kept; on a tie, the first
+    (``rule_axes``'s). Bands are chosen one after another, each with the earlier ones' choices.
+    A choice SCIP finds no mapping for (a pin on a loop it runs inside the thread, say) is
+    reported, and its error raised if no choice has a mapping. Returns the rewritten program,
+    its solved kernels and a BandChoice per band."""
+    axes: dict[int, frozenset[str]] = {}
+    choices = []
+    best = None
+    for band in bands:
+        tried = []
+        for option in band.choices:
+            with step(f"mapping with hardware axes for {', '.join(i for i in band.indices if i in option)}"):
+                candidate = transform(
+                    program, registers=registers, analyses=analyses, axes={**axes, band.number: option}
+                )
+                try:
+                    solved = solve(analyses(candidate.bind(**sizes)))
+                except (MappingError, SolverError, ArgumentError) as err:
+                    tried.append((option, None, err, candidate))
+                    continue
+            objective = sum(cost.objective_s * cost.launches for _, cost, _ in solved)
+            tried.append((option, objective, solved, candidate))
+        found = [t for t in tried if t[1] is not None]
+        if not found:
+            raise tried[0][2]
+        option, _, solved, candidate = min(found, key=lambda t: t[1])  # min keeps the first of ties
+        axes[band.number] = option
+        best = (candidate, solved)
+        choices.append(
+            BandChoice(
+                band.indices,
+                tuple(
+                    (tuple(i for i in band.indices if i in o), cost, "" if cost is not None else str(why))
+                    for o, cost, why, _ in tried
+                ),
+                next(k for k, t in enumerate(tried) if t[0] == option),
+            )
+        )
+    candidate, solved = best
+    return candidate, solved, tuple(choices)
+
+
+def _why(error: Exception) -> str:
+    return str(error).splitlines()[0]
 
 
 def compile_program(

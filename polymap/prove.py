@@ -70,7 +70,7 @@ from polymap.poly.isl_text import evaluate_index, isl_expr
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
 from polymap.schedule.hardware import Executed, Frame, executed, frame_of, param_prefix
 from polymap.schedule.shared import SharedPlan, element_of, shared_plan, shared_reads
-from polymap.transform.fold import fold_deep_bands
+from polymap.transform.fold import every_band_choice, fold_deep_bands
 from polymap.transform.registers import promote_accumulators
 
 _IN, _OUT, _SET, _PARAM = isl.dim_type.in_, isl.dim_type.out, isl.dim_type.set, isl.dim_type.param
@@ -114,9 +114,10 @@ def mapped_program(program: Program, mapping, *, analyze=analyze) -> Program:
     ``analyze`` is passed to the register promotion (the pipeline's memo of models)."""
     if mapping.program == program:
         return program
-    folded = fold_deep_bands(program)
-    if mapping.program in (folded, promote_accumulators(folded, analyze=analyze)):
-        return mapping.program
+    for axes in every_band_choice(program):
+        folded = fold_deep_bands(program, axes=axes)
+        if mapping.program in (folded, promote_accumulators(folded, analyze=analyze)):
+            return mapping.program
     return program
 
 

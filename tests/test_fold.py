@@ -90,6 +90,46 @@ def test_a_symbolic_elementwise_band_reads_rows_and_says_which_loop_runs_in_the_
     )
 
 
+def test_which_loops_of_a_symbolic_deep_band_get_axes_is_chosen_by_scips_costs():
+    """Issue 9, defect 7: the three loops that get hardware axes are a decision made on the
+    cost SCIP minimizes, not a rule. With a = 1024, b = c = 2 and d = 256, the rule (the
+    contiguous loop d, then the innermost c and b) leaves a inside each thread: 1024 threads
+    in all, each running 1024 iterations. Mapping a instead fills the GPU."""
+    program = parse(ELEMENTWISE_4D, name="ew4")
+    context = "A = 1024 and B = 2 and C = 2 and D = 256"
+    mapping = optimize(program, context=context)
+    (choice,) = mapping.band_choices
+    assert choice.indices == ("a", "b", "c", "d")
+    options = {loops: objective for loops, objective, _ in choice.options}
+    assert set(options) == {("a", "b", "c"), ("a", "b", "d"), ("a", "c", "d"), ("b", "c", "d")}
+    assert choice.options[0][0] == ("b", "c", "d")  # the rule's choice is tried first
+    taken = choice.options[choice.chosen]
+    assert taken[1] == min(options.values()) and "a" in taken[0] and "d" in taken[0]
+    assert options[("b", "c", "d")] > 100 * taken[1]
+    assert tuple(lm.index for lm in mapping.kernels[0].loops) == taken[0]
+    # the reported objective is the mapping's: its kernel's objective, at one launch
+    assert taken[1] == pytest.approx(mapping.costs[0].objective_s)
+    assert "the cheapest of 4 choices by SCIP's objective" in str(mapping)
+    data = mapping.to_json()["band_choices"]
+    assert data[0]["chosen"] == choice.chosen and data[0]["options"][0]["with_axes"] == ["b", "c", "d"]
+    # the chosen rewrite is recognized when the mapping is given back to compile
+    kernel = compile(program, mapping)
+    sizes = {"A": 1024, "B": 2, "C": 2, "D": 256}  # the context's only point
+    arrays = random_inputs(program.bind(**sizes), sizes, seed=2)
+    np.testing.assert_array_equal(
+        kernel.run_host(**arrays)["O"], reference(program.bind(**sizes), **arrays)["O"]
+    )
+
+
+def test_a_pin_on_a_loop_rules_out_the_choices_that_run_it_inside_the_thread():
+    program = parse(ELEMENTWISE_4D, name="ew4")
+    context = "A = 1024 and B = 2 and C = 2 and D = 256"
+    mapping = optimize(program, context=context, pins={"c": "threadIdx.y"})
+    (choice,) = mapping.band_choices
+    assert "c" in choice.options[choice.chosen][0]
+    assert all(objective is None for loops, objective, _ in choice.options if "c" not in loops)
+
+
 def test_a_band_whose_extents_use_its_indices_keeps_its_order():
     triangle = """
     param N

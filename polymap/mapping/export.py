@@ -32,6 +32,17 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
             for kernel, cost, solved in zip(mapping.kernels, mapping.costs, mapping.solver)
         ],
         "predicted_time_s": mapping.predicted_time_s,
+        "band_choices": [
+            {
+                "loops": list(choice.indices),
+                "options": [
+                    {"with_axes": list(loops), "objective_s": objective, "why_none": why or None}
+                    for loops, objective, why in choice.options
+                ],
+                "chosen": choice.chosen,
+            }
+            for choice in mapping.band_choices
+        ],
         "proof": {
             "proved": mapping.proved,
             "sizes": report.sizes if report is not None else None,

@@ -60,6 +60,7 @@ def format_mapping(mapping: Mapping, *, proofs: bool = False) -> str:
         lines.extend(format_cost(cost))
         lines.append("  " + solver_line(report, cost))
     lines.append("")
+    lines.extend(choice.describe() for choice in mapping.band_choices)
     lines.append(f"predicted time: {mapping.predicted_time_s * 1e6:.4g} us in all")
     lines.append("  " + proof_summary(mapping, listed=proofs))
     if proofs and mapping.proved:
@@ -131,8 +132,8 @@ def _par_loops_in_the_thread(body) -> list[str]:
         f"  note: par loop{'s' if len(inside) > 1 else ''} {names} run{'' if len(inside) > 1 else 's'} "
         "inside each thread: a kernel gives hardware axes to three par loops of a band; a deeper "
         "band is folded into three only where the inner loops' extents are numbers (bind the "
-        "sizes, e.g. --size, to fold it), else it keeps, where its extents allow, the loops that "
-        "index the last (contiguous) dimension of an access, then the innermost"
+        "sizes, e.g. --size, to fold it); else, where its extents allow, the three are those of "
+        "the cheapest mapping SCIP found over every choice (the band's line below)"
     ]
 
 

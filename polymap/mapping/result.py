@@ -67,6 +67,36 @@ class KernelCost:
 
 
 @dataclass(frozen=True, slots=True)
+class BandChoice:
+    """Which three loops of a band deeper than three par loops, left unfolded because its
+    sizes are symbolic, get the hardware axes (``pipeline.choose_band_axes``): SCIP mapped
+    the program once per choice; ``options`` holds, per choice, the loops with axes (in the
+    band's order), SCIP's objective for the whole program in seconds (its kernels' objectives
+    times their launches; None where no mapping was found) and, where none was, why; the
+    cheapest, ``chosen``, is the mapping."""
+
+    indices: tuple[str, ...]
+    options: tuple[tuple[tuple[str, ...], float | None, str], ...]
+    chosen: int
+
+    def describe(self) -> str:
+        """One line for the report."""
+        axes = self.options[self.chosen][0]
+        inside = [i for i in self.indices if i not in axes]
+        costs = "; ".join(
+            f"{', '.join(loops)} "
+            + (f"{objective * 1e6:.4g} us" if objective is not None else f"no mapping ({why})")
+            + (" (taken)" if k == self.chosen else "")
+            for k, (loops, objective, why) in enumerate(self.options)
+        )
+        return (
+            f"deep band {', '.join(self.indices)} (sizes symbolic, so not folded): {', '.join(axes)} get the "
+            f"hardware axes and {', '.join(inside)} run{'s' if len(inside) == 1 else ''} inside each thread, "
+            f"the cheapest of {len(self.options)} choices by SCIP's objective: {costs}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Mapping:
     """A mapped program: one KernelMapping per kernel, its predicted cost, SCIP's report
     per kernel, and the sizes the cost was estimated at (the mapping itself is verified
@@ -81,6 +111,7 @@ class Mapping:
     proof: VerificationReport | None = None  # what verify proved of these very decisions
     context: str | None = None  # the constraints on the symbolic sizes it was proved for
     given: bool = False  # the decisions were given to compile, not solved (``solver``: given_reports)
+    band_choices: tuple[BandChoice, ...] = ()  # deep bands whose hardware axes SCIP's costs chose
 
     @property
     def proofs(self) -> tuple[str, ...]:
