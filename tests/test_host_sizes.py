@@ -63,4 +63,4 @@ def test_run_on_the_host_says_which_sizes_it_ran_and_checks_them(tmp_path, capsy
 
 @pytest.mark.parametrize("sizes", [{"M": 0, "N": 1, "K": 1}])
 def test_sizes_outside_the_context_are_refused_by_the_check(sizes):
-    assert not host_sizes.within_context(analyze(parse(MATMUL)), sizes)
+    assert not analyze(parse(MATMUL)).in_context(sizes)

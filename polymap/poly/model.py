@@ -157,6 +157,16 @@ class PolyModel:
             )
         return _count(stmt.loops, 0, {p: sizes[p] for p in self.params})
 
+    def in_context(self, sizes: dict[str, int]) -> bool:
+        """Whether ``sizes`` (a value per symbolic size, by the program's names) lie in the
+        context: the sizes every check, and a mapping's proof, holds for."""
+        context = self.context
+        for k in range(context.dim(isl.dim_type.param)):
+            user = self.names.user(context.get_dim_name(isl.dim_type.param, k))
+            value = isl.Val.int_from_si(context.get_ctx(), sizes[user])
+            context = context.fix_val(isl.dim_type.param, k, value)
+        return not context.is_empty()
+
     def total_instances(self) -> int:
         """How many statement instances the program runs in all."""
         return sum(self.instance_count(s.name) for s in self.statements)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import islpy as isl
-
 from polymap.ir.flops import statement_flops
 from polymap.poly.model import PolyModel
 
@@ -63,20 +61,9 @@ def host_run_sizes(model: PolyModel, sizes: dict[str, int], given: set[str]) -> 
             break  # every remaining size was given or is at the context's edge: run these
         largest = max(shrinkable, key=lambda name: current[name])
         smaller = {**current, largest: (current[largest] + 1) // 2}
-        if not within_context(model, smaller):
+        if not model.in_context(smaller):
             kept.add(largest)  # the kernels were proved for sizes in the context only
             continue
         current = smaller
         flops = program_flops(model, current)
     return HostSizes(current, asked, first, flops)
-
-
-def within_context(model: PolyModel, sizes: dict[str, int]) -> bool:
-    """Whether ``sizes`` lie in the program's context (every size >= 1 and the user's
-    constraints), the sizes its kernels were proved for."""
-    point = model.context
-    for name, value in sizes.items():
-        position = point.find_dim_by_name(isl.dim_type.param, name)
-        if position >= 0:
-            point = point.fix_val(isl.dim_type.param, position, isl.Val.int_from_si(point.get_ctx(), value))
-    return not point.is_empty()

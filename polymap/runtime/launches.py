@@ -25,7 +25,7 @@ class Launch:
 
 def launches(cuda: CudaProgram, sizes: dict[str, int]) -> Iterator[Launch]:
     """Every launch in order, at ``sizes`` (a value for each unbound size)."""
-    if not _in_context(cuda, sizes):
+    if not cuda.model.in_context(sizes):
         raise ArgumentError(
             f"sizes {sizes} are outside the context the kernels of '{cuda.program.name}' were proved for "
             f"({cuda.mapping.context or 'every size >= 1'})"
@@ -84,11 +84,3 @@ def evaluate(pa: isl.PwAff, values: dict[str, int]) -> int:
         value = isl.Val.int_from_si(pa.get_ctx(), values[space.get_dim_name(isl.dim_type.param, k)])
         point = point.set_coordinate_val(isl.dim_type.param, k, value)
     return int(pa.eval(point).to_python())
-
-
-def _in_context(cuda: CudaProgram, sizes: dict[str, int]) -> bool:
-    context = cuda.model.context
-    for k in range(context.dim(isl.dim_type.param)):
-        user = cuda.model.names.user(context.get_dim_name(isl.dim_type.param, k))
-        context = context.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(context.get_ctx(), sizes[user]))
-    return not context.is_empty()
