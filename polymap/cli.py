@@ -309,6 +309,7 @@ def _emit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     to_stdout = args.output is None
+    _check_output_paths(args)  # before any work, and before anything is written
     program, _ = _load(args, note=sys.stderr if to_stdout else sys.stdout)
     kernel = _compile(args, program)
     count = len(kernel.mapping.kernels)
@@ -328,6 +329,31 @@ def _emit(args: argparse.Namespace) -> int:
         line += f"; header {args.header}"
     print(line, file=sys.stderr if to_stdout else sys.stdout)
     return 0
+
+
+def _check_output_paths(args: argparse.Namespace) -> None:
+    """``-o`` and ``--header`` must be files that can be written, and none may be the program
+    read or the other output (it would be overwritten)."""
+    from pathlib import Path
+
+    from polymap.errors import ArgumentError
+
+    outputs = [
+        (option, path)
+        for option, path in (("-o", args.output), ("--header", args.header))
+        if path is not None
+    ]
+    taken = [("the program", args.file)]
+    for option, path in outputs:
+        target = Path(path)
+        if not path or target.is_dir():
+            raise ArgumentError(f"{option} {path!r} is not a file name")
+        for what, other in taken:
+            if target.resolve() == Path(other).resolve():
+                raise ArgumentError(f"{option} {path} is {what}: writing it would overwrite it")
+        if not target.resolve().parent.is_dir():
+            raise ArgumentError(f"cannot write {option} {path}: no folder {target.resolve().parent}")
+        taken.append((f"the {option} file", path))
 
 
 def _write(path: str, text: str) -> None:
@@ -436,7 +462,7 @@ def _run(args: argparse.Namespace) -> int:
     asked = dict(sizes)
     if not on_gpu:
         fit = host_run_sizes(model, sizes, given={name for name, _ in args.size})
-        if fit.reduced:
+        if fit.note() is not None:
             print(fit.note(), file=notes)
         sizes = fit.sizes
     inputs = random_inputs(program, sizes, args.seed)
@@ -494,9 +520,8 @@ def _run(args: argparse.Namespace) -> int:
         print(c["text"])
     print(ran_text)
     if not on_gpu:
-        print(
-            "note: the host run checks correctness only; its time (C++ build included) is not GPU performance"
-        )
+        what = "checks correctness only" if args.reference else "checked nothing here (--no-reference)"
+        print(f"note: the host run {what}; its time (C++ build included) is not GPU performance")
     if not ok:
         print("MISMATCH")
         return 1

@@ -84,3 +84,21 @@ def test_a_cuda_program_calls_the_launcher_through_the_header(kernel, tmp_path):
     for args in (["-c", "every_kind.cu", "-o", "k.o"], ["main.cu", "k.o", "-o", "main"]):
         done = subprocess.run(["nvcc", "-arch=sm_90", *args], cwd=tmp_path, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
+
+
+def test_emit_refuses_outputs_that_would_overwrite_the_program_or_each_other(tmp_path, capsys):
+    program = tmp_path / "copy.te"
+    program.write_text("param N = 8\nin A: f32[N]\nout B: f32[N]\npar N i { B[i] = A[i] }\n")
+    text = program.read_text()
+    source = tmp_path / "copy.cu"
+    cases = [
+        (["-o", str(source), "--header", str(source)], "--header"),
+        (["-o", str(source), "--header", str(program)], "the program"),
+        (["-o", str(program)], "the program"),
+        (["-o", str(source), "--header", str(tmp_path / "missing" / "copy.h")], "no folder"),
+        (["-o", str(source), "--header", str(tmp_path)], "is not a file name"),
+    ]
+    for options, message in cases:
+        assert main(["emit", str(program), "-q", *options]) != 0
+        assert message in capsys.readouterr().err, options
+        assert program.read_text() == text and not source.exists(), options  # nothing written

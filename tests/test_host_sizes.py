@@ -61,6 +61,16 @@ def test_run_on_the_host_says_which_sizes_it_ran_and_checks_them(tmp_path, capsy
     assert "running on the host" not in capsys.readouterr().out  # every size given: as asked
 
 
+def test_sizes_the_context_ties_together_halve_together_and_a_run_over_the_limit_says_so():
+    tied = host_run_sizes(analyze(parse(MATMUL), context="N = K"), DEFAULTS, given=set())
+    # M to 4096; then N alone would leave the context: M, N and K halve together
+    assert tied.sizes == {"M": 2048, "N": 4096, "K": 4096} and not tied.over
+    stuck = host_run_sizes(analyze(parse(MATMUL)), DEFAULTS, given={"M", "N", "K"})
+    assert not stuck.reduced and stuck.over
+    assert "the sizes given with --size or the context keep it there" in stuck.note()
+    assert host_run_sizes(analyze(parse(MATMUL)), {"M": 8, "N": 8, "K": 8}, given=set()).note() is None
+
+
 @pytest.mark.parametrize("sizes", [{"M": 0, "N": 1, "K": 1}])
 def test_sizes_outside_the_context_are_refused_by_the_check(sizes):
     assert not analyze(parse(MATMUL)).in_context(sizes)

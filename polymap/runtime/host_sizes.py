@@ -29,17 +29,35 @@ class HostSizes:
     def reduced(self) -> bool:
         return self.sizes != self.asked
 
-    def note(self) -> str:
-        """What a user reads when the sizes were reduced."""
+    @property
+    def over(self) -> bool:
+        """Whether the sizes run are still over the limit (given sizes or the context)."""
+        return self.flops > HOST_FLOPS
+
+    def note(self) -> str | None:
+        """What a user reads when the sizes were reduced, or could not be reduced enough;
+        None when the program is within the limit as asked."""
 
         def shown(sizes):
-            return ", ".join(f"{k} = {v}" for k, v in sizes.items())
+            return ", ".join(f"{k} = {v}" for k, v in sizes.items()) or "the sizes given"
 
+        if not self.reduced and not self.over:
+            return None
+        asked = f"note: at {shown(self.asked)} the program does {self.flops_asked:.3g} operations"
+        limit = f"more than a host run does in reasonable time ({HOST_FLOPS:.0e})"
+        if not self.reduced:
+            return (
+                f"{asked}, {limit}, and the sizes given with --size or the context keep it there: "
+                "the run may take long"
+            )
+        still = (
+            ", still over the limit: the sizes given with --size or the context allow no smaller"
+            if self.over
+            else ""
+        )
         return (
-            f"note: at {shown(self.asked)} the program does {self.flops_asked:.3g} operations, more "
-            f"than a host run does in reasonable time ({HOST_FLOPS:.0e}): running on the host at "
-            f"{shown(self.sizes)} ({self.flops:.3g} operations); --size sets sizes, and a GPU "
-            "runs the sizes asked"
+            f"{asked}, {limit}: running on the host at {shown(self.sizes)} ({self.flops:.3g} operations"
+            f"{still}); --size sets sizes, and a GPU runs the sizes asked"
         )
 
 
@@ -62,8 +80,12 @@ def host_run_sizes(model: PolyModel, sizes: dict[str, int], given: set[str]) -> 
         largest = max(shrinkable, key=lambda name: current[name])
         smaller = {**current, largest: (current[largest] + 1) // 2}
         if not model.in_context(smaller):
-            kept.add(largest)  # the kernels were proved for sizes in the context only
-            continue
+            # sizes the context ties together (N = K) halve together or not at all
+            together = {**current, **{name: (current[name] + 1) // 2 for name in shrinkable}}
+            if not model.in_context(together):
+                kept.add(largest)  # the kernels were proved for sizes in the context only
+                continue
+            smaller = together
         current = smaller
         flops = program_flops(model, current)
     return HostSizes(current, asked, first, flops)
