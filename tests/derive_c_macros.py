@@ -38,25 +38,31 @@ def _plain(names) -> frozenset[str]:
 
 
 def host_macros() -> tuple[frozenset[str], str]:
-    """Every macro defined after the host header and the helpers, and the compiler's name."""
+    """Every macro defined after the host header and the helpers, and the compiler's name:
+    in the host emulation's ISO mode (``-std=c++20``) and in the GNU mode (``-std=gnu++20``)
+    that nvcc's host pass and most C++ projects compile in, which also defines ``linux`` and
+    ``unix`` (a buffer named ``linux`` would become ``1`` in the launcher)."""
     from polymap.runtime.host import FLAGS, compiler
 
     cxx = compiler()
     flags = [f for f in FLAGS if f != "-shared"]
-    command = [
-        cxx,
-        *flags,
-        "-dM",
-        "-E",
-        "-x",
-        "c++",
-        "-include",
-        str(TEMPLATES / "polymap_host.h"),
-        str(TEMPLATES / "polymap_helpers.cuh"),
-    ]
-    listing = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    found: set[str] = set()
+    for mode in ("-std=c++20", "-std=gnu++20"):
+        command = [
+            cxx,
+            *[mode if f.startswith("-std=") else f for f in flags],
+            "-dM",
+            "-E",
+            "-x",
+            "c++",
+            "-include",
+            str(TEMPLATES / "polymap_host.h"),
+            str(TEMPLATES / "polymap_helpers.cuh"),
+        ]
+        listing = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        found |= set(_DEFINE.findall(listing))
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
-    return frozenset(_DEFINE.findall(listing)), version.splitlines()[0]
+    return frozenset(found), version.splitlines()[0] + " (ISO and GNU modes)"
 
 
 def nvrtc_macros(candidates: frozenset[str]) -> tuple[frozenset[str], str]:

@@ -102,3 +102,24 @@ def test_emit_refuses_outputs_that_would_overwrite_the_program_or_each_other(tmp
         assert main(["emit", str(program), "-q", *options]) != 0
         assert message in capsys.readouterr().err, options
         assert program.read_text() == text and not source.exists(), options  # nothing written
+
+
+def test_names_that_are_macros_in_gnu_mode_are_renamed(tmp_path):
+    """g++'s GNU mode (nvcc's host pass, most C++ projects) defines ``linux`` and ``unix`` as
+    1: buffers of those names are renamed, so the header and the file compile there too."""
+    from polymap.runtime.host import HEADER, compiler
+
+    program = polymap.parse(
+        "param N = 8\nin linux: f32[N]\nout unix: f32[N]\npar N i { unix[i] = linux[i] }\n", name="gnu"
+    )
+    kernel = polymap.compile(program)
+    (tmp_path / "gnu.h").write_text(kernel.header())
+    (tmp_path / "gnu.cu").write_text('#include "gnu.h"\n' + kernel.source)
+    for mode in ("-std=gnu++20", "-std=c++20"):
+        done = subprocess.run(
+            [compiler(), mode, "-fsyntax-only", "-x", "c++", "-include", str(HEADER), "gnu.cu"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, (mode, done.stderr)

@@ -2,7 +2,7 @@
 (generated: do not edit; run that script to regenerate it).
 
 Derived with:
-    c++ (Debian 12.2.0-14+deb12u1) 12.2.0; NVRTC 13.5
+    c++ (Debian 12.2.0-14+deb12u1) 12.2.0 (ISO and GNU modes); NVRTC 13.5
 Names the C++ standard reserves (``__x``, ``_X``) are not listed:
 :mod:`polymap.codegen.cnames` renames them by pattern.
 """
@@ -1082,6 +1082,7 @@ HOST = frozenset(
         "le16toh",
         "le32toh",
         "le64toh",
+        "linux",
         "math_errhandling",
         "offsetof",
         "pthread_cleanup_pop",
@@ -1098,6 +1099,7 @@ HOST = frozenset(
         "timercmp",
         "timerisset",
         "timersub",
+        "unix",
     }
 )
 
