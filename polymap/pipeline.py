@@ -81,19 +81,21 @@ def optimize_program(
     with step("analysis"):
         analyses(program, context)  # the program as written must be valid
     sizes = cost_sizes(program, context)
+
+    def rewrite_and_map(axes: dict[int, frozenset[str]]):
+        """The program rewritten (``axes``: the deep bands' choices), mapped at the cost sizes."""
+        with step("rewrites (deep bands folded, accumulators to registers)"):
+            rewritten = transform(program, registers=registers, analyses=analyses, axes=axes)
+        with step("analysis at the cost sizes"):
+            bound_model = analyses(rewritten.bind(**sizes))
+        return rewritten, map_kernels(bound_model, gpu, pinned, time_limit, staging)
+
     bands = deep_bands(program)
     choices: tuple[BandChoice, ...] = ()
     if bands:
-        program, solved, choices = choose_band_axes(
-            program, bands, sizes, registers=registers, analyses=analyses,
-            solve=lambda model: map_kernels(model, gpu, pinned, time_limit, staging),
-        )  # fmt: skip
+        program, solved, choices = choose_band_axes(bands, rewrite_and_map)
     else:
-        with step("rewrites (deep bands folded, accumulators to registers)"):
-            program = transform(program, registers=registers, analyses=analyses)
-        with step("analysis at the cost sizes"):
-            bound_model = analyses(program.bind(**sizes))
-        solved = map_kernels(bound_model, gpu, pinned, time_limit, staging)
+        program, solved = rewrite_and_map({})
     symbolic = tuple(rebind(km, kernels(program)) for km, _, _ in solved)
     with step("proof by isl"):
         model = analyses(program, context)
@@ -124,46 +126,44 @@ def transform(
     return program
 
 
-def choose_band_axes(
-    program: Program, bands, sizes: dict[str, int], *, registers: bool, analyses: Analyses, solve
-):
+def choose_band_axes(bands, rewrite_and_map):
     """Which three loops of each deep band (``transform.fold.deep_bands``: symbolic sizes,
     so not folded) get the hardware axes: the program is rewritten for each choice, analyzed
-    at the cost sizes and mapped by SCIP (``solve``), and the choice with the lowest objective
-    (the sum of its kernels' objectives times their launches) is kept; on a tie, the first
-    (``rule_axes``'s). Bands are chosen one after another, each with the earlier ones' choices.
-    A choice SCIP finds no mapping for (a pin on a loop it runs inside the thread, say) is
-    reported, and its error raised if no choice has a mapping. Returns the rewritten program,
-    its solved kernels and a BandChoice per band."""
+    at the cost sizes and mapped by SCIP (``rewrite_and_map(axes)``), and the choice with the
+    lowest objective (the sum of its kernels' objectives times their launches) is kept; on a
+    tie, the first (``rule_axes``'s). Bands are chosen one after another, each with the
+    earlier ones' choices. A choice SCIP finds no mapping for (a pin on a loop it runs inside
+    the thread, say) is reported, and its error raised if no choice has a mapping. Returns
+    the rewritten program, its solved kernels and a BandChoice per band."""
     axes: dict[int, frozenset[str]] = {}
     choices = []
     best = None
     for band in bands:
-        tried = []
+        tried = []  # (choice, objective or None, (program, solved) or the error)
         for option in band.choices:
             with step(f"mapping with hardware axes for {', '.join(i for i in band.indices if i in option)}"):
-                candidate = transform(
-                    program, registers=registers, analyses=analyses, axes={**axes, band.number: option}
-                )
                 try:
-                    solved = solve(analyses(candidate.bind(**sizes)))
+                    candidate, solved = rewrite_and_map({**axes, band.number: option})
                 except (MappingError, SolverError, ArgumentError) as err:
-                    tried.append((option, None, err, candidate))
+                    tried.append((option, None, err))
                     continue
             objective = sum(cost.objective_s * cost.launches for _, cost, _ in solved)
-            tried.append((option, objective, solved, candidate))
+            tried.append((option, objective, (candidate, solved)))
         found = [t for t in tried if t[1] is not None]
         if not found:
             raise tried[0][2]
-        option, _, solved, candidate = min(found, key=lambda t: t[1])  # min keeps the first of ties
+        option, _, best = min(found, key=lambda t: t[1])  # min keeps the first of ties
         axes[band.number] = option
-        best = (candidate, solved)
         choices.append(
             BandChoice(
                 band.indices,
                 tuple(
-                    (tuple(i for i in band.indices if i in o), cost, "" if cost is not None else str(why))
-                    for o, cost, why, _ in tried
+                    (
+                        tuple(i for i in band.indices if i in o),
+                        cost,
+                        "" if cost is not None else _why(outcome),
+                    )
+                    for o, cost, outcome in tried
                 ),
                 next(k for k, t in enumerate(tried) if t[0] == option),
             )
@@ -173,6 +173,7 @@ def choose_band_axes(
 
 
 def _why(error: Exception) -> str:
+    """The first line of an error, for a report line."""
     return str(error).splitlines()[0]
 
 
