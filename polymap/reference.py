@@ -386,8 +386,8 @@ class _Executor:
             mask = _and(lanes.mask, index < extent) if varying else lanes.mask
             inner = _Lanes((count,) + lanes.shape, mask, (index,) + lanes.index)
             self.block(loop.body, {**env, loop.index: index}, inner, buffers)
-        elif not varying and _accumulation(loop) is not None:
-            self.accumulate(loop, _accumulation(loop), count, env, lanes, buffers)
+        elif not varying and (accumulated := _accumulation(loop)) is not None:
+            self.accumulate(loop, accumulated, count, env, lanes, buffers)
         else:
             for k in range(count):
                 inner = replace(lanes, mask=_and(lanes.mask, k < extent)) if varying else lanes
@@ -407,17 +407,9 @@ class _Executor:
         self.instances[stmt.name] += active * count
         target, idx = self.element_index(stmt, env, lanes, buffers)
         acc = target[idx]
-        mask = None if lanes.mask is None else np.broadcast_to(lanes.mask, lanes.shape)
         for k in range(count):
-            value = np.broadcast_to(
-                _Eval(self, stmt, {**env, loop.index: k}, lanes, buffers).value(stmt.value), lanes.shape
-            )
-            if mask is not None:
-                value = value[mask]
-            common = _promote(acc.dtype, value.dtype)
-            acc = to_dtype(
-                np.asarray(_ASSIGN_OPS[stmt.op](acc.astype(common), value.astype(common))), target.dtype
-            )
+            value = _Eval(self, stmt, {**env, loop.index: k}, lanes, buffers).value(stmt.value)
+            acc = _updated(stmt.op, acc, _per_active_lane(value, lanes), target.dtype)
         target[idx] = acc
 
     def statement(self, stmt: Assign | Anchor, env: dict, lanes: _Lanes, buffers: dict) -> None:
@@ -446,16 +438,28 @@ class _Executor:
 
     def store(self, stmt: Assign, value, env: dict, lanes: _Lanes, buffers: dict) -> None:
         target, idx = self.element_index(stmt, env, lanes, buffers)
-        value = np.broadcast_to(value, lanes.shape)
-        if lanes.mask is not None:
-            value = value[np.broadcast_to(lanes.mask, lanes.shape)]
+        value = _per_active_lane(value, lanes)
         # Race freedom: distinct active lanes write distinct elements, so this gather /
         # scatter equals a per-lane read-modify-write (no duplicate indices to collide).
         if stmt.op.is_update:
-            old = target[idx]
-            common = _promote(old.dtype, value.dtype)
-            value = _ASSIGN_OPS[stmt.op](old.astype(common), value.astype(common))
-        target[idx] = to_dtype(np.asarray(value), target.dtype)
+            target[idx] = _updated(stmt.op, target[idx], value, target.dtype)
+        else:
+            target[idx] = to_dtype(np.asarray(value), target.dtype)
+
+
+def _per_active_lane(value, lanes: _Lanes) -> np.ndarray:
+    """``value`` broadcast to the lanes, one entry per active lane in lane order (the order
+    of ``element_index``)."""
+    value = np.broadcast_to(value, lanes.shape)
+    if lanes.mask is not None:
+        value = value[np.broadcast_to(lanes.mask, lanes.shape)]
+    return value
+
+
+def _updated(op: AssignOp, old: np.ndarray, value: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``old op= value`` as a store does it: in the promotion of the two, cast to ``dtype``."""
+    common = _promote(old.dtype, value.dtype)
+    return to_dtype(np.asarray(_ASSIGN_OPS[op](old.astype(common), value.astype(common))), dtype)
 
 
 class _Eval:
