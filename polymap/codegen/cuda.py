@@ -68,6 +68,7 @@ def _templates_folder() -> Path:
 TEMPLATES = _templates_folder()
 GRID_X_MAX, GRID_YZ_MAX = 2**31 - 1, 65535
 ERROR_CONTEXT, ERROR_GRID = -1, -2  # the launcher's own return codes (CUDA errors are > 0)
+ERROR_FAULT = -3  # its code for a recorded i32 division by zero (POLYMAP_ERROR_FAULT, the helpers)
 
 
 def template(name: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from polymap.codegen.comments import comment
-from polymap.codegen.cuda import ERROR_CONTEXT, ERROR_GRID, CudaProgram, launcher_parameters
+from polymap.codegen.cuda import ERROR_CONTEXT, ERROR_FAULT, ERROR_GRID, CudaProgram, launcher_parameters
 from polymap.ir.nodes import BufferKind
 from polymap.version import __version__
 
@@ -59,7 +59,7 @@ def launcher_header(cuda: CudaProgram, source_name: str = "the emitted .cu file"
         f"#define POLYMAP_ERROR_GRID ({ERROR_GRID})",
         "#endif",
         "#ifndef POLYMAP_ERROR_FAULT",
-        "#define POLYMAP_ERROR_FAULT (-3)",
+        f"#define POLYMAP_ERROR_FAULT ({ERROR_FAULT})",
         "#endif",
         "",
         "#ifdef __cplusplus",

@@ -15,11 +15,11 @@ from __future__ import annotations
 import re
 
 from polymap.codegen.cexpr import records_faults
-from polymap.codegen.cuda import CudaProgram
+from polymap.codegen.cuda import ERROR_FAULT, CudaProgram
 from polymap.errors import ArgumentError
 
 FAULT_WORD = "pm_fault"  # the global's name in the host library and in the CUDA module
-ERROR_FAULT = -3  # the launcher's return code for a recorded fault (POLYMAP_ERROR_FAULT)
+__all__ = ["ERROR_FAULT", "FAULT_WORD", "fault_error"]
 
 _STATEMENT_COMMENT = re.compile(r"^\s*(?:\{\s*)?// (\w+): ")
 

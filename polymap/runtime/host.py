@@ -8,7 +8,7 @@ Built libraries are cached by a hash of the source, the header and the command l
 (``$POLYMAP_CACHE_DIR``, else ``~/.cache/polymap``; see ``cache.py``: every entry is checked
 against the hash of its bytes before it is loaded and rebuilt when damaged), so a test
 suite compiles each kernel once. The compiler is ``$CXX``, else ``c++``; it must support
-C++20 and ``<ucontext.h>`` (POSIX).
+C++20 (and POSIX ``<ucontext.h>`` where the host is not x86-64).
 """
 
 from __future__ import annotations
