@@ -555,7 +555,7 @@ def _bench(args: argparse.Namespace) -> int:
     else:
         text = solver_markdown(runs, target=args.target, command=command)
     if args.output:
-        Path(args.output).write_text(text)
+        _write(args.output, text)
         print(f"wrote {args.output}")
     else:
         print(text)
@@ -587,7 +587,7 @@ def _bench_kernels(args: argparse.Namespace) -> int:
         results, device=device, command="polymap " + " ".join(sys.argv[1:]), machine=machine()
     )
     if args.output:
-        Path(args.output).write_text(text)
+        _write(args.output, text)
         print(f"wrote {args.output}")
     else:
         print(text)

@@ -179,3 +179,11 @@ def test_repeats_on_the_host_says_that_it_times_gpu_runs_only(tmp_path, capsys):
     assert "note: --repeats 3 times GPU runs; the host run checks correctness once" in capsys.readouterr().out
     assert main(["run", str(program), "--host"]) == 0
     assert "--repeats" not in capsys.readouterr().out
+
+
+def test_bench_names_an_output_it_cannot_write(tmp_path, capsys):
+    program = tmp_path / "copy.te"
+    program.write_text("param N = 64\nin A: f32[N]\nout B: f32[N]\npar N i { B[i] = A[i] }\n")
+    missing = tmp_path / "missing" / "bench.md"
+    assert main(["bench", str(program), "--repeats", "1", "-q", "-o", str(missing)]) != 0
+    assert f"cannot write {missing}" in capsys.readouterr().err
