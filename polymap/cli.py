@@ -195,7 +195,7 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="LOOP=DECISION",
         help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
-        "k.tile=16, k.stage=A,B (or none)",
+        "k.tile=16, k.stage=A,B (or none), i.interleave=yes (the kernel's points in outer-product order)",
     )
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
 
@@ -229,7 +229,7 @@ def _pin(text: str) -> tuple[str, str, str]:
     return loop, field, value.strip()
 
 
-_PIN_FIELDS = ("thread", "block", "threads", "seq", "distribution", "tile", "stage")
+_PIN_FIELDS = ("thread", "block", "threads", "seq", "distribution", "tile", "stage", "interleave")
 
 
 def _pins(items: list[tuple[str, str, str]]) -> dict:

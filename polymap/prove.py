@@ -46,7 +46,8 @@ Obligations, per kernel, each the emptiness of an isl set (for every size of the
    of the first kernel under the host loop or kernel at depth d), so kernels launch in the
    order given, inside the host loops. A dependence must never go backwards in launch
    order; inside one launch its source and sink must run in one thread with the source
-   first in the thread's order ``(s_1 .. s_n, the body's 2d+1 schedule)``.
+   first in the thread's order ``(s_1 .. s_n, the body's 2d+1 schedule)``, or
+   ``(the body's schedule, s_1 .. s_n)`` where the thread's points interleave.
 
 1 and 2 run over every executed point and come first: they say what the hardware would do
 wrong (fault, race) where a missing guard also makes 3 fail. A failure raises

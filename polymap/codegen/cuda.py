@@ -224,6 +224,8 @@ class _Emitter:
                         f"  {lm.index_formula()}  (T={lm.threads}, S={lm.seq}, {lm.distribution.value}; "
                         f"{lm.index} < {lm.extent})"
                     )
+                if km.interleaved and km.points > 1:
+                    lines.append(f"  the {km.points} points of a thread interleaved (outer-product order)")
                 if km.staging is not None:
                     lines.append(f"  {km.staging.describe()} ({cost.shared_bytes} bytes per block)")
             at = ", ".join(f"{n} = {v}" for n, v in m.cost_sizes)
@@ -276,7 +278,15 @@ class _Emitter:
         printer = AstPrinter(self.isl_to_c, None, schedule.ranges)
         printer.leaf = lambda name, args, key: self.leaf(schedule, printer, name, args, key)
         self.size_ranges = {p: schedule.ranges[self.model.names[p]] for p in self.program.param_names}
-        lines += printer.node(schedule.ast, 1)
+        if schedule.full is None:
+            lines += printer.node(schedule.ast, 1)
+        else:  # full blocks run the code without the points' guards (``splits_full_blocks``)
+            condition, full = schedule.full
+            lines.append(f"  if ({printer.expr(condition)}) {{  // a full block: every point in range")
+            lines += printer.node(full, 2)
+            lines.append("  } else {")
+            lines += printer.node(schedule.ast, 2)
+            lines.append("  }")
         lines.append("}")
         host_params = tuple(self.model.names[loop.index] for loop in kernel.host_loops)
         launch = KernelLaunch(
@@ -293,7 +303,9 @@ class _Emitter:
     def check_barriers(self, schedule: KernelSchedule) -> None:
         threads = tuple(schedule.frame.hw[schedule.frame.host + 3 : schedule.frame.host + 6])
         names = {b.name for b in schedule.shared.barriers}
-        if not barriers_unconditional(schedule.ast, threads, names):
+        asts = [schedule.ast] + ([schedule.full[1]] if schedule.full is not None else [])
+        # the condition of a full block mentions no thread (``full_blocks``: a set of blocks)
+        if not all(barriers_unconditional(ast, threads, names) for ast in asts):
             raise InternalError(
                 f"{schedule.mapping.kernel.name}: isl placed a barrier under a condition on the thread; "
                 "not every thread of a block would meet it"
@@ -319,10 +331,13 @@ class _Emitter:
     def iterators(self, frame: Frame, statements: tuple[StatementModel, ...], width: int) -> list[str]:
         """Names of the schedule dimensions: in a staged kernel ``phase``, ``kt`` (the tile)
         and ``part`` first; ``s_<index>`` per band loop, then per body depth the loop's own
-        index when every statement agrees on it (else ``c<k>``)."""
+        index when every statement agrees on it (else ``c<k>``); the ``s_<index>`` last where
+        the points interleave (``TimeLayout``)."""
         km = frame.mapping
         names = [self.cn.fresh(n) for n in ("phase", "kt", "part")] if km.staging is not None else []
-        names += [self.cn.fresh(f"s_{lm.index}") for lm in km.loops]
+        points = [self.cn.fresh(f"s_{lm.index}") for lm in km.loops]
+        if not km.interleaved:
+            names += points
         used = set()
         for k in range(width):
             depth = k // 2
@@ -336,6 +351,8 @@ class _Emitter:
                 names.append(self.cn[index])
             else:
                 names.append(self.cn.fresh(f"c{k}"))
+        if km.interleaved:  # outer-product order: the points after the body's order
+            names += points
         for name in names:
             self.hw_names[name] = name
         return names

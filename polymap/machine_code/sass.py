@@ -222,14 +222,17 @@ def innermost_loops(instructions: tuple[Instruction, ...]) -> tuple[Loop, ...]:
 
 
 def hot_loop(instructions: tuple[Instruction, ...]) -> Loop | None:
-    """The innermost, deepest loop; ties go to the most FMAs, then the longest span."""
+    """The innermost, deepest loop; ties go to the most FMAs, then the shortest span: where
+    a kernel's code comes in two copies (``schedule.kernel.splits_full_blocks``), the copy
+    for full blocks, which all blocks but the edges run, does the same FMAs without the
+    points' guards."""
     innermost = innermost_loops(instructions)
     if not innermost:
         return None
 
     def rank(loop: Loop) -> tuple[int, int, int]:
         body = [i for i in instructions if loop.holds(i.address)]
-        return loop.depth, sum(1 for i in body if i.family in FMA), loop.end - loop.start
+        return loop.depth, sum(1 for i in body if i.family in FMA), loop.start - loop.end
 
     return max(innermost, key=rank)
 

@@ -78,6 +78,7 @@ def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mappin
             }
             for loop in mapped.loops
         ],
+        "interleaved": mapped.interleaved,
         "staging": None
         if mapped.staging is None
         else {

@@ -113,6 +113,11 @@ def format_kernel(mapped: KernelMapping) -> list[str]:
         lines.append("  " * depth + f"{loop.index_formula()}    # {detail}")
     lines.extend("  " * depth + line for line in format_block(kernel.body, 0))
     lines.extend(_par_loops_in_the_thread(kernel.body))
+    if mapped.interleaved and mapped.points > 1:
+        lines.append(
+            f"  points interleaved: each step of the body runs all {mapped.points} points of the thread "
+            "(outer-product order; a value that several points read in a step is read once)"
+        )
     if mapped.staging is not None:
         lines.extend(format_staging(mapped))
     return lines
@@ -140,12 +145,13 @@ def _par_loops_in_the_thread(body) -> list[str]:
 def format_staging(mapped: KernelMapping) -> list[str]:
     """How a staged kernel runs its tiles (``mapping/staging.py``), in words."""
     staging = mapped.staging
+    each = "each for all of the thread's points" if mapped.interleaved else "for each of the thread's points"
     if staging.loop is None:
         order = "each block copies its tile, meets at __syncthreads(), then runs the body"
     else:
         order = (
             f"loop {staging.loop} runs in tiles of {staging.tile}: per tile the block copies the tiles, "
-            f"meets at __syncthreads(), runs the tile's iterations for each of the thread's points, and "
+            f"meets at __syncthreads(), runs the tile's iterations {each}, and "
             f"meets again before the next tile's copy"
         )
     return [f"  shared memory: {staging.describe()}", f"    {order}"]

@@ -14,16 +14,21 @@ has (binary unless said otherwise):
   domain, linearized by Farkas (``accesses.py``), and the sectors one warp request touches
   ``sigma_r in [1, 32]``: ``32 sigma_r >= 31 e D_r + e`` (the span of 32 lanes at stride
   D_r elements of e bytes) unless ``z_r`` (then ``sigma_r = 32``, one sector per lane);
+* ``interleaved``: the thread's points run inside every step of the body (outer-product
+  order, ``space.py``);
 * the fraction of the GPU the launch fills, 1/u: ``u >= 1``,
   ``u >= (SMs * threads per SM) * prod_j S_j / prod_j N_j`` (fewer threads than the GPU
-  holds) and ``u >= threads per SM / (blocks per SM * threads per block)`` (blocks too
-  small to fill an SM's thread slots).
+  holds) unless interleaved (then each point is independent work in flight, and the bound
+  is ``(SMs * threads per SM) / prod_j N_j``), ``u >= SMs * prod_j T_j S_j / prod_j N_j``
+  (fewer blocks than SMs) and ``u >= threads per SM / (blocks per SM * threads per block)``
+  (blocks too small to fill an SM's thread slots).
 
 Shared-memory staging (``staging.py`` says what can be staged and how it runs): a binary
 ``scope`` per tileable seq loop of the body (or the whole body), at most one; the tile
 ``K = 2^kappa`` (kappa <= 6 and K not beyond the loop's extent; 1 for the whole body); and a
 binary ``st`` per candidate buffer of the chosen scope. A staged buffer's reads in the scope
-leave global memory (their sectors drop to 0) and its copies move
+leave global memory (their sectors drop to 0; each read takes shared-memory wavefronts,
+divided by the points that share it where they interleave) and its copies move
 ``e * prod_j N_j * N_L / prod_{j not in its tile} T_j S_j`` bytes, its tile takes
 ``e * prod widths`` bytes of shared memory (with an allowance of 1/32 for padding), the tiles
 together at most ``shared_capacity`` (48 KB, and no more than the block's share of the SM
@@ -205,7 +210,7 @@ def cost_kernels(
             replace(m, extent=band.extent, max_extent=extent)
             for m, band, extent in zip(km.loops, problem.kernel.band, problem.extents)
         )
-        costs.append(problem.cost(KernelMapping(problem.kernel, loops, km.staging)))
+        costs.append(problem.cost(KernelMapping(problem.kernel, loops, km.staging, km.interleaved)))
     return tuple(costs)
 
 
@@ -319,7 +324,7 @@ def rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> Kerne
         )
         for m, band in zip(mapped.loops, kernel.band)
     )
-    return KernelMapping(kernel, loops, mapped.staging)
+    return KernelMapping(kernel, loops, mapped.staging, mapped.interleaved)
 
 
 # --------------------------------------------------------------------------- model
@@ -379,9 +384,10 @@ class KernelProblem:
         """The model's register estimate of a mapping (``_Variables._registers``)."""
         total = REGISTERS_BASE + self.local_elements
         staging = mapping.staging
-        if staging is not None and staging.loop is not None:
-            points = math.prod(m.seq for m in mapping.loops)
-            total += dict(self.locals_outside).get(staging.loop, 0) * (points - 1)
+        if mapping.interleaved:
+            total += self.local_elements * (mapping.points - 1)
+        elif staging is not None and staging.loop is not None:
+            total += dict(self.locals_outside).get(staging.loop, 0) * (mapping.points - 1)
         return total
 
     def staged_bytes(self, candidate: StageCandidate, spans: dict[str, int]) -> float:
@@ -536,11 +542,15 @@ class KernelProblem:
             requests = -(-a.instances // t.warp_size)
             from_shared = any(c.serves(a.statement, a.buffer, a.is_write) for c in staged)
             moved = 0 if from_shared else sectors * t.sector_bytes * requests
+            shown = requests
+            if from_shared:  # interleaved points share each read of a value (``point_reuse``)
+                reads = requests / (point_reuse(a, mapping) if mapping.interleaved else 1)
+                wavefronts += reads * shared_wavefronts(t, a.element_bytes)
+                shown = math.ceil(reads)
             rows.append(
-                AccessCost(a.statement, a.text, a.is_write, stride, sectors, requests, moved, from_shared)
+                AccessCost(a.statement, a.text, a.is_write, stride, sectors, shown, moved, from_shared)
             )
             total_bytes += 0 if from_shared else a.instances * sectors
-            wavefronts += requests * shared_wavefronts(t, a.element_bytes) if from_shared else 0
         for c in staged:
             moved = self.staged_bytes(c, spans)
             wavefronts += tile_store_wavefronts(t, moved, c.element_bytes)
@@ -561,13 +571,7 @@ class KernelProblem:
             )
             total_bytes += moved
         threads = mapping.threads_per_block * mapping.blocks
-        capacity = t.sm_count * t.max_threads_per_sm
-        # the model's form of the fill: prod N / prod S threads, whatever the rounding up
-        fill = min(
-            1.0,
-            math.prod(self.extents) / math.prod(m.seq for m in mapping.loops) / capacity,
-            1 / occupancy_penalty(t, mapping.threads_per_block),
-        )
+        fill = fill_fraction(t, mapping, self.extents)
         memory_s = total_bytes / t.dram_bandwidth
         compute_s = self.flops / t.peak_fp32_flops
         shared_s = wavefronts / shared_wavefront_rate(t)
@@ -599,12 +603,44 @@ class KernelProblem:
         ]
 
 
+def reuse_loops(access: GlobalAccess, band: tuple[str, ...]) -> tuple[str, ...]:
+    """The band loops whose points all read the same element of ``access`` in one step: those
+    its indices do not mention. Where a thread's points interleave (``KernelMapping``), one
+    read of the element serves them all (the compiler keeps the value in a register)."""
+    used = set()
+    for e in access.indices:
+        used |= index_vars(e)
+    return tuple(index for index in band if index not in used)
+
+
+def point_reuse(access: GlobalAccess, mapping: KernelMapping) -> int:
+    """How many of an interleaved thread's points share each read of ``access``."""
+    loops = reuse_loops(access, mapping.kernel.indices)
+    return math.prod(m.seq for m in mapping.loops if m.index in loops)
+
+
 def shared_capacity(target: GpuTarget, threads_per_block: int) -> int:
     """Shared memory a block may use without the opt-in, and without holding fewer blocks
     per SM than its thread count allows (``shared per SM * block / threads per SM``)."""
     return min(
         target.shared_memory_per_block,
         target.shared_memory_per_sm * threads_per_block // target.max_threads_per_sm,
+    )
+
+
+def fill_fraction(target: GpuTarget, mapping: KernelMapping, extents: tuple[int, ...]) -> float:
+    """The fraction of the GPU a launch keeps busy, in the model's form (``_Variables._time``:
+    prod N / prod S threads, or prod N independent points where they interleave, against the
+    GPU's thread slots; prod N / prod T S blocks against its SMs; the thread slots that blocks
+    of this size can hold), whatever the rounding up."""
+    work = math.prod(extents)
+    in_flight = work if mapping.interleaved else work / mapping.points
+    span = math.prod(m.threads * m.seq for m in mapping.loops)
+    return min(
+        1.0,
+        in_flight / (target.sm_count * target.max_threads_per_sm),
+        work / span / target.sm_count,
+        1 / occupancy_penalty(target, mapping.threads_per_block),
     )
 
 
@@ -694,6 +730,8 @@ class _Variables:
             for m in range(MAX_LOG_SEQ + 1)
         }
         self.cyc = {j: scip.addVar(f"cyclic[{loop.index}]", vtype="B") for j, loop in enumerate(band)}
+        # the thread's points interleave: every step of the body runs all of them
+        self.inter = scip.addVar("interleaved", vtype="B")
         self.lt = {j: quicksum(k * self.ut[j, k] for k in range(self.log_block + 1)) for j in range(self.n)}
         self.ls = {j: quicksum(m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) for j in range(self.n)}
         self.seq = {
@@ -899,9 +937,11 @@ class _Variables:
     def _time(self, traffic: list, block: dict):
         """The roofline time in microseconds (DRAM, FP32 and shared-memory roofs), divided by
         the fraction of the GPU filled, and the sum of the DRAM and shared-memory times (each
-        divided by the fill), which the objective ranks ties by:
-        ``u >= 1``, ``u >= SMs * threads per SM * prod S_j / prod N_j`` and
-        ``u >= threads per SM / (blocks per SM * threads per block)``."""
+        divided by the fill), which the objective ranks ties by (``fill_fraction``):
+        ``u >= 1``; ``u >= SMs * threads per SM * prod S_j / prod N_j`` unless the points
+        interleave (then ``u >= SMs * threads per SM / prod N_j``: each point is independent
+        work in flight, as a thread is); ``u >= SMs * prod T_j S_j / prod N_j`` (fewer blocks
+        than SMs) and ``u >= threads per SM / (blocks per SM * threads per block)``."""
         scip, p, t = self.scip, self.p, self.p.target
         capacity = t.sm_count * t.max_threads_per_sm
         prod_s = self.seq[0]
@@ -910,7 +950,16 @@ class _Variables:
             scip.addCons(nxt == prod_s * self.seq[j])
             prod_s = nxt
         u = scip.addVar("underfill", vtype="C", lb=1.0)
-        scip.addCons(u >= capacity * prod_s / math.prod(p.extents))
+        extents = math.prod(p.extents)
+        scip.addCons(u >= capacity / extents)
+        scip.addConsIndicator(capacity * prod_s - extents * u <= 0, self.inter, activeone=False)
+        # a block runs on one SM: fewer blocks than SMs leave SMs idle
+        logs = quicksum(self.lt[j] + self.ls[j] for j in range(self.n))
+        top = self.log_block + MAX_LOG_SEQ_TOTAL
+        span = {m: scip.addVar(f"block_span_log2={m}", vtype="B") for m in range(top + 1)}
+        scip.addCons(quicksum(span.values()) == 1)
+        scip.addCons(quicksum(m * var for m, var in span.items()) == logs)
+        scip.addCons(u >= quicksum(t.sm_count * 2.0**m / extents * var for m, var in span.items()))
         # occupancy: an SM holds at most max_blocks_per_sm blocks, so small blocks leave
         # thread slots empty
         scip.addCons(u >= quicksum(occupancy_penalty(t, 2**v) * block[v] for v in block))
@@ -949,6 +998,7 @@ class _Variables:
             + quicksum(self.ls[j] for j in range(n))
             + MAX_LOG_TILE
             - self.log_tile
+            + self.inter
             + 0.01 * (order + quicksum(self.cyc.values()))
         )
         scip.setObjective(time + RANKING_WEIGHT * traffic_time + tie, "minimize")
@@ -1019,8 +1069,7 @@ class _Variables:
             # the staged reads leave global memory for shared memory
             for k, a in enumerate(p.accesses):
                 if c.serves(a.statement, a.buffer, a.is_write):
-                    requests = -(-a.instances // t.warp_size)
-                    self.wavefronts.append(requests * shared_wavefronts(t, a.element_bytes) * st)
+                    self.wavefronts.append(self._staged_reads(scip, a, st))
                     sectors = self.sectors[k]
                     left = scip.addVar(
                         f"sigma_global[{a.statement}:{a.text}]", vtype="I", lb=0, ub=t.warp_size
@@ -1040,14 +1089,38 @@ class _Variables:
         scip.addCons(quicksum(shared_terms) <= capacity)
         return traffic
 
+    def _staged_reads(self, scip: Model, a: GlobalAccess, st):
+        """Wavefronts of one staged read: a warp's read per 32 instances, each
+        ``shared_wavefronts``; where the points interleave, divided by the points that share
+        each read (``point_reuse``: ``2^m`` with m the sum of the log2 S_j of the loops the
+        read does not mention). ``g = st * interleaved``; ``y[m]`` as in ``_staging``: the
+        smaller m costs more, so the minimum takes the exact one."""
+        t = self.p.target
+        full = -(-a.instances // t.warp_size) * shared_wavefronts(t, a.element_bytes)
+        position = {loop.index: j for j, loop in enumerate(self.p.kernel.band)}
+        loops = [position[v] for v in reuse_loops(a, self.p.kernel.indices)]
+        if not loops:
+            return full * st
+        tag = f"{a.statement}:{a.text}"
+        g = scip.addVar(f"reused[{tag}]", vtype="B")
+        scip.addCons(g <= st)
+        scip.addCons(g <= self.inter)
+        scip.addCons(g >= st + self.inter - 1)
+        top = len(loops) * MAX_LOG_SEQ
+        y = {m: scip.addVar(f"reuselog[{tag}]={m}", vtype="B") for m in range(top + 1)}
+        scip.addCons(quicksum(y.values()) == g)
+        scip.addCons(quicksum(m * var for m, var in y.items()) <= quicksum(self.ls[j] for j in loops))
+        return full * (st - g) + quicksum(full * 2.0**-m * var for m, var in y.items())
+
     def _registers(self, scip: Model, log_points, block: dict) -> None:
         """An estimate of registers within the limits: ``REGISTERS_BASE`` plus the thread's
-        block-local elements (accumulators), each held once per s-point where a tiled loop
-        runs outside the s-points (``staging.py``); at most 255 per thread and the block's
-        65536 in all. Only a limit, not an occupancy cost: a thread with many accumulators
-        hides latency by its independent operations, which the roofline does not model."""
+        block-local elements (accumulators), each held once per s-point where the points
+        interleave (all of them) or a tiled loop runs outside the s-points (those outside
+        it, ``staging.py``); at most 255 per thread and the block's 65536 in all. Only a
+        limit, not an occupancy cost: a thread with many accumulators hides latency by its
+        independent operations, which the roofline does not model."""
         p, t = self.p, self.p.target
-        if not any(elements for _, elements in p.locals_outside):
+        if not p.local_elements:
             scip.addCons(
                 quicksum(2**v * var for v, var in block.items()) * (REGISTERS_BASE + p.local_elements)
                 <= t.max_registers_per_block
@@ -1058,16 +1131,18 @@ class _Variables:
         scip.addCons(quicksum(logs.values()) == 1)
         scip.addCons(quicksum(m * var for m, var in logs.items()) == log_points)
         points = quicksum(2**m * var for m, var in logs.items())
-        extra = []
-        for loop, elements in p.locals_outside:
-            if loop in self.scope and elements:
-                x = scip.addVar(f"expanded[{loop}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ_TOTAL)
-                scip.addCons(x >= points - 1 - 2**MAX_LOG_SEQ_TOTAL * (1 - self.scope[loop]))
-                extra.append(elements * x)
+        # per-point copies: of every local where the points interleave, else of those outside
+        # the tiled loop; the larger count holds (interleaving copies a superset)
+        copies = [(p.local_elements, self.inter)]
+        copies += [(elements, self.scope[loop]) for loop, elements in p.locals_outside if loop in self.scope]
         floor = REGISTERS_BASE + p.local_elements  # a body's own arrays may live in local memory
         most = max(t.max_registers_per_thread, floor)
         regs = scip.addVar("registers", vtype="I", lb=0, ub=most)
-        scip.addCons(regs >= floor + quicksum(extra))
+        for k, (elements, on) in enumerate(copies):
+            if elements:
+                x = scip.addVar(f"expanded[{k}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ_TOTAL)
+                scip.addCons(x >= points - 1 - 2**MAX_LOG_SEQ_TOTAL * (1 - on))
+                scip.addCons(regs >= floor + elements * x)
         for v, var in block.items():
             slack = 2**v * most
             scip.addCons(2**v * regs <= t.max_registers_per_block + slack * (1 - var))
@@ -1083,6 +1158,8 @@ class _Variables:
             scip.addCons(ls == _log2(pin.seq))
         if pin.distribution is not None:
             scip.addCons(self.cyc[j] == (1 if pin.distribution is Distribution.CYCLIC else 0))
+        if pin.interleave is not None:  # the kernel's decision, pinned through one of its loops
+            scip.addCons(self.inter == (1 if pin.interleave else 0))
 
     def suggest_start(self) -> bool:
         """Hand SCIP one plain mapping as a partial solution, before it solves: the innermost
@@ -1121,6 +1198,7 @@ class _Variables:
             self.scip.setSolVal(hint, self.cyc[j], 0.0)
         for st in self.stage.values():
             self.scip.setSolVal(hint, st, 0.0)
+        self.scip.setSolVal(hint, self.inter, 0.0)
         self.scip.addSol(hint)
         # the hint fixes the decisions only; the multipliers and bounds (most of the
         # variables) are SCIP's to complete, beyond completesol's default share of unknowns
@@ -1163,7 +1241,7 @@ class _Variables:
             loop = staged[0].loop
             tile = 1 if loop is None else 2 ** next(m for m, v in self.kappa.items() if scip.getVal(v) > 0.5)
             staging = Staging(loop, tile, tuple(c.buffer for c in staged))
-        return KernelMapping(self.p.kernel, tuple(loops), staging)
+        return KernelMapping(self.p.kernel, tuple(loops), staging, scip.getVal(self.inter) > 0.5)
 
 
 def _grid_need(extent: int, most_blocks: int) -> int:

@@ -19,8 +19,16 @@ pinned):
       cyclic:  i_j = g_j * T_j * S_j + s_j * T_j + t_j
       blocked: i_j = g_j * T_j * S_j + t_j * S_j + s_j
 
-  with 0 <= g_j < G_j, 0 <= t_j < T_j, 0 <= s_j < S_j. Each thread runs its s-points one
-  after another (outer band loops first), the band body at each.
+  with 0 <= g_j < G_j, 0 <= t_j < T_j, 0 <= s_j < S_j.
+
+One decision for the kernel, the order of a thread's points (``interleaved``): either the
+thread runs its s-points one after another (outer band loops first), the whole band body
+at each; or the points *interleave*: every step of the body runs for all of the thread's
+points before the next step (``for k: for s_i: for s_j: C[i, j] += A[i, k] * B[k, j]``,
+the outer-product order of a register tile). Points are iterations of par loops, so both
+orders keep every dependence (``verify`` proves it of the order chosen); interleaving lets
+one value read in a step serve every point that reads it (a fragment held in a register),
+at the price of one copy of each of the body's block-local buffers per point.
 """
 
 from __future__ import annotations
@@ -165,6 +173,15 @@ class KernelMapping:
     kernel: Kernel
     loops: tuple[LoopMapping, ...]  # in band order, outermost first
     staging: Staging | None = None  # None: every read from global memory
+    interleaved: bool = False  # the thread's points run inside every step of the body
+
+    @property
+    def points(self) -> int:
+        """The s-points each thread runs: the product of the loops' S."""
+        total = 1
+        for loop in self.loops:
+            total *= loop.seq
+        return total
 
     @property
     def threads_per_block(self) -> int:
@@ -217,6 +234,7 @@ class LoopPin:
     distribution: Distribution | None = None
     tile: int | None = None  # on a seq loop: its tile size (1: not tiled)
     stage: tuple[str, ...] | None = None  # on a seq loop: the buffers staged in its tiles
+    interleave: bool | None = None  # on a band loop: its kernel's points interleaved (or not)
 
     def items(self) -> tuple[tuple[str, Any], ...]:
         return tuple(
@@ -252,6 +270,7 @@ _FIELD_ALIASES = {
     "distribution": "distribution",
     "tile": "tile",
     "stage": "stage",
+    "interleave": "interleave",
 }
 
 
@@ -324,6 +343,15 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
                 f"pin for '{key}': stage must be a buffer name or a list of them, got {value!r}"
             )
         return tuple(items)
+    if name == "interleave":
+        if isinstance(value, bool):
+            return value
+        word = str(value).strip().lower()
+        if word in ("true", "yes", "1", "on"):
+            return True
+        if word in ("false", "no", "0", "off"):
+            return False
+        raise ArgumentError(f"pin for '{key}': interleave must be true or false, got {value!r}")
     if name == "distribution":
         try:
             return value if isinstance(value, Distribution) else Distribution(str(value).lower())

@@ -120,12 +120,15 @@ def phase_prefix(km: KernelMapping, position: int, first_body_dim: str | None) -
 class TimeLayout:
     """The coordinates of a thread's time vector, in order: the three phase coordinates of a
     staged kernel (phase, tile, part: ``phase_prefix``), one s-point per band loop, then the
-    body's 2d+1 textual order. ``verify`` orders instances by it, ``shared`` places the
-    copies and barriers in it, and ``codegen`` names and unrolls its loops by it."""
+    body's 2d+1 textual order; or, where the points interleave, the body's order first and
+    the s-points last (every step of the body runs for all points: outer-product order).
+    ``verify`` orders instances by it, ``shared`` places the copies and barriers in it, and
+    ``codegen`` names and unrolls its loops by it."""
 
     phases: int  # PHASES in a staged kernel, else 0
     points: int  # one s_j per band loop
     body: int  # the body's order: 2 * (deepest body nest) + 1
+    interleaved: bool = False  # the s-points after the body's order
 
     @property
     def width(self) -> int:
@@ -134,15 +137,19 @@ class TimeLayout:
     @property
     def point_dims(self) -> slice:
         """Where the thread's s-points are (the loops a thread unrolls)."""
+        if self.interleaved:
+            return slice(self.phases + self.body, self.width)
         return slice(self.phases, self.phases + self.points)
 
     @property
     def body_dims(self) -> slice:
+        if self.interleaved:
+            return slice(self.phases, self.phases + self.body)
         return slice(self.phases + self.points, self.width)
 
 
 def time_layout(km: KernelMapping, body_width: int) -> TimeLayout:
-    return TimeLayout(PHASES if km.staging is not None else 0, len(km.loops), body_width)
+    return TimeLayout(PHASES if km.staging is not None else 0, len(km.loops), body_width, km.interleaved)
 
 
 def time_width(km: KernelMapping, body_width: int) -> int:
@@ -165,6 +172,14 @@ class Executed:
     dims: tuple[str, ...]  # isl names of ``relation``'s domain dimensions (``hw`` + body loops)
 
 
+def band_index(lm: LoopMapping, g: str, t: str, s: str) -> str:
+    """The isl expression of a band loop's index from its block, thread and point."""
+    span = lm.threads * lm.seq
+    if lm.distribution is Distribution.CYCLIC:
+        return f"{span}*{g} + {lm.threads}*{s} + {t}"
+    return f"{span}*{g} + {lm.seq}*{t} + {s}"
+
+
 def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int, width: int) -> Executed:
     names, params = model.names, model.params
     km, h, outer = frame.mapping, frame.host, frame.outer
@@ -180,11 +195,7 @@ def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int,
             j = k - h
             lm = km.loops[j]
             g, t, sq = hw_b[lm.block_axis.position], hw_t[lm.thread_axis.position], hw_s[j]
-            span = lm.threads * lm.seq
-            if lm.distribution is Distribution.CYCLIC:
-                cons.append(f"{d} = {span}*{g} + {lm.threads}*{sq} + {t}")
-            else:
-                cons.append(f"{d} = {span}*{g} + {lm.seq}*{t} + {sq}")
+            cons.append(f"{d} = {band_index(lm, g, t, sq)}")
             if lm.guard:
                 cons.append(f"{d} < {extent}")
         else:
@@ -201,9 +212,11 @@ def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int,
     for n, p in zip(body, position[outer + 1 :]):
         order += [n, str(p)]
     order += ["0"] * (width - len(order))
-    clock_exprs = (
-        tuple(phase_prefix(km, position[outer], body[0] if body else None)) + tuple(hw_s) + tuple(order)
-    )
+    phases = tuple(phase_prefix(km, position[outer], body[0] if body else None))
+    if km.interleaved:  # outer-product order: each step of the body for every point
+        clock_exprs = phases + tuple(order) + tuple(hw_s)
+    else:
+        clock_exprs = phases + tuple(hw_s) + tuple(order)
     clock = isl.Map(f"{prefix}{{ [{', '.join(hw)}] -> [{', '.join(clock_exprs)}] }}")
     vector = []
     for d in range(h):

@@ -3,11 +3,12 @@
 // program matmul_256x256x32 (matmul_256x256x32.te)
 // target NVIDIA H100 SXM5
 // sizes as arguments: M, N, K; proved for every size >= 1
-// matmul_256x256x32_kernel0: block (32, 32, 1), 1024 threads
-//   i = blockIdx.y*32 + threadIdx.y  (T=32, S=1, blocked; i < M)
-//   j = blockIdx.x*32 + threadIdx.x  (T=32, S=1, blocked; j < N)
-//   A, B staged in shared memory over loop 'k' in tiles of 32 (8448 bytes per block)
-//   predicted 2.133 us per launch (memory 0.313 us, compute 0.0626 us, shared memory 0.5172 us) at M = 256, N = 256, K = 32
+// matmul_256x256x32_kernel0: block (32, 2, 1), 64 threads
+//   i = blockIdx.y*32 + threadIdx.y*16 + s_i  (T=2, S=16, blocked; i < M)
+//   j = blockIdx.x*64 + s_j*32 + threadIdx.x  (T=32, S=2, cyclic; j < N)
+//   the 32 points of a thread interleaved (outer-product order)
+//   A, B staged in shared memory over loop 'k' in tiles of 8 (3104 bytes per block)
+//   predicted 1.13 us per launch (memory 0.2739 us, compute 0.0626 us, shared memory 0.1528 us) at M = 256, N = 256, K = 32
 //   proved: in bounds (S0, S1, S2); race free (C_acc, C); exactly once (S0, S1, S2); dependences kept (8); staging coverage (A read by S1, B read by S1); barriers (A, B)
 // proved by isl for every size >= 1
 // polymap helpers: integer division and modulo that are right for negative operands, an
@@ -121,40 +122,627 @@ __device__ __forceinline__ int pm_idiv(int a, int b, int line) {
 #endif
 
 #endif  // POLYMAP_HELPERS
-extern "C" __global__ void __launch_bounds__(1024) matmul_256x256x32_kernel0(
+extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K) {
   const int bx = blockIdx.x;
   const int by = blockIdx.y;
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
-  __shared__ float A_sh[32][33];  // A's tile
-  __shared__ float B_sh[32][33];  // B's tile
-  float C_acc;
-  if (N >= (long long)(32 * bx + tx) + 1 && M >= (long long)(32 * by + ty) + 1) {
+  __shared__ float A_sh[32][8];  // A's tile
+  __shared__ float B_sh[8][65];  // B's tile
+  float C_acc[32];  // one per point of the thread
+  if (N >= (long long)(64 * bx) + 64 && M >= (long long)(32 * by) + 32) {  // a full block: every point in range
     // S0: C_acc = C[i, j]
-    C_acc = C[(long long)(32 * by + ty) * N + 32 * bx + tx];
-  }
-  for (int kt = 0; kt <= (K - 1) / 32; ++kt) {
-    if (M >= (long long)(32 * by + ty) + 1 && K >= (long long)(tx + 32 * kt) + 1) {
-      A_sh[ty][tx] = A[(long long)(32 * by + ty) * K + tx + 32 * kt];  // copy of A's tile
-    }
-    if (N >= (long long)(32 * bx + tx) + 1 && K >= (long long)(ty + 32 * kt) + 1) {
-      B_sh[ty][tx] = B[(long long)(ty + 32 * kt) * N + 32 * bx + tx];  // copy of B's tile
-    }
-    __syncthreads();
-    if (N >= (long long)(32 * bx + tx) + 1 && M >= (long long)(32 * by + ty) + 1) {
-      for (int k = 32 * kt; k <= pm_min(K - 1, 32 * kt + 31); ++k) {
+    C_acc[0] = C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[1] = C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[2] = C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[3] = C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[4] = C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[5] = C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[6] = C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[7] = C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[8] = C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[9] = C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[10] = C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[11] = C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[12] = C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[13] = C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[14] = C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[15] = C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[16] = C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[17] = C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[18] = C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[19] = C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[20] = C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[21] = C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[22] = C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[23] = C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[24] = C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[25] = C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[26] = C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[27] = C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[28] = C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[29] = C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx + 32];
+    // S0: C_acc = C[i, j]
+    C_acc[30] = C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx];
+    // S0: C_acc = C[i, j]
+    C_acc[31] = C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx + 32];
+    for (int kt = 0; kt <= (K - 1) / 8; ++kt) {
+      if (K >= (long long)(tx % 8 + 8 * kt) + 1) {
+        for (int k = 0; k <= 3; ++k) {
+          A_sh[4 * ty + 8LL * k + tx / 8][tx % 8] = A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + tx % 8 + 8 * kt];  // copy of A's tile
+        }
+      }
+      for (int k = 0; k <= pm_min(7, K - 8 * kt - 1); ++k) {
+        B_sh[k][tx + 32 * ty] = B[(long long)((long long)(8 * kt) + k) * N + 64 * bx + tx + 32 * ty];  // copy of B's tile
+      }
+      __syncthreads();
+      for (int k = 8 * kt; k <= pm_min(K - 1, 8 * kt + 7); ++k) {
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc += A_sh[ty][-32 * kt + k] * B_sh[-32 * kt + k][tx];
+        C_acc[0] += A_sh[16 * ty][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[1] += A_sh[16 * ty][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[2] += A_sh[16 * ty + 1][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[3] += A_sh[16 * ty + 1][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[4] += A_sh[16 * ty + 2][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[5] += A_sh[16 * ty + 2][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[6] += A_sh[16 * ty + 3][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[7] += A_sh[16 * ty + 3][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[8] += A_sh[16 * ty + 4][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[9] += A_sh[16 * ty + 4][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[10] += A_sh[16 * ty + 5][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[11] += A_sh[16 * ty + 5][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[12] += A_sh[16 * ty + 6][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[13] += A_sh[16 * ty + 6][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[14] += A_sh[16 * ty + 7][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[15] += A_sh[16 * ty + 7][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[16] += A_sh[16 * ty + 8][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[17] += A_sh[16 * ty + 8][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[18] += A_sh[16 * ty + 9][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[19] += A_sh[16 * ty + 9][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[20] += A_sh[16 * ty + 10][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[21] += A_sh[16 * ty + 10][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[22] += A_sh[16 * ty + 11][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[23] += A_sh[16 * ty + 11][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[24] += A_sh[16 * ty + 12][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[25] += A_sh[16 * ty + 12][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[26] += A_sh[16 * ty + 13][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[27] += A_sh[16 * ty + 13][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[28] += A_sh[16 * ty + 14][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[29] += A_sh[16 * ty + 14][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[30] += A_sh[16 * ty + 15][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+        // S1: C_acc += A[i, k] * B[k, j]
+        C_acc[31] += A_sh[16 * ty + 15][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+      }
+      if (K >= (long long)(8 * kt) + 9) {
+        __syncthreads();
       }
     }
-    if (K >= (long long)(32 * kt) + 33) {
-      __syncthreads();
-    }
-  }
-  if (N >= (long long)(32 * bx + tx) + 1 && M >= (long long)(32 * by + ty) + 1) {
     // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + ty) * N + 32 * bx + tx] = C_acc;
+    C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx] = C_acc[0];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx + 32] = C_acc[1];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx] = C_acc[2];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx + 32] = C_acc[3];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx] = C_acc[4];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx + 32] = C_acc[5];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx] = C_acc[6];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx + 32] = C_acc[7];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx] = C_acc[8];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx + 32] = C_acc[9];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx] = C_acc[10];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx + 32] = C_acc[11];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx] = C_acc[12];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx + 32] = C_acc[13];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx] = C_acc[14];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx + 32] = C_acc[15];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx] = C_acc[16];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx + 32] = C_acc[17];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx] = C_acc[18];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx + 32] = C_acc[19];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx] = C_acc[20];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx + 32] = C_acc[21];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx] = C_acc[22];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx + 32] = C_acc[23];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx] = C_acc[24];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx + 32] = C_acc[25];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx] = C_acc[26];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx + 32] = C_acc[27];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx] = C_acc[28];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx + 32] = C_acc[29];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx] = C_acc[30];
+    // S2: C[i, j] = C_acc
+    C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx + 32] = C_acc[31];
+  } else {
+    if (N >= 64 * bx + tx + 1 && M >= 32 * by + 16 * ty + 1) {
+      // S0: C_acc = C[i, j]
+      C_acc[0] = C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx];
+      if (N >= (long long)(64 * bx + tx) + 33) {
+        // S0: C_acc = C[i, j]
+        C_acc[1] = C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx + 32];
+      }
+      if (M >= 32 * by + 16 * ty + 2) {
+        // S0: C_acc = C[i, j]
+        C_acc[2] = C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx];
+        if (N >= (long long)(64 * bx + tx) + 33) {
+          // S0: C_acc = C[i, j]
+          C_acc[3] = C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx + 32];
+        }
+        if (M >= 32 * by + 16 * ty + 3) {
+          // S0: C_acc = C[i, j]
+          C_acc[4] = C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx];
+          if (N >= (long long)(64 * bx + tx) + 33) {
+            // S0: C_acc = C[i, j]
+            C_acc[5] = C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx + 32];
+          }
+          if (M >= 32 * by + 16 * ty + 4) {
+            // S0: C_acc = C[i, j]
+            C_acc[6] = C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx];
+            if (N >= (long long)(64 * bx + tx) + 33) {
+              // S0: C_acc = C[i, j]
+              C_acc[7] = C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx + 32];
+            }
+            if (M >= 32 * by + 16 * ty + 5) {
+              // S0: C_acc = C[i, j]
+              C_acc[8] = C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx];
+              if (N >= (long long)(64 * bx + tx) + 33) {
+                // S0: C_acc = C[i, j]
+                C_acc[9] = C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx + 32];
+              }
+              if (M >= 32 * by + 16 * ty + 6) {
+                // S0: C_acc = C[i, j]
+                C_acc[10] = C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx];
+                if (N >= (long long)(64 * bx + tx) + 33) {
+                  // S0: C_acc = C[i, j]
+                  C_acc[11] = C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx + 32];
+                }
+                if (M >= 32 * by + 16 * ty + 7) {
+                  // S0: C_acc = C[i, j]
+                  C_acc[12] = C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx];
+                  if (N >= (long long)(64 * bx + tx) + 33) {
+                    // S0: C_acc = C[i, j]
+                    C_acc[13] = C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx + 32];
+                  }
+                  if (M >= 32 * by + 16 * ty + 8) {
+                    // S0: C_acc = C[i, j]
+                    C_acc[14] = C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx];
+                    if (N >= (long long)(64 * bx + tx) + 33) {
+                      // S0: C_acc = C[i, j]
+                      C_acc[15] = C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx + 32];
+                    }
+                    if (M >= 32 * by + 16 * ty + 9) {
+                      // S0: C_acc = C[i, j]
+                      C_acc[16] = C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx];
+                      if (N >= (long long)(64 * bx + tx) + 33) {
+                        // S0: C_acc = C[i, j]
+                        C_acc[17] = C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx + 32];
+                      }
+                      if (M >= 32 * by + 16 * ty + 10) {
+                        // S0: C_acc = C[i, j]
+                        C_acc[18] = C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx];
+                        if (N >= (long long)(64 * bx + tx) + 33) {
+                          // S0: C_acc = C[i, j]
+                          C_acc[19] = C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx + 32];
+                        }
+                        if (M >= 32 * by + 16 * ty + 11) {
+                          // S0: C_acc = C[i, j]
+                          C_acc[20] = C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx];
+                          if (N >= (long long)(64 * bx + tx) + 33) {
+                            // S0: C_acc = C[i, j]
+                            C_acc[21] = C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx + 32];
+                          }
+                          if (M >= 32 * by + 16 * ty + 12) {
+                            // S0: C_acc = C[i, j]
+                            C_acc[22] = C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx];
+                            if (N >= (long long)(64 * bx + tx) + 33) {
+                              // S0: C_acc = C[i, j]
+                              C_acc[23] = C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx + 32];
+                            }
+                            if (M >= 32 * by + 16 * ty + 13) {
+                              // S0: C_acc = C[i, j]
+                              C_acc[24] = C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx];
+                              if (N >= (long long)(64 * bx + tx) + 33) {
+                                // S0: C_acc = C[i, j]
+                                C_acc[25] = C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx + 32];
+                              }
+                              if (M >= 32 * by + 16 * ty + 14) {
+                                // S0: C_acc = C[i, j]
+                                C_acc[26] = C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx];
+                                if (N >= (long long)(64 * bx + tx) + 33) {
+                                  // S0: C_acc = C[i, j]
+                                  C_acc[27] = C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx + 32];
+                                }
+                                if (M >= 32 * by + 16 * ty + 15) {
+                                  // S0: C_acc = C[i, j]
+                                  C_acc[28] = C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx];
+                                  if (N >= (long long)(64 * bx + tx) + 33) {
+                                    // S0: C_acc = C[i, j]
+                                    C_acc[29] = C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx + 32];
+                                  }
+                                  if (M >= (long long)(32 * by + 16 * ty) + 16) {
+                                    // S0: C_acc = C[i, j]
+                                    C_acc[30] = C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx];
+                                    if (N >= (long long)(64 * bx + tx) + 33) {
+                                      // S0: C_acc = C[i, j]
+                                      C_acc[31] = C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx + 32];
+                                    }
+                                  }
+                                }
+                              }
+                            }
+                          }
+                        }
+                      }
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    for (int kt = 0; kt <= (K - 1) / 8; ++kt) {
+      if (K >= (long long)(tx % 8 + 8 * kt) + 1) {
+        for (int k = 0; k <= pm_min(3LL, -4 * by - ty + pm_floord(8LL * M - tx + 32 * ty - 1, 64LL)); ++k) {
+          A_sh[4 * ty + 8LL * k + tx / 8][tx % 8] = A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + tx % 8 + 8 * kt];  // copy of A's tile
+        }
+      }
+      if (N >= (long long)(64 * bx + tx + 32 * ty) + 1) {
+        for (int k = 0; k <= pm_min(7, K - 8 * kt - 1); ++k) {
+          B_sh[k][tx + 32 * ty] = B[(long long)((long long)(8 * kt) + k) * N + 64 * bx + tx + 32 * ty];  // copy of B's tile
+        }
+      }
+      __syncthreads();
+      if (N >= 64 * bx + tx + 1 && M >= 32 * by + 16 * ty + 1) {
+        for (int k = 8 * kt; k <= pm_min(K - 1, 8 * kt + 7); ++k) {
+          // S1: C_acc += A[i, k] * B[k, j]
+          C_acc[0] += A_sh[16 * ty][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+          if (N >= (long long)(64 * bx + tx) + 33) {
+            // S1: C_acc += A[i, k] * B[k, j]
+            C_acc[1] += A_sh[16 * ty][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+          }
+          if (M >= 32 * by + 16 * ty + 2) {
+            // S1: C_acc += A[i, k] * B[k, j]
+            C_acc[2] += A_sh[16 * ty + 1][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+            if (N >= (long long)(64 * bx + tx) + 33) {
+              // S1: C_acc += A[i, k] * B[k, j]
+              C_acc[3] += A_sh[16 * ty + 1][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+            }
+            if (M >= 32 * by + 16 * ty + 3) {
+              // S1: C_acc += A[i, k] * B[k, j]
+              C_acc[4] += A_sh[16 * ty + 2][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+              if (N >= (long long)(64 * bx + tx) + 33) {
+                // S1: C_acc += A[i, k] * B[k, j]
+                C_acc[5] += A_sh[16 * ty + 2][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+              }
+              if (M >= 32 * by + 16 * ty + 4) {
+                // S1: C_acc += A[i, k] * B[k, j]
+                C_acc[6] += A_sh[16 * ty + 3][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                if (N >= (long long)(64 * bx + tx) + 33) {
+                  // S1: C_acc += A[i, k] * B[k, j]
+                  C_acc[7] += A_sh[16 * ty + 3][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                }
+                if (M >= 32 * by + 16 * ty + 5) {
+                  // S1: C_acc += A[i, k] * B[k, j]
+                  C_acc[8] += A_sh[16 * ty + 4][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                  if (N >= (long long)(64 * bx + tx) + 33) {
+                    // S1: C_acc += A[i, k] * B[k, j]
+                    C_acc[9] += A_sh[16 * ty + 4][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                  }
+                  if (M >= 32 * by + 16 * ty + 6) {
+                    // S1: C_acc += A[i, k] * B[k, j]
+                    C_acc[10] += A_sh[16 * ty + 5][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                    if (N >= (long long)(64 * bx + tx) + 33) {
+                      // S1: C_acc += A[i, k] * B[k, j]
+                      C_acc[11] += A_sh[16 * ty + 5][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                    }
+                    if (M >= 32 * by + 16 * ty + 7) {
+                      // S1: C_acc += A[i, k] * B[k, j]
+                      C_acc[12] += A_sh[16 * ty + 6][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                      if (N >= (long long)(64 * bx + tx) + 33) {
+                        // S1: C_acc += A[i, k] * B[k, j]
+                        C_acc[13] += A_sh[16 * ty + 6][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                      }
+                      if (M >= 32 * by + 16 * ty + 8) {
+                        // S1: C_acc += A[i, k] * B[k, j]
+                        C_acc[14] += A_sh[16 * ty + 7][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                        if (N >= (long long)(64 * bx + tx) + 33) {
+                          // S1: C_acc += A[i, k] * B[k, j]
+                          C_acc[15] += A_sh[16 * ty + 7][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                        }
+                        if (M >= 32 * by + 16 * ty + 9) {
+                          // S1: C_acc += A[i, k] * B[k, j]
+                          C_acc[16] += A_sh[16 * ty + 8][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                          if (N >= (long long)(64 * bx + tx) + 33) {
+                            // S1: C_acc += A[i, k] * B[k, j]
+                            C_acc[17] += A_sh[16 * ty + 8][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                          }
+                          if (M >= 32 * by + 16 * ty + 10) {
+                            // S1: C_acc += A[i, k] * B[k, j]
+                            C_acc[18] += A_sh[16 * ty + 9][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                            if (N >= (long long)(64 * bx + tx) + 33) {
+                              // S1: C_acc += A[i, k] * B[k, j]
+                              C_acc[19] += A_sh[16 * ty + 9][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                            }
+                            if (M >= 32 * by + 16 * ty + 11) {
+                              // S1: C_acc += A[i, k] * B[k, j]
+                              C_acc[20] += A_sh[16 * ty + 10][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                              if (N >= (long long)(64 * bx + tx) + 33) {
+                                // S1: C_acc += A[i, k] * B[k, j]
+                                C_acc[21] += A_sh[16 * ty + 10][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                              }
+                              if (M >= 32 * by + 16 * ty + 12) {
+                                // S1: C_acc += A[i, k] * B[k, j]
+                                C_acc[22] += A_sh[16 * ty + 11][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                                if (N >= (long long)(64 * bx + tx) + 33) {
+                                  // S1: C_acc += A[i, k] * B[k, j]
+                                  C_acc[23] += A_sh[16 * ty + 11][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                                }
+                                if (M >= 32 * by + 16 * ty + 13) {
+                                  // S1: C_acc += A[i, k] * B[k, j]
+                                  C_acc[24] += A_sh[16 * ty + 12][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                                  if (N >= (long long)(64 * bx + tx) + 33) {
+                                    // S1: C_acc += A[i, k] * B[k, j]
+                                    C_acc[25] += A_sh[16 * ty + 12][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                                  }
+                                  if (M >= 32 * by + 16 * ty + 14) {
+                                    // S1: C_acc += A[i, k] * B[k, j]
+                                    C_acc[26] += A_sh[16 * ty + 13][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                                    if (N >= (long long)(64 * bx + tx) + 33) {
+                                      // S1: C_acc += A[i, k] * B[k, j]
+                                      C_acc[27] += A_sh[16 * ty + 13][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                                    }
+                                    if (M >= 32 * by + 16 * ty + 15) {
+                                      // S1: C_acc += A[i, k] * B[k, j]
+                                      C_acc[28] += A_sh[16 * ty + 14][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                                      if (N >= (long long)(64 * bx + tx) + 33) {
+                                        // S1: C_acc += A[i, k] * B[k, j]
+                                        C_acc[29] += A_sh[16 * ty + 14][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                                      }
+                                      if (M >= (long long)(32 * by + 16 * ty) + 16) {
+                                        // S1: C_acc += A[i, k] * B[k, j]
+                                        C_acc[30] += A_sh[16 * ty + 15][-8 * kt + k] * B_sh[-8 * kt + k][tx];
+                                        if (N >= (long long)(64 * bx + tx) + 33) {
+                                          // S1: C_acc += A[i, k] * B[k, j]
+                                          C_acc[31] += A_sh[16 * ty + 15][-8 * kt + k] * B_sh[-8 * kt + k][tx + 32];
+                                        }
+                                      }
+                                    }
+                                  }
+                                }
+                              }
+                            }
+                          }
+                        }
+                      }
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+      if (K >= (long long)(8 * kt) + 9) {
+        __syncthreads();
+      }
+    }
+    if (N >= 64 * bx + tx + 1 && M >= 32 * by + 16 * ty + 1) {
+      // S2: C[i, j] = C_acc
+      C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx] = C_acc[0];
+      if (N >= (long long)(64 * bx + tx) + 33) {
+        // S2: C[i, j] = C_acc
+        C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx + 32] = C_acc[1];
+      }
+      if (M >= 32 * by + 16 * ty + 2) {
+        // S2: C[i, j] = C_acc
+        C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx] = C_acc[2];
+        if (N >= (long long)(64 * bx + tx) + 33) {
+          // S2: C[i, j] = C_acc
+          C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx + 32] = C_acc[3];
+        }
+        if (M >= 32 * by + 16 * ty + 3) {
+          // S2: C[i, j] = C_acc
+          C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx] = C_acc[4];
+          if (N >= (long long)(64 * bx + tx) + 33) {
+            // S2: C[i, j] = C_acc
+            C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx + 32] = C_acc[5];
+          }
+          if (M >= 32 * by + 16 * ty + 4) {
+            // S2: C[i, j] = C_acc
+            C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx] = C_acc[6];
+            if (N >= (long long)(64 * bx + tx) + 33) {
+              // S2: C[i, j] = C_acc
+              C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx + 32] = C_acc[7];
+            }
+            if (M >= 32 * by + 16 * ty + 5) {
+              // S2: C[i, j] = C_acc
+              C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx] = C_acc[8];
+              if (N >= (long long)(64 * bx + tx) + 33) {
+                // S2: C[i, j] = C_acc
+                C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx + 32] = C_acc[9];
+              }
+              if (M >= 32 * by + 16 * ty + 6) {
+                // S2: C[i, j] = C_acc
+                C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx] = C_acc[10];
+                if (N >= (long long)(64 * bx + tx) + 33) {
+                  // S2: C[i, j] = C_acc
+                  C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx + 32] = C_acc[11];
+                }
+                if (M >= 32 * by + 16 * ty + 7) {
+                  // S2: C[i, j] = C_acc
+                  C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx] = C_acc[12];
+                  if (N >= (long long)(64 * bx + tx) + 33) {
+                    // S2: C[i, j] = C_acc
+                    C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx + 32] = C_acc[13];
+                  }
+                  if (M >= 32 * by + 16 * ty + 8) {
+                    // S2: C[i, j] = C_acc
+                    C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx] = C_acc[14];
+                    if (N >= (long long)(64 * bx + tx) + 33) {
+                      // S2: C[i, j] = C_acc
+                      C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx + 32] = C_acc[15];
+                    }
+                    if (M >= 32 * by + 16 * ty + 9) {
+                      // S2: C[i, j] = C_acc
+                      C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx] = C_acc[16];
+                      if (N >= (long long)(64 * bx + tx) + 33) {
+                        // S2: C[i, j] = C_acc
+                        C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx + 32] = C_acc[17];
+                      }
+                      if (M >= 32 * by + 16 * ty + 10) {
+                        // S2: C[i, j] = C_acc
+                        C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx] = C_acc[18];
+                        if (N >= (long long)(64 * bx + tx) + 33) {
+                          // S2: C[i, j] = C_acc
+                          C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx + 32] = C_acc[19];
+                        }
+                        if (M >= 32 * by + 16 * ty + 11) {
+                          // S2: C[i, j] = C_acc
+                          C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx] = C_acc[20];
+                          if (N >= (long long)(64 * bx + tx) + 33) {
+                            // S2: C[i, j] = C_acc
+                            C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx + 32] = C_acc[21];
+                          }
+                          if (M >= 32 * by + 16 * ty + 12) {
+                            // S2: C[i, j] = C_acc
+                            C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx] = C_acc[22];
+                            if (N >= (long long)(64 * bx + tx) + 33) {
+                              // S2: C[i, j] = C_acc
+                              C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx + 32] = C_acc[23];
+                            }
+                            if (M >= 32 * by + 16 * ty + 13) {
+                              // S2: C[i, j] = C_acc
+                              C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx] = C_acc[24];
+                              if (N >= (long long)(64 * bx + tx) + 33) {
+                                // S2: C[i, j] = C_acc
+                                C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx + 32] = C_acc[25];
+                              }
+                              if (M >= 32 * by + 16 * ty + 14) {
+                                // S2: C[i, j] = C_acc
+                                C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx] = C_acc[26];
+                                if (N >= (long long)(64 * bx + tx) + 33) {
+                                  // S2: C[i, j] = C_acc
+                                  C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx + 32] = C_acc[27];
+                                }
+                                if (M >= 32 * by + 16 * ty + 15) {
+                                  // S2: C[i, j] = C_acc
+                                  C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx] = C_acc[28];
+                                  if (N >= (long long)(64 * bx + tx) + 33) {
+                                    // S2: C[i, j] = C_acc
+                                    C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx + 32] = C_acc[29];
+                                  }
+                                  if (M >= (long long)(32 * by + 16 * ty) + 16) {
+                                    // S2: C[i, j] = C_acc
+                                    C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx] = C_acc[30];
+                                    if (N >= (long long)(64 * bx + tx) + 33) {
+                                      // S2: C[i, j] = C_acc
+                                      C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx + 32] = C_acc[31];
+                                    }
+                                  }
+                                }
+                              }
+                            }
+                          }
+                        }
+                      }
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
   }
 }
 #ifndef __CUDACC_RTC__
@@ -167,10 +755,10 @@ extern "C" __global__ void __launch_bounds__(1024) matmul_256x256x32_kernel0(
 extern "C" int run_matmul_256x256x32(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K, cudaStream_t stream) {
   if (!(M >= 1 && N >= 1 && K >= 1)) return -1;  // outside the sizes proved for
   {  // kernel0
-    const long long gx = (N - 1) / 32 + 1, gy = (M - 1) / 32 + 1, gz = 1;
+    const long long gx = (N - 1) / 64 + 1, gy = (M - 1) / 32 + 1, gz = 1;
     if (gx > 2147483647 || gy > 65535 || gz > 65535) return -2;
     if (gx > 0 && gy > 0 && gz > 0) {
-      POLYMAP_LAUNCH(matmul_256x256x32_kernel0, dim3(gx, gy, gz), dim3(32, 32, 1), true, A, B, C, M, N, K);
+      POLYMAP_LAUNCH(matmul_256x256x32_kernel0, dim3(gx, gy, gz), dim3(32, 2, 1), true, A, B, C, M, N, K);
       POLYMAP_CHECK_LAUNCH();
     }
   }

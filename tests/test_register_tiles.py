@@ -1,0 +1,234 @@
+"""Register tiles: a thread's points interleaved (outer-product order) as a SCIP decision, the
+cost it changes (staged reads shared by points, the fill), the code (per-point locals, a copy
+of the code for full blocks without the points' guards) and its machine code, each checked
+against the reference or counted by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from polymap import compile, load, optimize, parse, reference, verify
+from polymap.cli import main
+from polymap.errors import ArgumentError, InfeasibleMappingError
+from polymap.mapping.space import KernelMapping
+from polymap.runtime import cuobjdump
+from polymap.runtime.arguments import random_inputs
+from polymap.runtime.nvrtc import nvrtc_available
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+
+MATMUL = """
+param M
+param N
+param K
+in  A: f32[M, K]
+in  B: f32[K, N]
+out C: f32[M, N]
+par M i { par N j { seq K k { C[i, j] += A[i, k] * B[k, j] } } }
+"""
+
+# 4 x 4 points per thread, interleaved, over 8 x 32 threads; k in staged tiles of 16
+TILE_4X4 = {
+    "i": {"thread": "y", "block": "y", "threads": 8, "seq": 4, "distribution": "blocked", "interleave": True},
+    "j": {"thread": "x", "block": "x", "threads": 32, "seq": 4, "distribution": "cyclic"},
+    "k": {"tile": 16, "stage": ["A", "B"]},
+}
+
+
+def _check_on_host(kernel, sizes, seed=5):
+    program = kernel.mapping.program
+    arrays = random_inputs(program, sizes, seed=seed)
+    got = kernel.run_host(**arrays)
+    want = reference(program, **arrays)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def test_scip_interleaves_a_matmuls_points_where_reads_are_shared():
+    """matmul_1024: the staged reads bind (a shared-memory roof); interleaving lets each read of
+    A[i, k] serve the thread's S_j points and each read of B[k, j] its S_i points, so SCIP
+    interleaves and takes several points of both loops."""
+    mapping = optimize(load(MODELS / "matmul_1024.te"))
+    km = mapping.kernels[0]
+    assert km.interleaved and km.staging is not None
+    assert km.loop("i").seq > 1 and km.loop("j").seq > 1
+    assert "points interleaved: each step of the body runs all" in str(mapping)
+    assert mapping.to_json()["kernels"][0]["interleaved"] is True
+    # the same program with the points run one after another costs more, by SCIP and by the model
+    apart = optimize(load(MODELS / "matmul_1024.te"), pins={"i": {"interleave": False}})
+    assert not apart.kernels[0].interleaved
+    assert apart.costs[0].time_s > 2 * mapping.costs[0].time_s
+    assert apart.solver[0].objective > mapping.solver[0].objective
+
+
+def test_interleaved_staged_reads_are_charged_once_per_value():
+    """Counted by hand at 256 x 256 x 32, 4 x 4 points: each of the 2^21 / 32 warp reads of A
+    serves S_j = 4 points and each of B's S_i = 4 (16384 wavefronts each); the copies store
+    16 blocks x (32 x 32 + 32 x 128) elements, 32 per warp store (512 + 2048)."""
+    program = parse(MATMUL, name="mm").bind(M=256, N=256, K=32)
+    mapping = optimize(program, pins=TILE_4X4)
+    cost, target = mapping.costs[0], mapping.target
+    assert mapping.kernels[0].interleaved
+    wavefronts = 2 * (256 * 256 * 32 // 32 // 4) + 16 * (32 * 32 + 32 * 128) // 32
+    assert cost.shared_s == pytest.approx(wavefronts / (target.sm_count * target.clock_hz))
+    rows = {a.access: a for a in cost.accesses}
+    assert rows["A[i, k]"].requests == rows["B[k, j]"].requests == 256 * 256 * 32 // 32 // 4
+    assert mapping.solver[0].objective == pytest.approx(cost.objective_s * 1e6, rel=1e-5)
+    apart = optimize(program, pins={**TILE_4X4, "i": {**TILE_4X4["i"], "interleave": False}})
+    wavefronts_apart = 2 * (256 * 256 * 32 // 32) + 16 * (32 * 32 + 32 * 128) // 32
+    assert apart.costs[0].shared_s == pytest.approx(wavefronts_apart / (target.sm_count * target.clock_hz))
+
+
+def test_interleaved_points_count_as_work_in_flight():
+    """The fill: 64 points per thread leave 1/64 of the threads, which run one after another
+    fill 1/64 as much of the GPU's thread slots; interleaved, each point is independent work
+    in flight, and what is left is the blocks: 128 blocks of 64 x 128 points for 132 SMs."""
+    program = parse(MATMUL, name="mm").bind(M=1024, N=1024, K=64)
+    pins = {
+        "i": {"thread": "y", "threads": 4, "seq": 16, "interleave": True},
+        "j": {"thread": "x", "threads": 32, "seq": 4},
+    }
+    together = optimize(program, pins=pins).costs[0]
+    apart = optimize(program, pins={**pins, "i": {**pins["i"], "interleave": False}}).costs[0]
+    threads = 1024 * 1024 // 64
+    capacity = 132 * 2048
+    assert apart.fill == pytest.approx(threads / capacity)
+    assert together.fill == pytest.approx(128 / 132)
+
+
+def test_the_order_is_proved_and_compiles_to_outer_product_code():
+    program = parse(MATMUL, name="mm")
+    mapping = optimize(program, pins=TILE_4X4)
+    # the order proved is the interleaved one: the accumulation over k stays in its thread
+    assert mapping.kernels[0].interleaved and verify(mapping.program, mapping).lines() == mapping.proofs
+    assert any("flow dependence S1 -> S1 on C_acc kept in one thread" in p for p in mapping.proofs)
+    kernel = compile(mapping.program, mapping)
+    source = kernel.source
+    assert re.search(r"\n  float C_acc\[16\];  // one per point of the thread", source)
+    full, edge = source.split("// a full block: every point in range", 1)[1].split("} else {", 1)
+    body = full[re.search(r"for \(int k = 16 \* kt;", full).start() :]
+    body = body[: body.index("}")]
+    # a full block: every point's FMA inside the k loop, no guard among them
+    assert body.count("C_acc[") == 16 and " if (" not in body
+    assert all(f"C_acc[{p}] +=" in body for p in range(16))
+    # the other blocks keep each point's guard
+    assert re.search(r"if \([^)]*\) \{\s*// S\d: C_acc \+= ", edge)
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        {"M": 64, "N": 256, "K": 32},  # every block full
+        {"M": 70, "N": 130, "K": 19},  # edge blocks in both loops, a partial k tile
+        {"M": 3, "N": 5, "K": 1},  # no block full
+    ],
+)
+def test_interleaved_kernels_match_the_reference_on_the_host(sizes):
+    kernel = _tile_kernel()
+    _check_on_host(kernel, sizes)
+
+
+def _tile_kernel():
+    global _KERNEL
+    if _KERNEL is None:
+        program = parse(MATMUL, name="mm")
+        _KERNEL = compile(program, optimize(program, pins=TILE_4X4))
+    return _KERNEL
+
+
+_KERNEL = None
+
+
+def test_every_local_is_held_per_point_where_points_interleave():
+    """A temporary declared inside the k loop is live across the points of one step: one per
+    point (a single copy would hand each point the last point's value)."""
+    program = parse(
+        """
+        in A: f32[40, 12]
+        in B: f32[12, 72]
+        out C: f32[40, 72]
+        par 40 i { par 72 j {
+          new acc: f32
+          acc = 0
+          seq 12 k { new t: f32
+                     t = A[i, k] * 2
+                     acc += t * B[k, j] }
+          C[i, j] = acc
+        } }
+        """,
+        name="tmp",
+    )
+    pins = {"i": {"threads": 4, "seq": 4, "interleave": True}, "j": {"threads": 32, "seq": 2}}
+    mapping = optimize(program, pins=pins)
+    kernel = compile(mapping.program, mapping)
+    assert re.search(r"\n  float t\[8\];  // one per point of the thread", kernel.source)
+    arrays = random_inputs(program, {}, seed=2)
+    got = kernel.run_host(**arrays)
+    np.testing.assert_allclose(got["C"], reference(program, **arrays)["C"], rtol=1e-5, atol=1e-5)
+
+
+def test_the_interleave_pin_is_checked_and_reported():
+    program = parse(MATMUL, name="mm").bind(M=64, N=64, K=16)
+    with pytest.raises(ArgumentError, match="interleave must be true or false"):
+        optimize(program, pins={"i": {"interleave": "sometimes"}})
+    # interleaving multiplies the body's 300-element array by the points: beyond 255 registers
+    heavy = parse(
+        """
+        in A: f32[64, 16]
+        out C: f32[64, 64]
+        par 64 i { par 64 j {
+          new t: f32[200]
+          seq 200 m { t[m] = A[i, m % 16] }
+          C[i, j] = t[j % 200]
+        } }
+        """,
+        name="heavy",
+    )
+    with pytest.raises(InfeasibleMappingError, match="'i' \\(seq=2, interleave=True\\)"):
+        optimize(heavy, pins={"i": {"seq": 2, "interleave": True}})
+    assert not optimize(heavy).kernels[0].interleaved
+
+
+def test_the_interleave_pin_on_the_command_line(tmp_path, capsys):
+    source = tmp_path / "mm.te"
+    source.write_text(MATMUL)
+    args = ["map", str(source), "--size", "M=64", "--size", "N=64", "--size", "K=16", "-q", "--json"]
+    assert main([*args, "--pin", "i.interleave=no"]) == 0
+    assert json.loads(capsys.readouterr().out)["kernels"][0]["interleaved"] is False
+    assert main([*args, "--pin", "i.interleave=yes", "--pin", "i.seq=2"]) == 0
+    assert json.loads(capsys.readouterr().out)["kernels"][0]["interleaved"] is True
+
+
+def test_a_hand_made_interleaved_mapping_is_proved_before_code_is_made():
+    """``compile(program, mapping)`` with the order flipped by hand: proved again, and the
+    code runs the points interleaved."""
+    program = parse(MATMUL, name="mm")
+    mapping = optimize(program, pins={**TILE_4X4, "i": {**TILE_4X4["i"], "interleave": False}})
+    km = mapping.kernels[0]
+    flipped = dataclasses.replace(mapping, kernels=(KernelMapping(km.kernel, km.loops, km.staging, True),))
+    kernel = compile(mapping.program, flipped)
+    assert kernel.mapping.kernels[0].interleaved
+    _check_on_host(kernel, {"M": 33, "N": 129, "K": 17})
+
+
+needs_tools = pytest.mark.skipif(
+    not (nvrtc_available() and cuobjdump.cuobjdump_available()),
+    reason="NVRTC or cuobjdump missing (pip install -e '.[test]' installs both)",
+)
+
+
+@needs_tools
+def test_a_full_block_reads_each_value_once_per_step_in_the_machine_code():
+    """sm_90 machine code of the 4 x 4 tile at symbolic sizes: the hot loop (a full block's k
+    loop) does 16 FMAs on 4 + 4 shared loads per k (ptxas may unroll k). Without the full
+    blocks' copy each point's guard keeps its loads apart: about one shared load per FMA."""
+    report = _tile_kernel().machine_code()
+    mix = report.kernels[0].hot
+    assert mix is not None and mix.fma % 16 == 0 and mix.fma == 2 * mix.shared_loads
+    assert report.kernels[0].resources.stack == 0
