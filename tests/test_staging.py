@@ -200,13 +200,16 @@ def test_a_staging_that_names_no_candidate_is_rejected():
 def test_registers_of_per_point_accumulators_are_estimated_and_limited():
     program = parse(MATMUL, name="mm").bind(M=256, N=256, K=64)
     pins = {
-        "i": {"threads": 8, "seq": 2},
+        "i": {"threads": 8, "seq": 2, "interleave": False},
         "j": {"threads": 32, "seq": 2},
         "k": {"tile": 8, "stage": ["A", "B"]},
     }
     mapping = optimize(program, pins=pins)
     assert mapping.costs[0].registers == 32 + 1 + 3  # C_acc once per point: 4 points
     assert "about 36 registers per thread" in str(mapping)
+    # interleaved, a step also holds two values of A (one per point of i) and two of B
+    together = optimize(program, pins={**pins, "i": {**pins["i"], "interleave": True}})
+    assert together.costs[0].registers == 32 + 1 + 3 + 1 + 1
     # 1024 threads with 64 accumulators each need 1024 x 96 registers, over the block's 65536
     greedy = {
         "i": {"threads": 32, "seq": 8},
@@ -216,7 +219,11 @@ def test_registers_of_per_point_accumulators_are_estimated_and_limited():
     with pytest.raises(InfeasibleMappingError, match="conflict"):
         optimize(parse(MATMUL, name="mm").bind(M=512, N=512, K=64), pins=greedy)
     # with 16 points per thread (48 registers) the same block fits
-    fits = {"i": {"threads": 32, "seq": 4}, "j": {"threads": 32, "seq": 4}, "k": {"tile": 8, "stage": ["A"]}}
+    fits = {
+        "i": {"threads": 32, "seq": 4, "interleave": False},
+        "j": {"threads": 32, "seq": 4},
+        "k": {"tile": 8, "stage": ["A"]},
+    }
     assert optimize(parse(MATMUL, name="mm").bind(M=512, N=512, K=64), pins=fits).costs[0].registers == 48
 
 

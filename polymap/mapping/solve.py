@@ -347,6 +347,9 @@ class KernelProblem:
     scope_extents: tuple[tuple[str, int], ...] = ()  # largest extent of each tileable seq loop
     local_elements: int = 0  # elements of the thread body's block-local buffers (registers)
     locals_outside: tuple[tuple[str, int], ...] = ()  # per tileable loop: those outside it
+    # per read of a statement inside a seq loop of the body: the band loops its indices
+    # mention (where the points interleave, a step holds one value per point they tell apart)
+    fragments: tuple[tuple[str, ...], ...] = ()
     certificates_checked: int = 0  # Farkas certificates of the last solution, checked exactly
 
     @classmethod
@@ -362,6 +365,7 @@ class KernelProblem:
         time_limit = checked_time_limit(time_limit)
         launches = _launches(kernel)
         candidates = stage_candidates(kernel, model.program) if staging else ()
+        accesses = kernel_accesses(kernel, model, launches=launches)
         return cls(
             kernel,
             model,
@@ -370,7 +374,7 @@ class KernelProblem:
             time_limit,
             launches,
             _max_extents(kernel, model),
-            kernel_accesses(kernel, model, launches=launches),
+            accesses,
             _kernel_flops(kernel, model) // max(1, launches),
             candidates,
             tuple((loop.index, _loop_extent(loop, model)) for loop in scope_loops(kernel)),
@@ -378,6 +382,7 @@ class KernelProblem:
             tuple(
                 (loop.index, _elements(per_point_locals(kernel, loop.index))) for loop in scope_loops(kernel)
             ),
+            _fragments(kernel, model, accesses),
         )
 
     def registers(self, mapping: KernelMapping) -> int:
@@ -386,6 +391,8 @@ class KernelProblem:
         staging = mapping.staging
         if mapping.interleaved:
             total += self.local_elements * (mapping.points - 1)
+            for used in self.fragments:  # the values of a step, one per point they tell apart
+                total += math.prod(m.seq for m in mapping.loops if m.index in used) - 1
         elif staging is not None and staging.loop is not None:
             total += dict(self.locals_outside).get(staging.loop, 0) * (mapping.points - 1)
         return total
@@ -1116,11 +1123,13 @@ class _Variables:
         """An estimate of registers within the limits: ``REGISTERS_BASE`` plus the thread's
         block-local elements (accumulators), each held once per s-point where the points
         interleave (all of them) or a tiled loop runs outside the s-points (those outside
-        it, ``staging.py``); at most 255 per thread and the block's 65536 in all. Only a
+        it, ``staging.py``), and where the points interleave the values a step reads (a
+        fragment: ``2^m - 1`` more per read inside a seq loop, m the sum of the log2 S_j of
+        the loops it mentions); at most 255 per thread and the block's 65536 in all. Only a
         limit, not an occupancy cost: a thread with many accumulators hides latency by its
         independent operations, which the roofline does not model."""
         p, t = self.p, self.p.target
-        if not p.local_elements:
+        if not p.local_elements and not p.fragments:
             scip.addCons(
                 quicksum(2**v * var for v, var in block.items()) * (REGISTERS_BASE + p.local_elements)
                 <= t.max_registers_per_block
@@ -1131,21 +1140,47 @@ class _Variables:
         scip.addCons(quicksum(logs.values()) == 1)
         scip.addCons(quicksum(m * var for m, var in logs.items()) == log_points)
         points = quicksum(2**m * var for m, var in logs.items())
-        # per-point copies: of every local where the points interleave, else of those outside
-        # the tiled loop; the larger count holds (interleaving copies a superset)
-        copies = [(p.local_elements, self.inter)]
-        copies += [(elements, self.scope[loop]) for loop, elements in p.locals_outside if loop in self.scope]
         floor = REGISTERS_BASE + p.local_elements  # a body's own arrays may live in local memory
         most = max(t.max_registers_per_thread, floor)
         regs = scip.addVar("registers", vtype="I", lb=0, ub=most)
-        for k, (elements, on) in enumerate(copies):
-            if elements:
-                x = scip.addVar(f"expanded[{k}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ_TOTAL)
-                scip.addCons(x >= points - 1 - 2**MAX_LOG_SEQ_TOTAL * (1 - on))
-                scip.addCons(regs >= floor + elements * x)
+
+        def copies(on, label: str):  # points - 1 where ``on``, else 0
+            x = scip.addVar(f"expanded[{label}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ_TOTAL)
+            scip.addCons(x >= points - 1 - 2**MAX_LOG_SEQ_TOTAL * (1 - on))
+            return x
+
+        # per-point copies: of every local and the step's fragments where the points
+        # interleave, else of the locals outside the tiled loop; the larger count holds
+        scip.addCons(
+            regs >= floor + p.local_elements * copies(self.inter, "interleaved") + self._fragments(scip)
+        )
+        for loop, elements in p.locals_outside:
+            if loop in self.scope and elements:
+                scip.addCons(regs >= floor + elements * copies(self.scope[loop], loop))
         for v, var in block.items():
             slack = 2**v * most
             scip.addCons(2**v * regs <= t.max_registers_per_block + slack * (1 - var))
+
+    def _fragments(self, scip: Model):
+        """The registers of a step's values beyond one per read, where the points interleave:
+        per read (``KernelProblem.fragments``) ``2^m - 1`` with ``f[m] = 1`` for an m at least
+        the sum of the log2 S_j of the loops it mentions (0 when not interleaved: all f are 0).
+        A larger m only tightens the limit, so the exact one is always allowed."""
+        position = {loop.index: j for j, loop in enumerate(self.p.kernel.band)}
+        terms = []
+        for r, used in enumerate(self.p.fragments):
+            loops = [position[v] for v in used]
+            if not loops:
+                continue
+            top = len(loops) * MAX_LOG_SEQ
+            f = {m: scip.addVar(f"fragment[{r}]={m}", vtype="B") for m in range(top + 1)}
+            scip.addCons(quicksum(f.values()) == self.inter)
+            scip.addCons(
+                quicksum(m * var for m, var in f.items())
+                >= quicksum(self.ls[j] for j in loops) - top * (1 - self.inter)
+            )
+            terms.append(quicksum((2**m - 1) * var for m, var in f.items()))
+        return quicksum(terms)
 
     def _pin(self, scip: Model, j: int, pin: LoopPin, lt, ls) -> None:
         if pin.thread_axis is not None:
@@ -1242,6 +1277,20 @@ class _Variables:
             tile = 1 if loop is None else 2 ** next(m for m, v in self.kappa.items() if scip.getVal(v) > 0.5)
             staging = Staging(loop, tile, tuple(c.buffer for c in staged))
         return KernelMapping(self.p.kernel, tuple(loops), staging, scip.getVal(self.inter) > 0.5)
+
+
+def _fragments(
+    kernel: Kernel, model: PolyModel, accesses: tuple[GlobalAccess, ...]
+) -> tuple[tuple[str, ...], ...]:
+    """Per read of a statement inside a seq loop of the thread body, the band loops its indices
+    mention (``KernelProblem.fragments``)."""
+    outer = len(kernel.host_loops) + len(kernel.band)
+    out = []
+    for a in accesses:
+        if not a.is_write and len(model.statement(a.statement).loops) > outer:
+            unused = reuse_loops(a, kernel.indices)
+            out.append(tuple(v for v in kernel.indices if v not in unused))
+    return tuple(out)
 
 
 def _grid_need(extent: int, most_blocks: int) -> int:
