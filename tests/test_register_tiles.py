@@ -85,6 +85,20 @@ def test_interleaved_staged_reads_are_charged_once_per_value():
     assert apart.costs[0].shared_s == pytest.approx(wavefronts_apart / (target.sm_count * target.clock_hz))
 
 
+def test_the_issue_roof_counts_the_warp_instructions_by_hand():
+    """The same 4 x 4 tile: 2 * 256 * 256 * 32 flops are 65536 warp FMAs; C is read and
+    written once per element (2048 warp requests each); A and B are read from their tiles
+    (16384 shared loads each, as above); the copies load and store 81920 elements (5120 warp
+    instructions). One instruction per clock and scheduler, 4 schedulers per SM."""
+    program = parse(MATMUL, name="mm").bind(M=256, N=256, K=32)
+    mapping = optimize(program, pins=TILE_4X4)
+    cost, target = mapping.costs[0], mapping.target
+    instructions = 65536 + 2 * 2048 + 2 * 16384 + 2 * 81920 // 32
+    assert cost.issue_s == pytest.approx(instructions / (target.sm_count * 4 * target.clock_hz))
+    assert f"issue {cost.issue_s * 1e6:.4g} us" in str(mapping)
+    assert mapping.solver[0].objective == pytest.approx(cost.objective_s * 1e6, rel=1e-5)
+
+
 def test_interleaved_points_count_as_work_in_flight():
     """The fill: 64 points per thread leave 1/64 of the threads, which run one after another
     fill 1/64 as much of the GPU's thread slots; interleaved, each point is independent work

@@ -231,7 +231,7 @@ class _Emitter:
             at = ", ".join(f"{n} = {v}" for n, v in m.cost_sizes)
             lines.append(
                 f"  predicted {cost.time_s * 1e6:.4g} us per launch (memory {cost.memory_s * 1e6:.4g} us, "
-                f"compute {cost.compute_s * 1e6:.4g} us"
+                f"compute {cost.compute_s * 1e6:.4g} us, issue {cost.issue_s * 1e6:.4g} us"
                 + (f", shared memory {cost.shared_s * 1e6:.4g} us" if cost.shared_s else "")
                 + ")"
                 + (f" at {at}" if at else "")

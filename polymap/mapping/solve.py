@@ -127,6 +127,24 @@ def tile_store_wavefronts(target: GpuTarget, moved_bytes, element_bytes: int):
     return moved_bytes / (element_bytes * target.warp_size) * shared_wavefronts(target, element_bytes)
 
 
+def fma_instructions(target: GpuTarget, flops: int) -> float:
+    """Warp instructions of ``flops`` floating-point operations at best: an FMA per two, a
+    warp's lanes at once."""
+    return flops / (2 * target.warp_size)
+
+
+def copy_instructions(target: GpuTarget, moved_bytes, element_bytes: int):
+    """Warp instructions of a tile copy of ``moved_bytes``: a global load and a shared store
+    per 32 elements."""
+    return 2 * moved_bytes / (element_bytes * target.warp_size)
+
+
+def issue_rate(target: GpuTarget) -> float:
+    """Warp instructions the whole GPU issues per second: one per clock per warp scheduler
+    (one per register sub-partition of an SM)."""
+    return target.sm_count * target.register_sub_partitions * target.clock_hz
+
+
 def shared_wavefront_rate(target: GpuTarget) -> float:
     """Shared-memory wavefronts the whole GPU serves per second."""
     per_clock = target.shared_memory_bytes_per_clock / (target.warp_size * 4)
@@ -529,6 +547,7 @@ class KernelProblem:
         staged = self._staged(mapping)
         spans = {m.index: m.threads * m.seq for m in mapping.loops}
         rows, total_bytes, shared, wavefronts = [], 0.0, 0, 0.0
+        instructions = fma_instructions(t, self.flops)
         for a in self.accesses:
             stride = a.exact_stride(delta)
             if beyond_y:
@@ -550,9 +569,11 @@ class KernelProblem:
             from_shared = any(c.serves(a.statement, a.buffer, a.is_write) for c in staged)
             moved = 0 if from_shared else sectors * t.sector_bytes * requests
             shown = requests
+            instructions += requests  # a global load or store per warp request
             if from_shared:  # interleaved points share each read of a value (``point_reuse``)
                 reads = requests / (point_reuse(a, mapping) if mapping.interleaved else 1)
                 wavefronts += reads * shared_wavefronts(t, a.element_bytes)
+                instructions += reads - requests  # shared loads instead
                 shown = math.ceil(reads)
             rows.append(
                 AccessCost(a.statement, a.text, a.is_write, stride, sectors, shown, moved, from_shared)
@@ -561,6 +582,7 @@ class KernelProblem:
         for c in staged:
             moved = self.staged_bytes(c, spans)
             wavefronts += tile_store_wavefronts(t, moved, c.element_bytes)
+            instructions += copy_instructions(t, moved, c.element_bytes)
             widths = tuple(mapping.staging.tile if v == c.loop else spans.get(v, 1) for v in c.dims)
             tile = "x".join(map(str, widths))
             shared += StagedBuffer(c, widths).bytes
@@ -582,6 +604,7 @@ class KernelProblem:
         memory_s = total_bytes / t.dram_bandwidth
         compute_s = self.flops / t.peak_fp32_flops
         shared_s = wavefronts / shared_wavefront_rate(t)
+        issue_s = instructions / issue_rate(t)
         return KernelCost(
             self.kernel.name,
             tuple(rows),
@@ -592,12 +615,13 @@ class KernelProblem:
             fill,
             memory_s,
             compute_s,
-            max(memory_s, compute_s, shared_s) / fill,
+            max(memory_s, compute_s, shared_s, issue_s) / fill,
             self.launches,
             shared,
             self.registers(mapping),
             shared_s,
             RANKING_WEIGHT * (memory_s + shared_s) / fill,
+            issue_s,
         )
 
     def _staged(self, mapping: KernelMapping) -> list[StageCandidate]:
@@ -975,6 +999,10 @@ class _Variables:
         scip.addCons(memory >= u * quicksum(traffic) * (1e6 / t.dram_bandwidth))
         scip.addCons(time >= memory)
         scip.addCons(time >= u * (p.flops * 1e6 / t.peak_fp32_flops))
+        issue = scip.addVar("issue_us", vtype="C", lb=0.0)
+        base = fma_instructions(t, p.flops) + sum(-(-a.instances // t.warp_size) for a in p.accesses)
+        scip.addCons(issue >= u * (base + quicksum(self.instructions)) * (1e6 / issue_rate(t)))
+        scip.addCons(time >= issue)
         if not self.wavefronts:
             return time, memory
         shared = scip.addVar("shared_us", vtype="C", lb=0.0)
@@ -1024,6 +1052,7 @@ class _Variables:
         scope_extent = dict(p.scope_extents)
         self.scope, self.stage = {}, {}
         self.wavefronts = []  # shared-memory wavefronts: staged reads and the tiles' stores
+        self.instructions = []  # warp instructions beyond one per global request and FMA
         kappa_values = range(MAX_LOG_TILE + 1)
         self.kappa = {m: scip.addVar(f"tile_log2={m}", vtype="B") for m in kappa_values}
         scip.addCons(quicksum(self.kappa.values()) == 1)
@@ -1073,10 +1102,15 @@ class _Variables:
             copied = quicksum(full * 2.0**-m * var for m, var in y.items())
             traffic.append(copied)
             self.wavefronts.append(tile_store_wavefronts(t, 1.0, c.element_bytes) * copied)
+            self.instructions.append(copy_instructions(t, 1.0, c.element_bytes) * copied)
             # the staged reads leave global memory for shared memory
             for k, a in enumerate(p.accesses):
                 if c.serves(a.statement, a.buffer, a.is_write):
-                    self.wavefronts.append(self._staged_reads(scip, a, st))
+                    reads = self._staged_reads(scip, a, st)
+                    self.wavefronts.append(shared_wavefronts(t, a.element_bytes) * reads)
+                    # a shared load where staged, a global one (counted in _time) where not
+                    requests = -(-a.instances // t.warp_size)
+                    self.instructions.append(reads - requests * st)
                     sectors = self.sectors[k]
                     left = scip.addVar(
                         f"sigma_global[{a.statement}:{a.text}]", vtype="I", lb=0, ub=t.warp_size
@@ -1097,13 +1131,13 @@ class _Variables:
         return traffic
 
     def _staged_reads(self, scip: Model, a: GlobalAccess, st):
-        """Wavefronts of one staged read: a warp's read per 32 instances, each
-        ``shared_wavefronts``; where the points interleave, divided by the points that share
-        each read (``point_reuse``: ``2^m`` with m the sum of the log2 S_j of the loops the
-        read does not mention). ``g = st * interleaved``; ``y[m]`` as in ``_staging``: the
-        smaller m costs more, so the minimum takes the exact one."""
+        """Warp reads of one staged read (shared-load instructions): one per 32 instances;
+        where the points interleave, divided by the points that share each read
+        (``point_reuse``: ``2^m`` with m the sum of the log2 S_j of the loops the read does not
+        mention). ``g = st * interleaved``; ``y[m]`` as in ``_staging``: the smaller m costs
+        more, so the minimum takes the exact one."""
         t = self.p.target
-        full = -(-a.instances // t.warp_size) * shared_wavefronts(t, a.element_bytes)
+        full = -(-a.instances // t.warp_size)
         position = {loop.index: j for j, loop in enumerate(self.p.kernel.band)}
         loops = [position[v] for v in reuse_loops(a, self.p.kernel.indices)]
         if not loops:
