@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_staging import MATMUL
 
 from polymap import compile, load, optimize, parse, reference, verify
 from polymap.cli import main
@@ -23,15 +24,6 @@ from polymap.runtime.nvrtc import nvrtc_available
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
-MATMUL = """
-param M
-param N
-param K
-in  A: f32[M, K]
-in  B: f32[K, N]
-out C: f32[M, N]
-par M i { par N j { seq K k { C[i, j] += A[i, k] * B[k, j] } } }
-"""
 
 # 4 x 4 points per thread, interleaved, over 8 x 32 threads; k in staged tiles of 16
 TILE_4X4 = {
