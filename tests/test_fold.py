@@ -31,7 +31,9 @@ def test_a_four_deep_band_folds_its_two_outer_loops():
     (kernel,) = kernels(folded)
     assert kernel.indices == ("b_h", "i", "j")
     assert str(kernel.band[0].extent) == "3 * 5"
-    mapping = optimize(program)
+    # the loops are what is checked: SCIP does not close this small band's gap within its
+    # default 30 s (the fill's products with the traffic; see docs/mapping.md), so stop at 5 s
+    mapping = optimize(program, time_limit=5)
     assert tuple(lm.index for lm in mapping.kernels[0].loops) == ("b_h", "i", "j")
 
 

@@ -145,7 +145,8 @@ def _par_loops_in_the_thread(body) -> list[str]:
 def format_staging(mapped: KernelMapping) -> list[str]:
     """How a staged kernel runs its tiles (``mapping/staging.py``), in words."""
     staging = mapped.staging
-    each = "each for all of the thread's points" if mapped.interleaved else "for each of the thread's points"
+    together = mapped.interleaved and mapped.points > 1
+    each = "each for all of the thread's points" if together else "for each of the thread's points"
     if staging.loop is None:
         order = "each block copies its tile, meets at __syncthreads(), then runs the body"
     else:

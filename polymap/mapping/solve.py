@@ -64,7 +64,7 @@ from polymap.errors import (
 )
 from polymap.ir.flops import statement_flops
 from polymap.ir.nodes import Loop, Program, index_vars
-from polymap.ir.walk import declared_locals
+from polymap.ir.walk import declared_locals, walk_block
 from polymap.mapping.accesses import (
     GlobalAccess,
     delta_symbol,
@@ -298,6 +298,27 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Progra
         if fields & {"tile", "stage"}:
             raise ArgumentError(f"pin '{key}': 'tile' and 'stage' apply to a seq loop, '{key}' is a par loop")
     _check_stage_pins(pins, all_kernels, program)
+    _check_interleave_pins(pins, all_kernels)
+
+
+def interleavable(kernel: Kernel) -> bool:
+    """Whether the order of a thread's points is a decision: where the body has a loop. Without
+    one, either order runs each point's statements once, unrolled and independent, so the
+    code does the same work either way; the points then run one after another."""
+    return any(isinstance(s, Loop) for s in walk_block(kernel.body))
+
+
+def _check_interleave_pins(pins: Pins, all_kernels: tuple[Kernel, ...]) -> None:
+    for key, pin in pins.by_key:
+        if not pin.interleave:
+            continue
+        for kernel in all_kernels:
+            if not interleavable(kernel) and any(key in (i, f"{kernel.name}.{i}") for i in kernel.indices):
+                raise ArgumentError(
+                    f"pin '{key}': interleave=True interleaves a thread's points in the steps of a loop of "
+                    f"the body, and {kernel.name}'s body has no loop (its points' statements are unrolled "
+                    "and independent in either order)"
+                )
 
 
 def _check_stage_pins(pins: Pins, all_kernels: tuple[Kernel, ...], program: Program | None) -> None:
@@ -762,7 +783,7 @@ class _Variables:
         }
         self.cyc = {j: scip.addVar(f"cyclic[{loop.index}]", vtype="B") for j, loop in enumerate(band)}
         # the thread's points interleave: every step of the body runs all of them
-        self.inter = scip.addVar("interleaved", vtype="B")
+        self.inter = scip.addVar("interleaved", vtype="B", ub=1 if interleavable(self.p.kernel) else 0)
         self.lt = {j: quicksum(k * self.ut[j, k] for k in range(self.log_block + 1)) for j in range(self.n)}
         self.ls = {j: quicksum(m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) for j in range(self.n)}
         self.seq = {
@@ -983,7 +1004,8 @@ class _Variables:
         u = scip.addVar("underfill", vtype="C", lb=1.0)
         extents = math.prod(p.extents)
         scip.addCons(u >= capacity / extents)
-        scip.addConsIndicator(capacity * prod_s - extents * u <= 0, self.inter, activeone=False)
+        # prod S threads fewer unless interleaved (a big-M of 64 points: prod S <= 64)
+        scip.addCons(extents * u >= capacity * (prod_s - 2**MAX_LOG_SEQ_TOTAL * self.inter))
         # a block runs on one SM: fewer blocks than SMs leave SMs idle
         logs = quicksum(self.lt[j] + self.ls[j] for j in range(self.n))
         top = self.log_block + MAX_LOG_SEQ_TOTAL
