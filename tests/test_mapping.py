@@ -13,21 +13,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import polymap.mapping.solve as solve_module
+import polymap.mapping.scip_model as scip_model_module
 from polymap import parse
 from polymap.errors import ArgumentError, InfeasibleMappingError, InternalError
 from polymap.ir.parse import load
-from polymap.mapping.outcome import Outcome
-from polymap.mapping.solve import (
+from polymap.mapping.cost_model import (
     MAX_LOG_SEQ,
     MAX_LOG_SEQ_TOTAL,
     MAX_LOG_TILE,
     PADDING,
     REGISTERS_BASE,
-    KernelProblem,
-    optimize,
     shared_capacity,
 )
+from polymap.mapping.outcome import Outcome
+from polymap.mapping.solve import KernelProblem, optimize
 from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, Pins, Staging, kernels
 from polymap.poly.model import analyze
 from polymap.prove import verify
@@ -256,7 +255,7 @@ def test_every_farkas_certificate_is_checked_exactly():
 
 
 def test_a_broken_certificate_is_reported_loudly(monkeypatch):
-    monkeypatch.setattr(solve_module, "exact_certificate", lambda *a, **k: None)
+    monkeypatch.setattr(scip_model_module, "exact_certificate", lambda *a, **k: None)
     with pytest.raises(InternalError, match=r"Farkas certificate for the lane stride of .* does not hold"):
         optimize(parse(MATMUL).bind(M=64, N=64, K=8))
 

@@ -388,7 +388,7 @@ def test_a_warp_wraps_into_y_when_the_x_loop_has_fewer_threads_than_a_warp():
     ],
 )
 def test_wrapped_sectors(stride, row_stride, lanes, sectors):
-    from polymap.mapping.solve import wrapped_sectors
+    from polymap.mapping.cost_model import wrapped_sectors
 
     assert wrapped_sectors(stride, row_stride, 4, lanes=lanes, warp=32, sector=32) == sectors
 

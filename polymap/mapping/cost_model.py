@@ -1,0 +1,144 @@
+"""The cost model's formulas and limits, shared by the SCIP model (``scip_model.py``), which
+optimizes them, and ``KernelProblem.cost`` (``solve.py``), which evaluates them for concrete
+decisions: the report's cost is the cost SCIP optimized because both read them from here."""
+
+from __future__ import annotations
+
+import math
+
+from polymap.ir.nodes import Loop, index_vars
+from polymap.ir.walk import walk_block
+from polymap.mapping.accesses import GlobalAccess
+from polymap.mapping.space import Kernel, KernelMapping
+from polymap.targets import GpuTarget
+
+MAX_LOG_SEQ = 4  # 16 points per loop and thread
+MAX_LOG_SEQ_TOTAL = 6  # 64 points per thread (accumulators must fit in registers)
+MAX_LOG_TILE = 6  # a tiled seq loop runs at most 64 iterations per tile
+PADDING = 33 / 32  # a staged tile's rows may be padded by one element in 32 (bank conflicts)
+TIE_BREAK = 1e-6  # microseconds: never outweighs a real cost difference
+REGISTERS_BASE = 32  # a thread's indices, addresses and loop counters: a rough floor
+
+
+def shared_wavefronts(target: GpuTarget, element_bytes: int) -> int:
+    """Wavefronts (clocks of an SM's shared memory) one warp's access of ``element_bytes``
+    elements takes without bank conflicts: 1 for 32-bit elements, 2 for 64-bit. Staged tiles
+    are padded so that their column reads have none; a row read is conflict free and a read
+    of one element by every lane is a broadcast."""
+    return max(1, -(-target.warp_size * element_bytes // target.shared_memory_bytes_per_clock))
+
+
+def tile_store_wavefronts(target: GpuTarget, moved_bytes, element_bytes: int):
+    """Wavefronts of the stores that put ``moved_bytes`` of copied tiles into shared memory:
+    a warp stores 32 elements per instruction."""
+    return moved_bytes / (element_bytes * target.warp_size) * shared_wavefronts(target, element_bytes)
+
+
+def fma_instructions(target: GpuTarget, flops: int) -> float:
+    """Warp instructions of ``flops`` floating-point operations at best: an FMA per two, a
+    warp's lanes at once."""
+    return flops / (2 * target.warp_size)
+
+
+def copy_instructions(target: GpuTarget, moved_bytes, element_bytes: int):
+    """Warp instructions of a tile copy of ``moved_bytes``: a global load and a shared store
+    per 32 elements."""
+    return 2 * moved_bytes / (element_bytes * target.warp_size)
+
+
+def issue_rate(target: GpuTarget) -> float:
+    """Warp instructions the whole GPU issues per second: one per clock per warp scheduler
+    (one per register sub-partition of an SM)."""
+    return target.sm_count * target.register_sub_partitions * target.clock_hz
+
+
+def shared_wavefront_rate(target: GpuTarget) -> float:
+    """Shared-memory wavefronts the whole GPU serves per second."""
+    per_clock = target.shared_memory_bytes_per_clock / (target.warp_size * 4)
+    return target.sm_count * target.clock_hz * per_clock
+
+
+def interleavable(kernel: Kernel) -> bool:
+    """Whether the order of a thread's points is a decision: where the body has a loop. Without
+    one, either order runs each point's statements once, unrolled and independent, so the
+    code does the same work either way; the points then run one after another."""
+    return any(isinstance(s, Loop) for s in walk_block(kernel.body))
+
+
+def reuse_loops(access: GlobalAccess, band: tuple[str, ...]) -> tuple[str, ...]:
+    """The band loops whose points all read the same element of ``access`` in one step: those
+    its indices do not mention. Where a thread's points interleave (``KernelMapping``), one
+    read of the element serves them all (the compiler keeps the value in a register)."""
+    used = set()
+    for e in access.indices:
+        used |= index_vars(e)
+    return tuple(index for index in band if index not in used)
+
+
+def point_reuse(access: GlobalAccess, mapping: KernelMapping) -> int:
+    """How many of an interleaved thread's points share each read of ``access``."""
+    loops = reuse_loops(access, mapping.kernel.indices)
+    return math.prod(m.seq for m in mapping.loops if m.index in loops)
+
+
+def shared_capacity(target: GpuTarget, threads_per_block: int) -> int:
+    """Shared memory a block may use without the opt-in, and without holding fewer blocks
+    per SM than its thread count allows (``shared per SM * block / threads per SM``)."""
+    return min(
+        target.shared_memory_per_block,
+        target.shared_memory_per_sm * threads_per_block // target.max_threads_per_sm,
+    )
+
+
+def fill_fraction(target: GpuTarget, mapping: KernelMapping, extents: tuple[int, ...]) -> float:
+    """The fraction of the GPU a launch keeps busy, in the model's form (``ScipModel._time``:
+    prod N / prod S threads, or prod N independent points where they interleave, against the
+    GPU's thread slots; prod N / prod T S blocks against its SMs; the thread slots that blocks
+    of this size can hold), whatever the rounding up."""
+    work = math.prod(extents)
+    in_flight = work if mapping.interleaved else work / mapping.points
+    span = math.prod(m.threads * m.seq for m in mapping.loops)
+    return min(
+        1.0,
+        in_flight / (target.sm_count * target.max_threads_per_sm),
+        work / span / target.sm_count,
+        1 / occupancy_penalty(target, mapping.threads_per_block),
+    )
+
+
+def occupancy_penalty(target: GpuTarget, threads_per_block: int) -> float:
+    """1 / the fraction of an SM's thread slots that blocks of this size can occupy."""
+    resident = min(target.max_threads_per_sm, target.max_blocks_per_sm * threads_per_block)
+    return target.max_threads_per_sm / resident
+
+
+def sectors_per_request(stride: int, element_bytes: int, *, lanes: int, sector: int) -> int:
+    """Sectors of ``sector`` bytes touched by one warp of ``lanes`` lanes ``stride`` elements apart."""
+    span = (lanes - 1) * abs(stride) * element_bytes + element_bytes
+    return min(lanes, max(1, -(-span // sector)))
+
+
+def wrapped_sectors(
+    stride: int, row_stride: int, element_bytes: int, *, lanes: int, warp: int, sector: int
+) -> int:
+    """Sectors touched by one warp that covers ``lanes`` lanes ``stride`` elements apart in
+    each of ``warp / lanes`` rows ``row_stride`` elements apart: at most the sectors of its
+    whole span, at most the rows times the sectors of one row, at most the lanes times the
+    sectors of one column, at most one per lane."""
+    count = warp // lanes
+    row = (lanes - 1) * abs(stride) * element_bytes + element_bytes
+    column = (count - 1) * abs(row_stride) * element_bytes + element_bytes
+    span = row + column - element_bytes
+    return max(1, min(warp, -(-span // sector), count * -(-row // sector), lanes * -(-column // sector)))
+
+
+def grid_need(extent: int, most_blocks: int) -> int:
+    """log2 of the points per block (T S) a loop of ``extent`` iterations needs so that its
+    blocks fit a grid axis of at most ``most_blocks``: ceil(N / (T S)) <= most."""
+    return max(0, math.ceil(math.log2(extent / most_blocks))) if extent > most_blocks else 0
+
+
+def log2_floor(value: int) -> int:
+    """The largest k with 2^k <= value (exact for powers of two; a limit that is not one,
+    e.g. 768 threads per block, allows the powers of two below it)."""
+    return value.bit_length() - 1
