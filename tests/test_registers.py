@@ -555,14 +555,51 @@ def test_statements_are_renumbered_in_textual_order():
     assert statement_names(original) == ["S0", "S1", "S2"]
     promoted = promote_accumulators(original)
     stmts = [ctx.stmt for ctx in walk.statements(promoted)]
-    assert [s.name for s in stmts] == ["S0", "S1", "S2", "S3", "S4"]
+    assert [s.name for s in stmts] == ["S0", "S1", "S2", "S3"]
+    # the store of 1 right before the loop is forwarded: the register starts at 1
     assert [str(s) for s in stmts] == [
-        "C[i] = 1",
-        "C_acc = C[i]",
+        "C_acc = 1",
         "C_acc += A[i, k]",
         "C[i] = C_acc",
         "D[i] = C[i]",
     ]
+
+
+def test_a_store_right_before_the_loop_starts_the_register_unless_it_reads_the_element():
+    forwarded = te(
+        """
+        param M, K
+        in A: f32[M, K]
+        out C: f32[M]
+        par M i { C[i] = A[i, 0] * 2; seq K k { C[i] += A[i, k] } }
+        """
+    )
+    kept = te(
+        """
+        param M, K
+        in A: f32[M, K]
+        inout C: f32[M]
+        par M i { C[i] = C[i] * 2; seq K k { C[i] += A[i, k] } }
+        """
+    )
+    assert [str(c.stmt) for c in walk.statements(promote_accumulators(forwarded))] == [
+        "C_acc = A[i, 0] * 2",
+        "C_acc += A[i, k]",
+        "C[i] = C_acc",
+    ]
+    assert [str(c.stmt) for c in walk.statements(promote_accumulators(kept))][:2] == [
+        "C[i] = C[i] * 2",
+        "C_acc = C[i]",
+    ]
+    # bit for bit the reference's result, also where the loop runs no iteration (K = 0 is
+    # outside the sizes; K = 1 is the smallest)
+    for program in (forwarded, kept):
+        for sizes in ({"M": 5, "K": 7}, {"M": 3, "K": 1}):
+            bound = program.bind(**sizes)
+            arrays = random_inputs(bound)
+            want = reference(bound, **arrays)
+            got = reference(promote_accumulators(bound), **arrays)
+            np.testing.assert_array_equal(got["C"], want["C"])
 
 
 def test_renumber_statements_helper():

@@ -13,6 +13,11 @@ into (in the block where the loop stands)::
     seq K k { ... C_acc ... }       # every C[i, j] of the loop replaced
     C[i, j] = C_acc                 # store back
 
+Where the statement right before the loop stores into the element a value that does not read
+it (``C[i, j] = 0``), the register starts at that value and the store goes (``C_acc = 0``):
+the store after the loop writes the element in its place, also where the loop runs no
+iteration, so a global store and load per element are saved.
+
 It runs before code generation so that the program the cost model and the polyhedral
 proof see is exactly what the emitted code does (one load and one store per reduction,
 a 0-d local the code generator keeps in a register), instead of an optimization the
@@ -259,10 +264,13 @@ def _rewrite(program: Program, chosen: list[_Key]) -> Program:
                 element = _element(stmt, decl.name)
                 register = fresh(decl.name)
                 loop = replace(loop, body=tuple(_replace_stmt(s, decl.name, register) for s in loop.body))
+                first = Read(decl.name, element, stmt.loc)
+                if _sets(out[-1] if out else None, decl.name, element):
+                    # ``X[E] = v`` right before the loop: the register starts at v, and the
+                    # store back after the loop writes X[E] in its place
+                    first = out.pop().value
                 out.append(New(BufferDecl(register, BufferKind.NEW, decl.dtype, (), stmt.loc)))
-                loads.append(
-                    Assign("", register, (), AssignOp.SET, Read(decl.name, element, stmt.loc), stmt.loc)
-                )
+                loads.append(Assign("", register, (), AssignOp.SET, first, stmt.loc))
                 stores.append(
                     Assign("", decl.name, element, AssignOp.SET, Read(register, (), stmt.loc), stmt.loc)
                 )
@@ -272,6 +280,21 @@ def _rewrite(program: Program, chosen: list[_Key]) -> Program:
         return tuple(out)
 
     return renumber_statements(replace(program, body=block(program.body, ())))
+
+
+def _sets(stmt: Stmt | None, buffer: str, element: tuple[IndexExpr, ...]) -> bool:
+    """Whether ``stmt`` is ``buffer[element] = v`` with a ``v`` that does not read ``buffer``:
+    a store the promotion's load would only read back (``C[i, j] = 0`` before a reduction).
+    The register then starts at ``v`` (cast to the buffer's type, as the store would), and
+    the store after the loop, which runs even where the loop runs no iteration, leaves
+    ``buffer[element]`` with the value the two stores gave it."""
+    return (
+        isinstance(stmt, Assign)
+        and stmt.buffer == buffer
+        and stmt.indices == element
+        and stmt.op is AssignOp.SET
+        and all(r.buffer != buffer for r in reads_of(stmt.value))
+    )
 
 
 def _replace_stmt(stmt: Stmt, buffer: str, register: str) -> Stmt:
