@@ -65,14 +65,20 @@ def interleavable(kernel: Kernel) -> bool:
     return any(isinstance(s, Loop) for s in walk_block(kernel.body))
 
 
+def mentioned_loops(access: GlobalAccess, band: tuple[str, ...]) -> tuple[str, ...]:
+    """The band loops the indices of ``access`` mention."""
+    used = set()
+    for e in access.indices:
+        used |= index_vars(e)
+    return tuple(index for index in band if index in used)
+
+
 def reuse_loops(access: GlobalAccess, band: tuple[str, ...]) -> tuple[str, ...]:
     """The band loops whose points all read the same element of ``access`` in one step: those
     its indices do not mention. Where a thread's points interleave (``KernelMapping``), one
     read of the element serves them all (the compiler keeps the value in a register)."""
-    used = set()
-    for e in access.indices:
-        used |= index_vars(e)
-    return tuple(index for index in band if index not in used)
+    mentioned = mentioned_loops(access, band)
+    return tuple(index for index in band if index not in mentioned)
 
 
 def point_reuse(access: GlobalAccess, mapping: KernelMapping) -> int:

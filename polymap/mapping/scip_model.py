@@ -16,7 +16,7 @@ has (binary unless said otherwise):
   ``sigma_r in [1, 32]``: ``32 sigma_r >= 31 e D_r + e`` (the span of 32 lanes at stride
   D_r elements of e bytes) unless ``z_r`` (then ``sigma_r = 32``, one sector per lane);
 * ``interleaved``: the thread's points run inside every step of the body (outer-product
-  order, ``space.py``);
+  order, ``space.py``); 0 where the body has no loop (``cost_model.interleavable``);
 * the fraction of the GPU the launch fills, 1/u: ``u >= 1``,
   ``u >= (SMs * threads per SM) * prod_j S_j / prod_j N_j`` (fewer threads than the GPU
   holds) unless interleaved (then each point is independent work in flight, and the bound
@@ -36,11 +36,14 @@ together at most ``shared_capacity`` (48 KB, and no more than the block's share 
 for its thread count), and a tile's rows are at least a 32-byte sector wide. The powers of
 two are indicator binaries over the sums of the log2 decisions, so all of it is linear.
 
-Objective (microseconds): ``time >= u * bytes / bandwidth`` and ``time >= u * flops / peak``
+Objective (microseconds): a roofline of four roofs, each times u: ``bytes / bandwidth``
 with ``bytes = sum_r instances_r * sigma_r`` (a warp request of sigma sectors moves
-32 sigma bytes for 32 instances) — a roofline estimate, so the objective value is the
-predicted kernel time. A tiny tie-break prefers block axes equal to thread axes, fewer
-per-thread points and larger tiles (fewer barriers). Limits, all read from the
+32 sigma bytes for 32 instances) plus the copies; ``flops / peak``; shared-memory
+wavefronts (staged reads, tile stores) at the SMs' rate; and warp instructions at the issue
+rate (``cost_model.issue_rate``) — so the objective value is the predicted kernel time,
+plus 1% of the DRAM and shared-memory times (``RANKING_WEIGHT``), which ranks mappings under
+the same roof. A tiny tie-break prefers block axes equal to thread axes, fewer per-thread
+points, larger tiles (fewer barriers) and points one after another. Limits, all read from the
 ``GpuTarget`` (the numbers are H100's): a warp (32) <= threads per block <= 1024 (the power
 of two at or below ``max_threads_per_block``), blockDim and gridDim within the target's
 per-axis limits, registers within its per-thread and per-block limits; and polymap's own:
@@ -555,8 +558,7 @@ class ScipModel:
         p, t = self.p, self.p.target
         if not p.local_elements and not p.fragments:
             scip.addCons(
-                quicksum(2**v * var for v, var in block.items()) * (REGISTERS_BASE + p.local_elements)
-                <= t.max_registers_per_block
+                quicksum(2**v * var for v, var in block.items()) * REGISTERS_BASE <= t.max_registers_per_block
             )
             return
         # points per thread 2^m: one binary per m, linear in the per-loop log decisions

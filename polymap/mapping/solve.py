@@ -38,8 +38,8 @@ from polymap.mapping.cost_model import (
     interleavable,
     issue_rate,
     log2_floor,
+    mentioned_loops,
     point_reuse,
-    reuse_loops,
     sectors_per_request,
     shared_wavefront_rate,
     shared_wavefronts,
@@ -587,8 +587,7 @@ def _fragments(
     out = []
     for a in accesses:
         if not a.is_write and len(model.statement(a.statement).loops) > outer:
-            unused = reuse_loops(a, kernel.indices)
-            out.append(tuple(v for v in kernel.indices if v not in unused))
+            out.append(mentioned_loops(a, kernel.indices))
     return tuple(out)
 
 
