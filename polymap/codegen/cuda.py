@@ -57,6 +57,12 @@ from polymap.schedule.program import KernelMapping, Mapping, ScheduledProgram, s
 from polymap.schedule.ranges import Interval, index_interval, index_intervals, require64, set_ranges, size_box
 from polymap.version import __version__
 
+# The line that opens a kernel's code for full blocks and the one that opens the code for
+# any block (``schedule.kernel.splits_full_blocks``); ``polymap inspect`` finds the full
+# blocks' machine code between them.
+FULL_BLOCK_NOTE = "// a full block: every point in range"
+EDGE_BLOCK_LINE = "  } else {"
+
 
 def _templates_folder() -> Path:
     """``cuda_templates/``: inside the package when installed (``pyproject.toml`` ships it as
@@ -282,9 +288,9 @@ class _Emitter:
             lines += printer.node(schedule.ast, 1)
         else:  # full blocks run the code without the points' guards (``splits_full_blocks``)
             condition, full = schedule.full
-            lines.append(f"  if ({printer.expr(condition)}) {{  // a full block: every point in range")
+            lines.append(f"  if ({printer.expr(condition)}) {{  {FULL_BLOCK_NOTE}")
             lines += printer.node(full, 2)
-            lines.append("  } else {")
+            lines.append(EDGE_BLOCK_LINE)
             lines += printer.node(schedule.ast, 2)
             lines.append("  }")
         lines.append("}")

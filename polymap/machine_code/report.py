@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from polymap.codegen.cuda import EDGE_BLOCK_LINE, FULL_BLOCK_NOTE
 from polymap.errors import ArgumentError, MachineCodeError
 from polymap.machine_code.occupancy import Occupancy, occupancy, reserve_in_ptxas_figure
 from polymap.machine_code.sass import (
@@ -20,6 +21,7 @@ from polymap.machine_code.sass import (
     body,
     hot_loop,
     innermost_loops,
+    parse_line_info,
     parse_resources,
     parse_sass,
 )
@@ -43,6 +45,7 @@ class KernelMachineCode:
     hot_loop: Loop | None
     hot: InstructionMix | None  # the hot loop's mix; None when the kernel has no loop
     rivals: int = 0  # other innermost loops as deep as the hot one (it has the most FMAs)
+    full_blocks: bool = False  # the hot loop was taken from the kernel's code for full blocks
 
     @property
     def register_ratio(self) -> float | None:
@@ -85,9 +88,12 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
     fails and MachineCodeError when cuobjdump is missing or its output is not understood."""
     target = target or kernel.mapping.target
     arch = target.sm_arch
-    cubin = compile_cubin(kernel.source, name=f"{kernel.launcher}.cu", arch=arch)
+    # line information does not change the code (the same SASS with and without it), and
+    # tells which instructions come from a kernel's code for full blocks
+    cubin = compile_cubin(kernel.source, name=f"{kernel.launcher}.cu", arch=arch, options=("-lineinfo",))
     resources = parse_resources(cuobjdump.resource_usage(cubin))
     functions = parse_sass(cuobjdump.sass(cubin))
+    lines = parse_line_info(cuobjdump.line_info(cubin))
     costs = dict(zip(kernel.mapping.kernels, kernel.mapping.costs))
     kernels = []
     for launch in kernel.cuda.launches:
@@ -100,7 +106,12 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
         used = resources[name]
         threads = launch.block[0] * launch.block[1] * launch.block[2]
         code = functions[name]
-        loop = hot_loop(code)
+        full = full_block_lines(kernel.source, name)
+        within = None
+        if full is not None:
+            at = lines.get(name, {})
+            within = frozenset(address for address, line in at.items() if line in full)
+        loop = hot_loop(code, within)
         rivals = sum(
             1 for o in innermost_loops(code) if loop is not None and o != loop and o.depth == loop.depth
         )
@@ -125,6 +136,9 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 hot_loop=loop,
                 hot=InstructionMix.of(body(code, loop)) if loop is not None else None,
                 rivals=rivals,
+                full_blocks=within is not None
+                and loop is not None
+                and 2 * len([a for a in within if loop.holds(a)]) > len(body(code, loop)),
             )
         )
     major, minor = nvrtc_version()
@@ -135,6 +149,22 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
         compiler=f"NVRTC {major}.{minor} (read with cuobjdump)",
         kernels=tuple(kernels),
     )
+
+
+def full_block_lines(source: str, function: str) -> range | None:
+    """The source lines (1-based) of ``function``'s code for full blocks, None when it has
+    none: between the line that ends with ``FULL_BLOCK_NOTE`` and its ``else``."""
+    text = source.splitlines()
+    start = next((k for k, line in enumerate(text) if "__global__" in line and f" {function}(" in line), None)
+    if start is None:
+        return None
+    for k in range(start + 1, len(text)):
+        if "__global__" in text[k]:
+            return None
+        if text[k].endswith(FULL_BLOCK_NOTE):
+            end = next((e for e in range(k + 1, len(text)) if text[e] == EDGE_BLOCK_LINE), None)
+            return None if end is None else range(k + 2, end + 1)
+    return None
 
 
 def format_report(report: MachineCodeReport) -> str:
@@ -175,7 +205,9 @@ def format_report(report: MachineCodeReport) -> str:
             lines.append("  hot loop: none (no backward branch)")
         else:
             span = f"{k.hot_loop.start:#06x}-{k.hot_loop.end:#06x}, depth {k.hot_loop.depth}"
-            if k.rivals:
+            if k.full_blocks:
+                span += "; in the code for full blocks, which every block but the edges runs"
+            elif k.rivals:
                 span += f"; the one with the most FMAs of {k.rivals + 1} innermost loops this deep"
             lines.append(f"  hot loop ({span}): {_mix(k.hot)}")
             per_load = k.hot.fma_per_shared_load

@@ -65,8 +65,14 @@ def sass(cubin: bytes) -> str:
     return _run(cubin, "-sass")
 
 
-def _run(cubin: bytes, flag: str) -> str:
-    tool = cuobjdump_path()
+def line_info(cubin: bytes) -> str:
+    """``nvdisasm -g -c``: the SASS annotated with the source line of each instruction (a
+    cubin compiled with ``-lineinfo``; the addresses are those of :func:`sass`)."""
+    return _run(cubin, "-g", tool_name="nvdisasm", extra=("-c",))
+
+
+def _run(cubin: bytes, flag: str, *, tool_name: str = "cuobjdump", extra: tuple[str, ...] = ()) -> str:
+    tool = tool_path(tool_name)
     # cuobjdump runs nvdisasm for -sass and finds it only on PATH or NVDISASM_PATH, which a
     # virtual environment's wheels are not on.
     environment = dict(os.environ, NVDISASM_PATH=str(tool_path("nvdisasm").parent))
@@ -75,19 +81,19 @@ def _run(cubin: bytes, flag: str) -> str:
         path.write_bytes(cubin)
         try:
             done = subprocess.run(
-                [str(tool), flag, str(path)],
+                [str(tool), flag, *extra, str(path)],
                 capture_output=True,
                 text=True,
                 timeout=TIME_LIMIT_S,
                 env=environment,
             )
         except subprocess.TimeoutExpired:
-            raise MachineCodeError(f"cuobjdump {flag} ran past its {TIME_LIMIT_S:g} s limit") from None
+            raise MachineCodeError(f"{tool_name} {flag} ran past its {TIME_LIMIT_S:g} s limit") from None
         except OSError as exc:
             raise MachineCodeError(f"cannot run {tool}: {exc.strerror or exc}. {INSTALL_HINT}") from None
     if done.returncode != 0:
         words = (done.stderr or done.stdout).strip().splitlines()
         raise MachineCodeError(
-            f"cuobjdump {flag} failed (exit status {done.returncode}): {words[-1] if words else 'no output'}"
+            f"{tool_name} {flag} failed (exit status {done.returncode}): {words[-1] if words else 'no output'}"
         )
     return done.stdout
