@@ -213,6 +213,7 @@ void launch(dim3 grid, dim3 block, bool sync, Kernel kernel) {
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
 #define __shared__ static thread_local
+#define __align__(n) __attribute__((aligned(n)))
 #define __syncthreads() (polymap_host::barrier())
 #define POLYMAP_LAUNCH(kernel, grid, block, sync, ...) \
   polymap_host::launch(grid, block, sync, [&]() { kernel(__VA_ARGS__); })

@@ -195,7 +195,7 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="LOOP=DECISION",
         help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
-        "k.tile=16, k.stage=A,B (or none), i.interleave=yes (the kernel's points in outer-product order)",
+        "k.tile=16, k.stage=A,B (or none), k.transpose=A (or none), i.interleave=yes (the kernel's points in outer-product order)",
     )
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
 
@@ -229,7 +229,17 @@ def _pin(text: str) -> tuple[str, str, str]:
     return loop, field, value.strip()
 
 
-_PIN_FIELDS = ("thread", "block", "threads", "seq", "distribution", "tile", "stage", "interleave")
+_PIN_FIELDS = (
+    "thread",
+    "block",
+    "threads",
+    "seq",
+    "distribution",
+    "tile",
+    "stage",
+    "transpose",
+    "interleave",
+)
 
 
 def _pins(items: list[tuple[str, str, str]]) -> dict:
@@ -237,7 +247,7 @@ def _pins(items: list[tuple[str, str, str]]) -> dict:
     for loop, field, value in items:
         entry = pins.setdefault(loop, {})
         if field:
-            if field == "stage":  # k.stage=A,B (k.stage=none: nothing staged)
+            if field in ("stage", "transpose"):  # k.stage=A,B (k.stage=none: nothing staged)
                 entry[field] = (
                     [] if value.lower() == "none" else [b.strip() for b in value.split(",") if b.strip()]
                 )

@@ -215,7 +215,9 @@ def test_every_address_in_a_kernel_comes_from_isl(model):
     shared-memory reads were ``X_sh[i % 32]``)."""
     kernel = polymap.compile(polymap.load(f"models/{model}.te"))
     for line in kernel.source.splitlines():
-        if "_sh[" in line and "=" in line and "__shared__" not in line:
+        # a copy's store index is isl's too, and may take a thread index modulo the tile's
+        # width (``A_sh[tx % 16][..]`` in a transposed tile): only the reads are looked at
+        if "_sh[" in line and "=" in line and "__shared__" not in line and "// copy of" not in line:
             assert not re.search(r"_sh\[[^\]]*\b[a-z]\w* % \d+\]", line), line
 
 

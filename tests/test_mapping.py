@@ -72,8 +72,11 @@ def _access(mapping, text: str, kernel: int = 0):
 def test_matmul_puts_j_on_threadIdx_x():
     mapping = optimize(load(MODELS / "matmul_1024.te"))
     assert _x_loop(mapping) == "j"
-    assert _access(mapping, "B[k, j]").sectors_per_request == 4  # 32 lanes x 4 bytes: coalesced
     assert _access(mapping, "A[i, k]").lane_stride == 0  # a broadcast
+    # from global memory (no staging), B's reads are coalesced: 32 lanes x 4 bytes
+    unstaged = optimize(load(MODELS / "matmul_1024.te"), staging=False)
+    assert _x_loop(unstaged) == "j"
+    assert _access(unstaged, "B[k, j]").sectors_per_request == 4
     report = mapping.solver[0]
     assert report.status == "optimal" and report.gap == 0
     assert report.dual_bound == pytest.approx(report.objective, rel=1e-9)
@@ -222,7 +225,8 @@ def test_unknown_and_malformed_pins_are_argument_errors():
     ):
         optimize(program, pins={"q": "threadIdx.x"})
     with pytest.raises(
-        ArgumentError, match=r"pin 'k': 'k' is a seq loop .* only its 'tile' and 'stage' can be pinned"
+        ArgumentError,
+        match=r"pin 'k': 'k' is a seq loop .* only its 'tile', 'stage' and 'transpose' can be pinned",
     ):
         optimize(program, pins={"k": {"threads": 32}})  # k is a seq loop
     with pytest.raises(ArgumentError, match=r"threads must be a power of two >= 1, got 48"):
@@ -294,7 +298,8 @@ def _stagings(problem: KernelProblem, mapped: KernelMapping):
     """Every staging the model allows for a mapping, restated for the oracle: one scope,
     K = 2^m up to the loop's extent (1 for the whole body), any non-empty set of its
     candidates whose tile rows are a sector wide and whose tiles (counted with the model's
-    padding allowance) fit the block's shared-memory capacity."""
+    padding allowance) fit the block's shared-memory capacity, and any subset of those with a
+    tile that can be transposed stored transposed (rows of at least 128 bytes then)."""
     yield None
     extents = dict(problem.scope_extents)
     scopes = dict.fromkeys(c.loop for c in problem.candidates)
@@ -319,7 +324,14 @@ def _stagings(problem: KernelProblem, mapped: KernelMapping):
                     )
                     if used > shared_capacity(H100, mapped.threads_per_block):
                         continue
-                    yield Staging(scope, 2**m, tuple(c.buffer for c in subset))
+                    turnable = [
+                        c.buffer
+                        for c in subset
+                        if c.transposable and width(c.dims[-2]) * c.element_bytes >= 128
+                    ]
+                    for k in range(len(turnable) + 1):
+                        for turned in itertools.combinations(turnable, k):
+                            yield Staging(scope, 2**m, tuple(c.buffer for c in subset), turned)
 
 
 def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:

@@ -25,11 +25,13 @@ from polymap.runtime.nvrtc import nvrtc_available
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
 
-# 4 x 4 points per thread, interleaved, over 8 x 32 threads; k in staged tiles of 16
+# 4 x 4 points per thread, interleaved, over 8 x 32 threads; k in staged tiles of 16, stored
+# as the buffers are (a thread reads each value with a scalar load; tests/test_layout.py
+# has the transposed tiles and vector loads)
 TILE_4X4 = {
     "i": {"thread": "y", "block": "y", "threads": 8, "seq": 4, "distribution": "blocked", "interleave": True},
     "j": {"thread": "x", "block": "x", "threads": 32, "seq": 4, "distribution": "cyclic"},
-    "k": {"tile": 16, "stage": ["A", "B"]},
+    "k": {"tile": 16, "stage": ["A", "B"], "transpose": []},
 }
 
 

@@ -82,9 +82,9 @@ def test_staging_can_be_turned_off_and_pinned():
 
 def test_tile_and_stage_pins_apply_to_seq_loops_only():
     program = parse(MATMUL, name="mm").bind(M=64, N=64, K=16)
-    with pytest.raises(ArgumentError, match="'tile' and 'stage' apply to a seq loop"):
+    with pytest.raises(ArgumentError, match="'tile', 'stage' and 'transpose' apply to a seq loop"):
         optimize(program, pins={"j": {"tile": 8}})
-    with pytest.raises(ArgumentError, match="only its 'tile' and 'stage' can be pinned"):
+    with pytest.raises(ArgumentError, match="only its 'tile', 'stage' and 'transpose' can be pinned"):
         optimize(program, pins={"k": "threadIdx.x"})
     with pytest.raises(ArgumentError, match="stage must be a buffer name"):
         optimize(program, pins={"k": {"stage": 3}})
@@ -114,7 +114,7 @@ def test_staged_matmul_with_points_per_thread_equals_the_reference(pins):
     # non-divisible sizes: partial blocks, a partial last tile, guarded copies
     kernel = compile(parse(MATMUL, name="mm").bind(M=37, N=70, K=45), pins=pins)
     assert kernel.mapping.kernels[0].staging is not None
-    assert "__syncthreads();" in kernel.source and "__shared__ float" in kernel.source
+    assert "__syncthreads();" in kernel.source and "__shared__ __align__(16) float" in kernel.source
     _check_on_host(kernel)
     kernel.ptx()  # NVRTC compiles it for sm_90
 

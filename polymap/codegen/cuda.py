@@ -275,7 +275,10 @@ class _Emitter:
                 decl = self.program.buffer(copy.buffer.name)
                 dims = "".join(f"[{w}]" for w in copy.buffer.padded)
                 note = comment(f"{copy.buffer.name}'s tile")
-                lines.append(f"  __shared__ {C_TYPE[decl.dtype]} {c_name}{dims};  {note}")
+                # 16-byte aligned, as the padding keeps every row: a thread's neighbouring
+                # points of a row are then read with one vector load (``staging.read_vector``)
+                align = copy.buffer.alignment
+                lines.append(f"  __shared__ __align__({align}) {C_TYPE[decl.dtype]} {c_name}{dims};  {note}")
         self.expanded = per_point_buffers(km)
         for decl in declared_locals(kernel.body):
             lines.append(f"  {self.local_declaration(decl, self.expanded.get(decl.name, 1))}")

@@ -10,12 +10,14 @@ from polymap.ir.nodes import Loop, index_vars
 from polymap.ir.walk import walk_block
 from polymap.mapping.accesses import GlobalAccess
 from polymap.mapping.space import Kernel, KernelMapping
+from polymap.mapping.staging import StagedBuffer
 from polymap.targets import GpuTarget
 
 MAX_LOG_SEQ = 4  # 16 points per loop and thread
 MAX_LOG_SEQ_TOTAL = 6  # 64 points per thread (accumulators must fit in registers)
 MAX_LOG_TILE = 6  # a tiled seq loop runs at most 64 iterations per tile
-PADDING = 33 / 32  # a staged tile's rows may be padded by one element in 32 (bank conflicts)
+PADDING = 9 / 8  # a staged tile's rows may be padded by 16 bytes in 128 (``StagedBuffer.padded``)
+TRANSPOSED_STORE_WAVEFRONTS = 4  # a warp's store into a transposed tile (``transposed_store_wavefronts``)
 TIE_BREAK = 1e-6  # microseconds: never outweighs a real cost difference
 REGISTERS_BASE = 32  # a thread's indices, addresses and loop counters: a rough floor
 
@@ -32,6 +34,15 @@ def tile_store_wavefronts(target: GpuTarget, moved_bytes, element_bytes: int):
     """Wavefronts of the stores that put ``moved_bytes`` of copied tiles into shared memory:
     a warp stores 32 elements per instruction."""
     return moved_bytes / (element_bytes * target.warp_size) * shared_wavefronts(target, element_bytes)
+
+
+def transposed_store_wavefronts(target: GpuTarget, moved_bytes, element_bytes: int):
+    """Wavefronts of the stores into a transposed tile: the copy's lanes run along the
+    buffer's rows, which are the tile's columns, so a warp's store meets bank conflicts. Rows
+    of an odd number of 16-byte chunks (``StagedBuffer.padded``) keep it within 4 words per
+    bank for 4- and 8-byte elements (every tile width and tile; the simulation is in
+    tests/test_layout.py), which is what it is charged."""
+    return moved_bytes / (element_bytes * target.warp_size) * TRANSPOSED_STORE_WAVEFRONTS
 
 
 def fma_instructions(target: GpuTarget, flops: int) -> float:
@@ -79,6 +90,28 @@ def reuse_loops(access: GlobalAccess, band: tuple[str, ...]) -> tuple[str, ...]:
     read of the element serves them all (the compiler keeps the value in a register)."""
     mentioned = mentioned_loops(access, band)
     return tuple(index for index in band if index not in mentioned)
+
+
+def shared_read_cost(
+    access: GlobalAccess, mapping: KernelMapping, tile: StagedBuffer, requests: int
+) -> tuple[float, float]:
+    """A staged read's shared-memory loads and wavefronts, in warp reads of one value (times
+    ``shared_wavefronts`` for the wavefronts; ``ScipModel._staged_reads`` is the same in the
+    solver's terms). Reads: one per warp request, divided by the points that share a value
+    where they interleave (``point_reuse``). Loads: the reads divided by the points one vector
+    load serves (``tile.vector``). Wavefronts: one per load when no loop the read mentions is
+    on x (a broadcast); ``max(1, S / vector)`` per read when the loop on x runs along the
+    tile's rows, blocked (lanes ``S`` elements apart: of the 32 banks, the lanes use
+    ``32 / S`` groups of ``vector``); one per read otherwise."""
+    reads = requests / (point_reuse(access, mapping) if mapping.interleaved else 1)
+    loads = reads / tile.vector
+    x_loop = next((m for m in mapping.loops if m.thread_axis.value == "x"), None)
+    if x_loop is None or x_loop.index not in mentioned_loops(access, mapping.kernel.indices):
+        return loads, loads
+    row = tile.candidate.row_loop(tile.transposed)
+    if x_loop.index == row and x_loop.distribution.value == "blocked":
+        return loads, reads * max(1, x_loop.seq // tile.vector)
+    return loads, reads
 
 
 def point_reuse(access: GlobalAccess, mapping: KernelMapping) -> int:

@@ -85,6 +85,7 @@ def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mappin
             "loop": mapped.staging.loop,
             "tile": mapped.staging.tile,
             "buffers": list(mapped.staging.buffers),
+            "transposed": list(mapped.staging.transposed),
         },
         "cost": {
             **{f.name: getattr(cost, f.name) for f in dataclasses.fields(cost) if f.name != "accesses"},

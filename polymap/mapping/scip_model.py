@@ -72,16 +72,19 @@ from polymap.mapping.cost_model import (
     interleavable,
     issue_rate,
     log2_floor,
+    mentioned_loops,
     occupancy_penalty,
     reuse_loops,
     shared_capacity,
     shared_wavefront_rate,
     shared_wavefronts,
     tile_store_wavefronts,
+    transposed_store_wavefronts,
 )
 from polymap.mapping.farkas import add_to_scip, exact_certificate
 from polymap.mapping.result import RANKING_WEIGHT
 from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, LoopPin, Pins, Staging
+from polymap.mapping.staging import VECTOR_BYTES, WIDE_ROW_BYTES
 
 if TYPE_CHECKING:
     from polymap.mapping.solve import KernelProblem
@@ -443,7 +446,7 @@ class ScipModel:
         p, t = self.p, self.p.target
         kname = p.kernel.name
         scope_extent = dict(p.scope_extents)
-        self.scope, self.stage = {}, {}
+        self.scope, self.stage, self.transposed = {}, {}, {}
         self.wavefronts = []  # shared-memory wavefronts: staged reads and the tiles' stores
         self.instructions = []  # warp instructions beyond one per global request and FMA
         kappa_values = range(MAX_LOG_TILE + 1)
@@ -483,6 +486,7 @@ class ScipModel:
             # rows of at least one 32-byte sector
             row = max(0, math.ceil(math.log2(t.sector_bytes / c.element_bytes)))
             scip.addCons(width_log[c.dims[-1]] >= row * st)
+            tr = self._transposed(scip, pins, c, st, width_log)
             # global traffic of the copies
             outside = [v for v in p.kernel.indices if v not in c.dims]
             top = len(outside) * (self.log_block + MAX_LOG_SEQ)
@@ -495,15 +499,22 @@ class ScipModel:
             copied = quicksum(full * 2.0**-m * var for m, var in y.items())
             traffic.append(copied)
             self.wavefronts.append(tile_store_wavefronts(t, 1.0, c.element_bytes) * copied)
+            if tr is not None:  # a transposed tile's stores meet bank conflicts: the difference
+                extra = transposed_store_wavefronts(t, 1.0, c.element_bytes) - tile_store_wavefronts(
+                    t, 1.0, c.element_bytes
+                )
+                conflicts = scip.addVar(f"transposed_stores[{c.buffer}]", vtype="C", lb=0.0)
+                scip.addCons(conflicts >= extra * (copied - full * (1 - tr)))
+                self.wavefronts.append(conflicts)
             self.instructions.append(copy_instructions(t, 1.0, c.element_bytes) * copied)
             # the staged reads leave global memory for shared memory
             for k, a in enumerate(p.accesses):
                 if c.serves(a.statement, a.buffer, a.is_write):
-                    reads = self._staged_reads(scip, a, st)
-                    self.wavefronts.append(shared_wavefronts(t, a.element_bytes) * reads)
+                    loads, served = self._staged_reads(scip, a, c, st, tr)
+                    self.wavefronts.append(shared_wavefronts(t, a.element_bytes) * served)
                     # a shared load where staged, a global one (counted in _time) where not
                     requests = -(-a.instances // t.warp_size)
-                    self.instructions.append(reads - requests * st)
+                    self.instructions.append(loads - requests * st)
                     sectors = self.sectors[k]
                     left = scip.addVar(
                         f"sigma_global[{a.statement}:{a.text}]", vtype="I", lb=0, ub=t.warp_size
@@ -523,28 +534,94 @@ class ScipModel:
         scip.addCons(quicksum(shared_terms) <= capacity)
         return traffic
 
-    def _staged_reads(self, scip: Model, a: GlobalAccess, st):
-        """Warp reads of one staged read (shared-load instructions): one per 32 instances;
-        where the points interleave, divided by the points that share each read
-        (``point_reuse``: ``2^m`` with m the sum of the log2 S_j of the loops the read does not
-        mention). ``g = st * interleaved``; ``y[m]`` as in ``_staging``: the smaller m costs
-        more, so the minimum takes the exact one."""
+    def _transposed(self, scip: Model, pins: Pins, c, st, width_log: dict):
+        """The layout decision of a candidate whose tile can be transposed
+        (``StageCandidate.transposable``): a binary, only where staged, with rows (the
+        second-to-last dimension's width) of at least 128 bytes, so that their padding to an
+        odd number of 16-byte chunks stays within ``PADDING``. None for any other tile."""
+        if not c.transposable:
+            return None
+        tr = scip.addVar(f"transposed[{c.buffer}@{c.loop or 'body'}]", vtype="B")
+        self.transposed[c.buffer, c.loop] = tr
+        scip.addCons(tr <= st)
+        row = max(0, math.ceil(math.log2(WIDE_ROW_BYTES / c.element_bytes)))
+        scip.addCons(width_log[c.dims[-2]] >= row * tr)
+        if c.loop is not None:
+            pin = merge_pins(pins.for_loop(self.p.kernel.name, c.loop))
+            if pin.transpose is not None:
+                scip.addCons(tr == (1 if c.buffer in pin.transpose else 0))
+        return tr
+
+    def _staged_reads(self, scip: Model, a: GlobalAccess, c, st, tr):
+        """The shared-load instructions of one staged read and the wavefronts they take, in
+        warp reads of one value (``shared_read_cost`` is the same for concrete decisions):
+
+        * reads: one per 32 instances; where the points interleave, divided by the points
+          that share each value (``2^r``, r the sum of the log2 S_j of the loops the read does
+          not mention);
+        * loads: the reads divided further by the points one vector load serves
+          (``staging.read_vector``: ``2^w``, w at most log2 S of the loop of the tile's rows,
+          0 unless that loop is blocked and the points interleave, at most log2 of 16 bytes
+          of elements);
+        * wavefronts: a broadcast (no loop the read mentions on x) takes one per load; lanes
+          along the rows of the tile take one per read times ``2^c`` when their loop is
+          blocked (c = log2 S - w: lanes ``S`` elements apart meet in the banks); lanes along
+          another dimension of the tile one per read.
+
+        Each power of two is an indicator binary per value of its exponent (``y``, ``z``,
+        ``q``), whose sum the decisions bound: the smaller exponent costs more, so the
+        minimum takes the exact one."""
         t = self.p.target
         full = -(-a.instances // t.warp_size)
-        position = {loop.index: j for j, loop in enumerate(self.p.kernel.band)}
+        band = self.p.kernel.band
+        position = {loop.index: j for j, loop in enumerate(band)}
         loops = [position[v] for v in reuse_loops(a, self.p.kernel.indices)]
-        if not loops:
-            return full * st
+        layouts = (
+            [(c.row_loop(False), 1)] if tr is None else [(c.row_loop(False), 1 - tr), (c.row_loop(True), tr)]
+        )
+        rows = [(position[v], on) for v, on in layouts if v is not None and v != c.loop]
+        if not loops and not rows:
+            return full * st, full * st
         tag = f"{a.statement}:{a.text}"
-        g = scip.addVar(f"reused[{tag}]", vtype="B")
-        scip.addCons(g <= st)
-        scip.addCons(g <= self.inter)
-        scip.addCons(g >= st + self.inter - 1)
+        widest = log2_floor(max(1, VECTOR_BYTES // a.element_bytes))
         top = len(loops) * MAX_LOG_SEQ
-        y = {m: scip.addVar(f"reuselog[{tag}]={m}", vtype="B") for m in range(top + 1)}
-        scip.addCons(quicksum(y.values()) == g)
-        scip.addCons(quicksum(m * var for m, var in y.items()) <= quicksum(self.ls[j] for j in loops))
-        return full * (st - g) + quicksum(full * 2.0**-m * var for m, var in y.items())
+        # r: the log2 of the points that share a read, 0 unless the points interleave
+        r = scip.addVar(f"reuse_log2[{tag}]", vtype="I", lb=0, ub=top)
+        scip.addCons(r <= quicksum(self.ls[j] for j in loops))
+        scip.addCons(r <= top * self.inter)
+
+        def power(name: str, low: int, high: int, exponent):
+            """full * 2^-m where staged, with m at most ``exponent``; 0 where not."""
+            b = {m: scip.addVar(f"{name}[{tag}]={m}", vtype="B") for m in range(low, high + 1)}
+            scip.addCons(quicksum(b.values()) == st)
+            scip.addCons(quicksum(m * var for m, var in b.items()) <= exponent)
+            return quicksum(full * 2.0**-m * var for m, var in b.items())
+
+        reads = power("reuselog", 0, top, r)
+        widths = {}
+        for j, on in rows:
+            w = scip.addVar(f"vector_log2[{tag}@{band[j].index}]", vtype="I", lb=0, ub=widest)
+            scip.addCons(w <= self.ls[j])
+            scip.addCons(w <= widest * (1 - self.cyc[j]))
+            scip.addCons(w <= widest * on)
+            scip.addCons(w <= widest * self.inter)
+            widths[j] = w
+        loads = power("loadlog", 0, top + widest, r + quicksum(widths.values())) if rows else reads
+        mentioned = mentioned_loops(a, self.p.kernel.indices)
+        lanes = quicksum(self.ax[position[v], Axis.X] for v in mentioned)
+        served = scip.addVar(f"served[{tag}]", vtype="C", lb=0.0)
+        scip.addCons(served >= loads)
+        scip.addCons(served >= reads - full * (1 - lanes))
+        for j, on in rows:
+            if band[j].index not in mentioned:
+                continue
+            # lanes along the rows, S_j apart where blocked: 2^c more wavefronts per read
+            conflict = scip.addVar(f"conflict_log2[{tag}@{band[j].index}]", vtype="I", lb=0, ub=MAX_LOG_SEQ)
+            scip.addCons(conflict >= self.ls[j] - widths[j] - MAX_LOG_SEQ * self.cyc[j])
+            met = power(f"conflictlog@{band[j].index}", -MAX_LOG_SEQ, top, r - conflict)
+            most = full * 2.0**MAX_LOG_SEQ
+            scip.addCons(served >= met - most * (1 - self.ax[j, Axis.X]) - most * (1 - on))
+        return loads, served
 
     def _registers(self, scip: Model, log_points, block: dict) -> None:
         """An estimate of registers within the limits: ``REGISTERS_BASE`` plus the thread's
@@ -701,7 +778,13 @@ class ScipModel:
         if staged:
             loop = staged[0].loop
             tile = 1 if loop is None else 2 ** next(m for m, v in self.kappa.items() if scip.getVal(v) > 0.5)
-            staging = Staging(loop, tile, tuple(c.buffer for c in staged))
+            turned = tuple(
+                c.buffer
+                for c in staged
+                if (c.buffer, c.loop) in self.transposed
+                and scip.getVal(self.transposed[c.buffer, c.loop]) > 0.5
+            )
+            staging = Staging(loop, tile, tuple(c.buffer for c in staged), turned)
         return KernelMapping(self.p.kernel, tuple(loops), staging, scip.getVal(self.inter) > 0.5)
 
 

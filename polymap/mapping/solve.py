@@ -39,11 +39,12 @@ from polymap.mapping.cost_model import (
     issue_rate,
     log2_floor,
     mentioned_loops,
-    point_reuse,
     sectors_per_request,
+    shared_read_cost,
     shared_wavefront_rate,
     shared_wavefronts,
     tile_store_wavefronts,
+    transposed_store_wavefronts,
     wrapped_sectors,
 )
 from polymap.mapping.farkas import solve
@@ -66,6 +67,7 @@ from polymap.mapping.staging import (
     per_point_locals,
     scope_loops,
     stage_candidates,
+    staged_buffer,
 )
 from polymap.poly.isl_text import const_value, evaluate_index
 from polymap.poly.model import PolyModel, analyze
@@ -211,11 +213,12 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Progra
     tiled |= {f"{k.name}.{loop.index}" for k in all_kernels for loop in scope_loops(k)}
     for key, pin in pins.by_key:
         fields = {name for name, _ in pin.items()}
+        seq_fields = {"tile", "stage", "transpose"}
         if key in tiled and key not in band:
-            if fields - {"tile", "stage"}:
+            if fields - seq_fields:
                 raise ArgumentError(
-                    f"pin '{key}': '{key}' is a seq loop of a thread's body; only its 'tile' and 'stage' "
-                    f"can be pinned, not {', '.join(sorted(fields - {'tile', 'stage'}))}"
+                    f"pin '{key}': '{key}' is a seq loop of a thread's body; only its 'tile', 'stage' and "
+                    f"'transpose' can be pinned, not {', '.join(sorted(fields - seq_fields))}"
                 )
             continue
         if key not in band:
@@ -225,8 +228,10 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Progra
                 f"pin '{key}' names no par loop mapped to the GPU (band loops: {loops}) and no seq loop "
                 f"that can be tiled (tileable loops: {seqs})"
             )
-        if fields & {"tile", "stage"}:
-            raise ArgumentError(f"pin '{key}': 'tile' and 'stage' apply to a seq loop, '{key}' is a par loop")
+        if fields & seq_fields:
+            raise ArgumentError(
+                f"pin '{key}': 'tile', 'stage' and 'transpose' apply to a seq loop, '{key}' is a par loop"
+            )
     _check_stage_pins(pins, all_kernels, program)
     _check_interleave_pins(pins, all_kernels)
 
@@ -245,28 +250,40 @@ def _check_interleave_pins(pins: Pins, all_kernels: tuple[Kernel, ...]) -> None:
 
 
 def _check_stage_pins(pins: Pins, all_kernels: tuple[Kernel, ...], program: Program | None) -> None:
-    """A staged buffer that is not a candidate of any loop the pin names would be ignored."""
+    """A staged (or transposed) buffer that is not a candidate of any loop the pin names
+    would be ignored; so would a transposed one that is not staged or whose tile cannot be
+    transposed (``StageCandidate.transposable``)."""
     for key, pin in pins.by_key:
-        if not pin.stage:
-            continue
-        if program is None:
-            raise ArgumentError(
-                f"pin '{key}': stage={list(pin.stage)} asks for shared memory, but staging is off "
-                "(staging=False)"
-            )
-        candidates = set()
-        for kernel in all_kernels:
-            loops = {loop.index for loop in scope_loops(kernel)}
-            here = {i for i in loops if key in (i, f"{kernel.name}.{i}")}
-            candidates |= {c.buffer for c in stage_candidates(kernel, program) if c.loop in here}
-        unknown = [b for b in pin.stage if b not in candidates]
-        if unknown:
-            names = {b.name for b in program.buffers}
-            what = ", ".join(f"'{b}'" + ("" if b in names else " (no such buffer)") for b in unknown)
-            raise ArgumentError(
-                f"pin '{key}': stage names {what}, which cannot be staged over loop '{key}'; the buffers that can: "
-                f"{', '.join(sorted(candidates)) or 'none'}"
-            )
+        for field, named in (("stage", pin.stage), ("transpose", pin.transpose)):
+            if not named:
+                continue
+            if program is None:
+                raise ArgumentError(
+                    f"pin '{key}': {field}={list(named)} asks for shared memory, but staging is off "
+                    "(staging=False)"
+                )
+            candidates = []
+            for kernel in all_kernels:
+                loops = {loop.index for loop in scope_loops(kernel)}
+                here = {i for i in loops if key in (i, f"{kernel.name}.{i}")}
+                candidates += [c for c in stage_candidates(kernel, program) if c.loop in here]
+            allowed = {c.buffer for c in candidates if field == "stage" or c.transposable}
+            unknown = [b for b in named if b not in allowed]
+            if unknown:
+                names = {b.name for b in program.buffers}
+                what = ", ".join(f"'{b}'" + ("" if b in names else " (no such buffer)") for b in unknown)
+                verb = "staged" if field == "stage" else "staged with a tile that can be transposed"
+                raise ArgumentError(
+                    f"pin '{key}': {field} names {what}, which cannot be {verb} over loop '{key}'; the "
+                    f"buffers that can: {', '.join(sorted(allowed)) or 'none'}"
+                )
+        if pin.transpose and pin.stage is not None:
+            unstaged = [b for b in pin.transpose if b not in pin.stage]
+            if unstaged:
+                raise ArgumentError(
+                    f"pin '{key}': transpose names {', '.join(map(repr, unstaged))}, which the same pin "
+                    f"does not stage (stage={list(pin.stage)})"
+                )
 
 
 def rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> KernelMapping:
@@ -510,30 +527,32 @@ class KernelProblem:
                     stride, a.element_bytes, lanes=t.warp_size, sector=t.sector_bytes
                 )
             requests = -(-a.instances // t.warp_size)
-            from_shared = any(c.serves(a.statement, a.buffer, a.is_write) for c in staged)
+            tile = next((sb for sb in staged if sb.candidate.serves(a.statement, a.buffer, a.is_write)), None)
+            from_shared = tile is not None
             moved = 0 if from_shared else sectors * t.sector_bytes * requests
             shown = requests
             instructions += requests  # a global load or store per warp request
-            if from_shared:  # interleaved points share each read of a value (``point_reuse``)
-                reads = requests / (point_reuse(a, mapping) if mapping.interleaved else 1)
-                wavefronts += reads * shared_wavefronts(t, a.element_bytes)
-                instructions += reads - requests  # shared loads instead
-                shown = math.ceil(reads)
+            if tile is not None:
+                loads, served = shared_read_cost(a, mapping, tile, requests)
+                wavefronts += served * shared_wavefronts(t, a.element_bytes)
+                instructions += loads - requests  # shared loads instead
+                shown = math.ceil(loads)
             rows.append(
                 AccessCost(a.statement, a.text, a.is_write, stride, sectors, shown, moved, from_shared)
             )
             total_bytes += 0 if from_shared else a.instances * sectors
-        for c in staged:
+        for sb in staged:
+            c = sb.candidate
             moved = self.staged_bytes(c, spans)
-            wavefronts += tile_store_wavefronts(t, moved, c.element_bytes)
+            stores = transposed_store_wavefronts if sb.transposed else tile_store_wavefronts
+            wavefronts += stores(t, moved, c.element_bytes)
             instructions += copy_instructions(t, moved, c.element_bytes)
-            widths = tuple(mapping.staging.tile if v == c.loop else spans.get(v, 1) for v in c.dims)
-            tile = "x".join(map(str, widths))
-            shared += StagedBuffer(c, widths).bytes
+            shape = "x".join(map(str, sb.widths)) + (", stored transposed" if sb.transposed else "")
+            shared += sb.bytes
             rows.append(
                 AccessCost(
                     "copy",
-                    f"{c.buffer} tile [{tile}]",
+                    f"{c.buffer} tile [{shape}]",
                     False,
                     1,
                     1,
@@ -568,11 +587,11 @@ class KernelProblem:
             issue_s,
         )
 
-    def _staged(self, mapping: KernelMapping) -> list[StageCandidate]:
+    def _staged(self, mapping: KernelMapping) -> list[StagedBuffer]:
         if mapping.staging is None:
             return []
         return [
-            c
+            staged_buffer(mapping, c)
             for c in self.candidates
             if c.loop == mapping.staging.loop and c.buffer in mapping.staging.buffers
         ]

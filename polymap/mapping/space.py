@@ -157,15 +157,19 @@ class LoopMapping:
 class Staging:
     """Shared-memory staging of one kernel (``staging.py``): the seq loop ``loop`` of the
     thread body runs in tiles of ``tile`` iterations (``loop`` None: the whole body is one
-    tile, ``tile`` 1), and the reads of ``buffers`` in it come from shared memory."""
+    tile, ``tile`` 1), and the reads of ``buffers`` in it come from shared memory. The tiles
+    of ``transposed`` (some of ``buffers``) are stored with their last two dimensions
+    swapped, so that a thread's points read one row of shared memory (``staging.py``)."""
 
     loop: str | None
     tile: int
     buffers: tuple[str, ...]
+    transposed: tuple[str, ...] = ()
 
     def describe(self) -> str:
         where = f"loop '{self.loop}' in tiles of {self.tile}" if self.loop else "the whole body, one tile"
-        return f"{', '.join(self.buffers)} staged in shared memory over {where}"
+        turned = f", {', '.join(self.transposed)} stored transposed" if self.transposed else ""
+        return f"{', '.join(self.buffers)} staged in shared memory over {where}{turned}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +238,7 @@ class LoopPin:
     distribution: Distribution | None = None
     tile: int | None = None  # on a seq loop: its tile size (1: not tiled)
     stage: tuple[str, ...] | None = None  # on a seq loop: the buffers staged in its tiles
+    transpose: tuple[str, ...] | None = None  # on a seq loop: the staged tiles stored transposed
     interleave: bool | None = None  # on a band loop: its kernel's points interleaved (or not)
 
     def items(self) -> tuple[tuple[str, Any], ...]:
@@ -270,6 +275,7 @@ _FIELD_ALIASES = {
     "distribution": "distribution",
     "tile": "tile",
     "stage": "stage",
+    "transpose": "transpose",
     "interleave": "interleave",
 }
 
@@ -336,11 +342,11 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
         if match is None:
             raise ArgumentError(f"pin for '{key}': {name} must be x, y or z, got {value!r}")
         return Axis(match.group(2))
-    if name == "stage":
+    if name in ("stage", "transpose"):
         items = (value,) if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)) or not all(isinstance(b, str) for b in items):
             raise ArgumentError(
-                f"pin for '{key}': stage must be a buffer name or a list of them, got {value!r}"
+                f"pin for '{key}': {name} must be a buffer name or a list of them, got {value!r}"
             )
         return tuple(items)
     if name == "interleave":

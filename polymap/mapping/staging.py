@@ -33,11 +33,19 @@ loop indices but host ones. Under a mapping a block then reads, per tile, exactl
                                       lo_d = r_d                (no loop,           W_d = 1)
 
 (exactly: i_j - g_j T_j S_j runs over [0, T_j S_j) in both distributions). The tile is
-copied into ``X_sh[W_0]..[W_m]`` (the last width padded by one when it is a multiple of
-32, so that a column of the tile spreads over the 32 banks), element ``o`` of the box by
-thread ``o mod threads`` (row-major, so neighbouring lanes copy neighbouring elements:
-coalesced), and a read ``X[e]`` in the scope becomes ``X_sh[e_0 - lo_0]..``, i.e.
-``X_sh[v_0 mod W_0]..``.
+copied into ``X_sh[W_0]..[W_m]``, element ``o`` of the box by thread ``o mod threads``
+(row-major, so neighbouring lanes copy neighbouring elements: coalesced), and a read
+``X[e]`` in the scope becomes ``X_sh[e_0 - lo_0]..``, i.e. ``X_sh[v_0 mod W_0]..``.
+
+Layout. A *transposed* tile (a decision, ``Staging.transposed``) is stored with its last two
+dimensions swapped, ``X_sh[..][W_m][W_{m-1}]``: the copy still reads global memory row by
+row, and a thread whose blocked points run along loop ``v_{m-1}`` then reads them from one
+row of shared memory. A thread's points read in one step (interleaved), blocked along the
+loop of the row (the innermost shared dimension) and ``S >= 2`` of them, are ``S``
+neighbouring elements whose first is ``S``-aligned: the compiler reads them with vector
+loads of up to ``VECTOR_BYTES`` (``read_vector``), as the array is aligned and every row
+keeps that alignment (``StagedBuffer.padded`` says how rows are padded against bank
+conflicts).
 """
 
 from __future__ import annotations
@@ -61,9 +69,11 @@ from polymap.ir.nodes import (
     index_vars,
 )
 from polymap.ir.walk import declared_locals, walk_block
-from polymap.mapping.space import Kernel, KernelMapping
+from polymap.mapping.space import Distribution, Kernel, KernelMapping
 
 BANKS = 32
+VECTOR_BYTES = 16  # the widest load of one thread (LDS.128 / LDG.128)
+WIDE_ROW_BYTES = 128  # a transposed tile's rows at least: their padding is then at most 1/8
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +92,16 @@ class StageCandidate:
     def loops(self) -> tuple[str, ...]:
         return tuple(v for v in self.dims if v is not None)
 
+    @property
+    def transposable(self) -> bool:
+        """Whether storing the tile transposed can help: its second-to-last dimension follows
+        a band loop, whose blocked points would then lie along a row of shared memory."""
+        return len(self.dims) >= 2 and self.dims[-2] is not None and self.dims[-2] != self.loop
+
+    def row_loop(self, transposed: bool) -> str | None:
+        """The loop the innermost dimension of the shared tile follows."""
+        return self.dims[-2] if transposed else self.dims[-1]
+
     def serves(self, statement: str, buffer: str, is_write: bool) -> bool:
         """Whether this staging serves an access: a read of the buffer by a statement of the scope."""
         return buffer == self.buffer and statement in self.reads and not is_write
@@ -93,16 +113,44 @@ class StagedBuffer:
 
     candidate: StageCandidate
     widths: tuple[int, ...]  # per dimension: T_j S_j, K or 1 (also the modulus of its shared index)
+    transposed: bool = False  # stored with the last two dimensions swapped
+    vector: int = 1  # elements a thread reads from a row in one load (``read_vector``)
 
     @property
     def name(self) -> str:
         return self.candidate.buffer
 
+    def in_shared_order(self, items: tuple) -> tuple:
+        """Per-dimension ``items`` (in the buffer's order) in the shared array's order."""
+        if not self.transposed:
+            return tuple(items)
+        return tuple(items[:-2]) + (items[-1], items[-2])
+
+    @property
+    def alignment(self) -> int:
+        """The bytes the shared array is aligned to: a vector load's, which every row keeps."""
+        return VECTOR_BYTES
+
     @property
     def padded(self) -> tuple[int, ...]:
-        """The shared array's extents: the last padded by one when a multiple of 32."""
-        last = self.widths[-1] + (1 if self.widths[-1] % BANKS == 0 and len(self.widths) > 1 else 0)
-        return self.widths[:-1] + (last,)
+        """The shared array's extents (module docstring). A transposed tile's rows: an odd
+        number of 16-byte chunks (its stores then meet at most 4 words per bank,
+        ``cost_model.transposed_store_wavefronts``). A row read in vectors: 16 bytes more
+        when a multiple of the banks, so that it stays aligned. Else one element more when a
+        multiple of 32 elements (a column then spreads over the 32 banks)."""
+        shape = self.in_shared_order(self.widths)
+        last, e = shape[-1], self.candidate.element_bytes
+        if len(shape) == 1:
+            return shape
+        chunk = max(1, VECTOR_BYTES // e)
+        if self.transposed:
+            last = -(-last // chunk) * chunk
+            last += chunk if (last // chunk) % 2 == 0 else 0
+        elif self.vector > 1:
+            last += chunk if last * e % (BANKS * 4) == 0 else 0
+        elif last % BANKS == 0:
+            last += 1
+        return shape[:-1] + (last,)
 
     @property
     def elements(self) -> int:
@@ -235,12 +283,28 @@ def staged_buffers(km: KernelMapping, program: Program) -> tuple[StagedBuffer, .
     if staging is None:
         return ()
     by_name = {c.buffer: c for c in stage_candidates(km.kernel, program) if c.loop == staging.loop}
-    out = []
-    for name in staging.buffers:
-        c = by_name[name]
-        spans = tuple(tile_span(km, v) for v in c.dims)
-        out.append(StagedBuffer(c, spans))
-    return tuple(out)
+    return tuple(staged_buffer(km, by_name[name]) for name in staging.buffers)
+
+
+def staged_buffer(km: KernelMapping, c: StageCandidate) -> StagedBuffer:
+    """One staged candidate under a mapping: its widths, layout and read width."""
+    transposed = km.staging is not None and c.buffer in km.staging.transposed
+    spans = tuple(tile_span(km, v) for v in c.dims)
+    return StagedBuffer(c, spans, transposed, read_vector(km, c, transposed))
+
+
+def read_vector(km: KernelMapping, c: StageCandidate, transposed: bool) -> int:
+    """How many of a thread's points one load of the tile serves along its rows: ``S`` (at
+    most ``VECTOR_BYTES`` of elements) where the points interleave and are blocked along
+    the loop of the rows, so that a step reads ``S`` neighbouring elements whose first is
+    ``S``-aligned (``i - g T S = t S + s``); else 1."""
+    loop = c.row_loop(transposed)
+    if not km.interleaved or loop is None or loop == c.loop:
+        return 1
+    lm = km.loop(loop)
+    if lm.distribution is not Distribution.BLOCKED:
+        return 1
+    return max(1, min(lm.seq, VECTOR_BYTES // c.element_bytes))
 
 
 def scope_position(km: KernelMapping) -> int | None:

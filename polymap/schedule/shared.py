@@ -10,7 +10,8 @@ element)::
     (tid = tx + Tx ty + Tx Ty tz, stride_d the row-major strides of the unpadded tile)
     at time [1, kt, 0, r, n, 0..] (r: the buffer's rank among the staged ones)
 
-and ``Copy_X[h, b, kt, o]`` writes ``X_sh[h, b, o]`` from ``X[lo + o]``. The barriers are
+and ``Copy_X[h, b, kt, o]`` writes ``X_sh[h, b, o]`` (the last two of ``o`` swapped for a
+transposed tile) from ``X[lo + o]``. The barriers are
 ``Sync_copied[h, b, kt]`` at ``[1, kt, 0, R]`` and ``Sync_next[h, b, kt]`` at
 ``[1, kt, 2]`` for ``kt + 1 < tiles``, run by every thread of the block: their domains do
 not depend on the thread, so all threads meet them. A statement instance ``x`` in the
@@ -127,9 +128,8 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
         ).intersect_range(domain)
         time = ["1", kt, "0", str(rank), n] + ["0"] * (width - 5)
         time_map = isl.Map(f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> [{', '.join(time)}] }}")
-        writes = isl.Map(
-            f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> {shared}[{', '.join(host + blocks + tuple(o))}] }}"
-        )
+        stored = host + blocks + sb.in_shared_order(tuple(o))
+        writes = isl.Map(f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> {shared}[{', '.join(stored)}] }}")
         wrapped = relation.wrap()
         element = [f"({lo}) + {od}" for lo, od in zip(_origin_at(tuple(origin), kt), o)]
         source = isl.Map(f"{prefix}{{ {inst} -> {model.tuples[c.buffer]}[{', '.join(element)}] }}")
@@ -200,8 +200,9 @@ def tile_read(model: PolyModel, plan: SharedPlan, s: StatementModel, copy: CopyR
     _, offsets = _tile_element(model, plan, s, copy)
     params = [model.names[p] for p in model.params] + list(plan.frame.hw[: h + 3])
     inst = f"{s.domain.get_tuple_name()}[{', '.join(s.dims)}]"
+    stored = copy.buffer.in_shared_order(offsets)
     return isl.Map(
-        f"[{', '.join(params)}] -> {{ {inst} -> {copy.shared}[{', '.join(offsets)}] }}"
+        f"[{', '.join(params)}] -> {{ {inst} -> {copy.shared}[{', '.join(stored)}] }}"
     ).intersect_domain(s.domain)
 
 
@@ -230,7 +231,8 @@ def element_of(copy: CopyRelation) -> isl.Map:
     """``Copy_X[h, b, kt, o] -> X_sh[h, b, o]``: the shared element a copy instance writes."""
     space = copy.domain.get_space()
     dims = [space.get_dim_name(isl.dim_type.set, k) for k in range(space.dim(isl.dim_type.set))]
-    kept = dims[: len(dims) - len(copy.buffer.widths) - 1] + dims[len(dims) - len(copy.buffer.widths) :]
+    rank = len(copy.buffer.widths)
+    kept = dims[: len(dims) - rank - 1] + list(copy.buffer.in_shared_order(tuple(dims[len(dims) - rank :])))
     params = [space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))]
     return isl.Map(
         f"[{', '.join(params)}] -> {{ {copy.name}[{', '.join(dims)}] -> {copy.shared}[{', '.join(kept)}] }}"

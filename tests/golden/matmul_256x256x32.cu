@@ -7,8 +7,8 @@
 //   i = blockIdx.y*32 + threadIdx.y*16 + s_i  (T=2, S=16, blocked; i < M)
 //   j = blockIdx.x*64 + s_j*32 + threadIdx.x  (T=32, S=2, cyclic; j < N)
 //   the 32 points of a thread interleaved (outer-product order)
-//   A, B staged in shared memory over loop 'k' in tiles of 16 (6208 bytes per block)
-//   predicted 1.13 us per launch (memory 0.2739 us, compute 0.0626 us, issue 0.1077 us, shared memory 0.1528 us) at M = 256, N = 256, K = 32
+//   A, B staged in shared memory over loop 'k' in tiles of 16, A stored transposed (6464 bytes per block)
+//   predicted 1.13 us per launch (memory 0.2739 us, compute 0.0626 us, issue 0.08424 us, shared memory 0.07052 us) at M = 256, N = 256, K = 32
 //   proved: in bounds (S0, S1, S2); race free (C_acc, C); exactly once (S0, S1, S2); dependences kept (8); staging coverage (A read by S1, B read by S1); barriers (A, B)
 // proved by isl for every size >= 1
 // polymap helpers: integer division and modulo that are right for negative operands, an
@@ -128,8 +128,8 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
   const int by = blockIdx.y;
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
-  __shared__ float A_sh[32][16];  // A's tile
-  __shared__ float B_sh[16][65];  // B's tile
+  __shared__ __align__(16) float A_sh[16][36];  // A's tile
+  __shared__ __align__(16) float B_sh[16][65];  // B's tile
   float C_acc[32];  // one per point of the thread
   if (N >= (long long)(64 * bx) + 64 && M >= (long long)(32 * by) + 32) {  // a full block: every point in range
     // S0: C_acc = C[i, j]
@@ -199,7 +199,7 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
     for (int kt = 0; kt <= (K - 1) / 16; ++kt) {
       if (K >= (long long)(tx % 16 + 16 * kt) + 1) {
         for (int k = 0; k <= 7; ++k) {
-          A_sh[2 * ty + 4LL * k + tx / 16][tx % 16] = A[(long long)(32 * by + 2 * ty + 4LL * k + tx / 16) * K + tx % 16 + 16 * kt];  // copy of A's tile
+          A_sh[tx % 16][2 * ty + 4LL * k + tx / 16] = A[(long long)(32 * by + 2 * ty + 4LL * k + tx / 16) * K + tx % 16 + 16 * kt];  // copy of A's tile
         }
       }
       for (int k = 0; k <= pm_min(15, K - 16 * kt - 1); ++k) {
@@ -208,69 +208,69 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
       __syncthreads();
       for (int k = 16 * kt; k <= pm_min(K - 1, 16 * kt + 15); ++k) {
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[0] += A_sh[16 * ty][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[0] += A_sh[-16 * kt + k][16 * ty] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[1] += A_sh[16 * ty][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[1] += A_sh[-16 * kt + k][16 * ty] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[2] += A_sh[16 * ty + 1][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[2] += A_sh[-16 * kt + k][16 * ty + 1] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[3] += A_sh[16 * ty + 1][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[3] += A_sh[-16 * kt + k][16 * ty + 1] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[4] += A_sh[16 * ty + 2][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[4] += A_sh[-16 * kt + k][16 * ty + 2] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[5] += A_sh[16 * ty + 2][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[5] += A_sh[-16 * kt + k][16 * ty + 2] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[6] += A_sh[16 * ty + 3][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[6] += A_sh[-16 * kt + k][16 * ty + 3] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[7] += A_sh[16 * ty + 3][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[7] += A_sh[-16 * kt + k][16 * ty + 3] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[8] += A_sh[16 * ty + 4][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[8] += A_sh[-16 * kt + k][16 * ty + 4] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[9] += A_sh[16 * ty + 4][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[9] += A_sh[-16 * kt + k][16 * ty + 4] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[10] += A_sh[16 * ty + 5][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[10] += A_sh[-16 * kt + k][16 * ty + 5] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[11] += A_sh[16 * ty + 5][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[11] += A_sh[-16 * kt + k][16 * ty + 5] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[12] += A_sh[16 * ty + 6][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[12] += A_sh[-16 * kt + k][16 * ty + 6] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[13] += A_sh[16 * ty + 6][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[13] += A_sh[-16 * kt + k][16 * ty + 6] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[14] += A_sh[16 * ty + 7][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[14] += A_sh[-16 * kt + k][16 * ty + 7] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[15] += A_sh[16 * ty + 7][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[15] += A_sh[-16 * kt + k][16 * ty + 7] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[16] += A_sh[16 * ty + 8][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[16] += A_sh[-16 * kt + k][16 * ty + 8] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[17] += A_sh[16 * ty + 8][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[17] += A_sh[-16 * kt + k][16 * ty + 8] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[18] += A_sh[16 * ty + 9][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[18] += A_sh[-16 * kt + k][16 * ty + 9] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[19] += A_sh[16 * ty + 9][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[19] += A_sh[-16 * kt + k][16 * ty + 9] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[20] += A_sh[16 * ty + 10][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[20] += A_sh[-16 * kt + k][16 * ty + 10] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[21] += A_sh[16 * ty + 10][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[21] += A_sh[-16 * kt + k][16 * ty + 10] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[22] += A_sh[16 * ty + 11][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[22] += A_sh[-16 * kt + k][16 * ty + 11] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[23] += A_sh[16 * ty + 11][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[23] += A_sh[-16 * kt + k][16 * ty + 11] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[24] += A_sh[16 * ty + 12][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[24] += A_sh[-16 * kt + k][16 * ty + 12] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[25] += A_sh[16 * ty + 12][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[25] += A_sh[-16 * kt + k][16 * ty + 12] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[26] += A_sh[16 * ty + 13][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[26] += A_sh[-16 * kt + k][16 * ty + 13] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[27] += A_sh[16 * ty + 13][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[27] += A_sh[-16 * kt + k][16 * ty + 13] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[28] += A_sh[16 * ty + 14][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[28] += A_sh[-16 * kt + k][16 * ty + 14] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[29] += A_sh[16 * ty + 14][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[29] += A_sh[-16 * kt + k][16 * ty + 14] * B_sh[-16 * kt + k][tx + 32];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[30] += A_sh[16 * ty + 15][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+        C_acc[30] += A_sh[-16 * kt + k][16 * ty + 15] * B_sh[-16 * kt + k][tx];
         // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[31] += A_sh[16 * ty + 15][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+        C_acc[31] += A_sh[-16 * kt + k][16 * ty + 15] * B_sh[-16 * kt + k][tx + 32];
       }
       if (K >= (long long)(16 * kt) + 17) {
         __syncthreads();
@@ -472,7 +472,7 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
     for (int kt = 0; kt <= (K - 1) / 16; ++kt) {
       if (K >= (long long)(tx % 16 + 16 * kt) + 1) {
         for (int k = 0; k <= pm_min(7LL, -8 * by - ty + pm_floord(16LL * M - tx + 32 * ty - 1, 64LL)); ++k) {
-          A_sh[2 * ty + 4LL * k + tx / 16][tx % 16] = A[(long long)(32 * by + 2 * ty + 4LL * k + tx / 16) * K + tx % 16 + 16 * kt];  // copy of A's tile
+          A_sh[tx % 16][2 * ty + 4LL * k + tx / 16] = A[(long long)(32 * by + 2 * ty + 4LL * k + tx / 16) * K + tx % 16 + 16 * kt];  // copy of A's tile
         }
       }
       if (N >= (long long)(64 * bx + tx + 32 * ty) + 1) {
@@ -484,115 +484,115 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
       if (N >= 64 * bx + tx + 1 && M >= 32 * by + 16 * ty + 1) {
         for (int k = 16 * kt; k <= pm_min(K - 1, 16 * kt + 15); ++k) {
           // S1: C_acc += A[i, k] * B[k, j]
-          C_acc[0] += A_sh[16 * ty][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+          C_acc[0] += A_sh[-16 * kt + k][16 * ty] * B_sh[-16 * kt + k][tx];
           if (N >= (long long)(64 * bx + tx) + 33) {
             // S1: C_acc += A[i, k] * B[k, j]
-            C_acc[1] += A_sh[16 * ty][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+            C_acc[1] += A_sh[-16 * kt + k][16 * ty] * B_sh[-16 * kt + k][tx + 32];
           }
           if (M >= 32 * by + 16 * ty + 2) {
             // S1: C_acc += A[i, k] * B[k, j]
-            C_acc[2] += A_sh[16 * ty + 1][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+            C_acc[2] += A_sh[-16 * kt + k][16 * ty + 1] * B_sh[-16 * kt + k][tx];
             if (N >= (long long)(64 * bx + tx) + 33) {
               // S1: C_acc += A[i, k] * B[k, j]
-              C_acc[3] += A_sh[16 * ty + 1][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+              C_acc[3] += A_sh[-16 * kt + k][16 * ty + 1] * B_sh[-16 * kt + k][tx + 32];
             }
             if (M >= 32 * by + 16 * ty + 3) {
               // S1: C_acc += A[i, k] * B[k, j]
-              C_acc[4] += A_sh[16 * ty + 2][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+              C_acc[4] += A_sh[-16 * kt + k][16 * ty + 2] * B_sh[-16 * kt + k][tx];
               if (N >= (long long)(64 * bx + tx) + 33) {
                 // S1: C_acc += A[i, k] * B[k, j]
-                C_acc[5] += A_sh[16 * ty + 2][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                C_acc[5] += A_sh[-16 * kt + k][16 * ty + 2] * B_sh[-16 * kt + k][tx + 32];
               }
               if (M >= 32 * by + 16 * ty + 4) {
                 // S1: C_acc += A[i, k] * B[k, j]
-                C_acc[6] += A_sh[16 * ty + 3][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                C_acc[6] += A_sh[-16 * kt + k][16 * ty + 3] * B_sh[-16 * kt + k][tx];
                 if (N >= (long long)(64 * bx + tx) + 33) {
                   // S1: C_acc += A[i, k] * B[k, j]
-                  C_acc[7] += A_sh[16 * ty + 3][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                  C_acc[7] += A_sh[-16 * kt + k][16 * ty + 3] * B_sh[-16 * kt + k][tx + 32];
                 }
                 if (M >= 32 * by + 16 * ty + 5) {
                   // S1: C_acc += A[i, k] * B[k, j]
-                  C_acc[8] += A_sh[16 * ty + 4][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                  C_acc[8] += A_sh[-16 * kt + k][16 * ty + 4] * B_sh[-16 * kt + k][tx];
                   if (N >= (long long)(64 * bx + tx) + 33) {
                     // S1: C_acc += A[i, k] * B[k, j]
-                    C_acc[9] += A_sh[16 * ty + 4][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                    C_acc[9] += A_sh[-16 * kt + k][16 * ty + 4] * B_sh[-16 * kt + k][tx + 32];
                   }
                   if (M >= 32 * by + 16 * ty + 6) {
                     // S1: C_acc += A[i, k] * B[k, j]
-                    C_acc[10] += A_sh[16 * ty + 5][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                    C_acc[10] += A_sh[-16 * kt + k][16 * ty + 5] * B_sh[-16 * kt + k][tx];
                     if (N >= (long long)(64 * bx + tx) + 33) {
                       // S1: C_acc += A[i, k] * B[k, j]
-                      C_acc[11] += A_sh[16 * ty + 5][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                      C_acc[11] += A_sh[-16 * kt + k][16 * ty + 5] * B_sh[-16 * kt + k][tx + 32];
                     }
                     if (M >= 32 * by + 16 * ty + 7) {
                       // S1: C_acc += A[i, k] * B[k, j]
-                      C_acc[12] += A_sh[16 * ty + 6][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                      C_acc[12] += A_sh[-16 * kt + k][16 * ty + 6] * B_sh[-16 * kt + k][tx];
                       if (N >= (long long)(64 * bx + tx) + 33) {
                         // S1: C_acc += A[i, k] * B[k, j]
-                        C_acc[13] += A_sh[16 * ty + 6][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                        C_acc[13] += A_sh[-16 * kt + k][16 * ty + 6] * B_sh[-16 * kt + k][tx + 32];
                       }
                       if (M >= 32 * by + 16 * ty + 8) {
                         // S1: C_acc += A[i, k] * B[k, j]
-                        C_acc[14] += A_sh[16 * ty + 7][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                        C_acc[14] += A_sh[-16 * kt + k][16 * ty + 7] * B_sh[-16 * kt + k][tx];
                         if (N >= (long long)(64 * bx + tx) + 33) {
                           // S1: C_acc += A[i, k] * B[k, j]
-                          C_acc[15] += A_sh[16 * ty + 7][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                          C_acc[15] += A_sh[-16 * kt + k][16 * ty + 7] * B_sh[-16 * kt + k][tx + 32];
                         }
                         if (M >= 32 * by + 16 * ty + 9) {
                           // S1: C_acc += A[i, k] * B[k, j]
-                          C_acc[16] += A_sh[16 * ty + 8][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                          C_acc[16] += A_sh[-16 * kt + k][16 * ty + 8] * B_sh[-16 * kt + k][tx];
                           if (N >= (long long)(64 * bx + tx) + 33) {
                             // S1: C_acc += A[i, k] * B[k, j]
-                            C_acc[17] += A_sh[16 * ty + 8][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                            C_acc[17] += A_sh[-16 * kt + k][16 * ty + 8] * B_sh[-16 * kt + k][tx + 32];
                           }
                           if (M >= 32 * by + 16 * ty + 10) {
                             // S1: C_acc += A[i, k] * B[k, j]
-                            C_acc[18] += A_sh[16 * ty + 9][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                            C_acc[18] += A_sh[-16 * kt + k][16 * ty + 9] * B_sh[-16 * kt + k][tx];
                             if (N >= (long long)(64 * bx + tx) + 33) {
                               // S1: C_acc += A[i, k] * B[k, j]
-                              C_acc[19] += A_sh[16 * ty + 9][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                              C_acc[19] += A_sh[-16 * kt + k][16 * ty + 9] * B_sh[-16 * kt + k][tx + 32];
                             }
                             if (M >= 32 * by + 16 * ty + 11) {
                               // S1: C_acc += A[i, k] * B[k, j]
-                              C_acc[20] += A_sh[16 * ty + 10][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                              C_acc[20] += A_sh[-16 * kt + k][16 * ty + 10] * B_sh[-16 * kt + k][tx];
                               if (N >= (long long)(64 * bx + tx) + 33) {
                                 // S1: C_acc += A[i, k] * B[k, j]
-                                C_acc[21] += A_sh[16 * ty + 10][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                                C_acc[21] += A_sh[-16 * kt + k][16 * ty + 10] * B_sh[-16 * kt + k][tx + 32];
                               }
                               if (M >= 32 * by + 16 * ty + 12) {
                                 // S1: C_acc += A[i, k] * B[k, j]
-                                C_acc[22] += A_sh[16 * ty + 11][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                                C_acc[22] += A_sh[-16 * kt + k][16 * ty + 11] * B_sh[-16 * kt + k][tx];
                                 if (N >= (long long)(64 * bx + tx) + 33) {
                                   // S1: C_acc += A[i, k] * B[k, j]
-                                  C_acc[23] += A_sh[16 * ty + 11][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                                  C_acc[23] += A_sh[-16 * kt + k][16 * ty + 11] * B_sh[-16 * kt + k][tx + 32];
                                 }
                                 if (M >= 32 * by + 16 * ty + 13) {
                                   // S1: C_acc += A[i, k] * B[k, j]
-                                  C_acc[24] += A_sh[16 * ty + 12][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                                  C_acc[24] += A_sh[-16 * kt + k][16 * ty + 12] * B_sh[-16 * kt + k][tx];
                                   if (N >= (long long)(64 * bx + tx) + 33) {
                                     // S1: C_acc += A[i, k] * B[k, j]
-                                    C_acc[25] += A_sh[16 * ty + 12][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                                    C_acc[25] += A_sh[-16 * kt + k][16 * ty + 12] * B_sh[-16 * kt + k][tx + 32];
                                   }
                                   if (M >= 32 * by + 16 * ty + 14) {
                                     // S1: C_acc += A[i, k] * B[k, j]
-                                    C_acc[26] += A_sh[16 * ty + 13][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                                    C_acc[26] += A_sh[-16 * kt + k][16 * ty + 13] * B_sh[-16 * kt + k][tx];
                                     if (N >= (long long)(64 * bx + tx) + 33) {
                                       // S1: C_acc += A[i, k] * B[k, j]
-                                      C_acc[27] += A_sh[16 * ty + 13][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                                      C_acc[27] += A_sh[-16 * kt + k][16 * ty + 13] * B_sh[-16 * kt + k][tx + 32];
                                     }
                                     if (M >= 32 * by + 16 * ty + 15) {
                                       // S1: C_acc += A[i, k] * B[k, j]
-                                      C_acc[28] += A_sh[16 * ty + 14][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                                      C_acc[28] += A_sh[-16 * kt + k][16 * ty + 14] * B_sh[-16 * kt + k][tx];
                                       if (N >= (long long)(64 * bx + tx) + 33) {
                                         // S1: C_acc += A[i, k] * B[k, j]
-                                        C_acc[29] += A_sh[16 * ty + 14][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                                        C_acc[29] += A_sh[-16 * kt + k][16 * ty + 14] * B_sh[-16 * kt + k][tx + 32];
                                       }
                                       if (M >= (long long)(32 * by + 16 * ty) + 16) {
                                         // S1: C_acc += A[i, k] * B[k, j]
-                                        C_acc[30] += A_sh[16 * ty + 15][-16 * kt + k] * B_sh[-16 * kt + k][tx];
+                                        C_acc[30] += A_sh[-16 * kt + k][16 * ty + 15] * B_sh[-16 * kt + k][tx];
                                         if (N >= (long long)(64 * bx + tx) + 33) {
                                           // S1: C_acc += A[i, k] * B[k, j]
-                                          C_acc[31] += A_sh[16 * ty + 15][-16 * kt + k] * B_sh[-16 * kt + k][tx + 32];
+                                          C_acc[31] += A_sh[-16 * kt + k][16 * ty + 15] * B_sh[-16 * kt + k][tx + 32];
                                         }
                                       }
                                     }

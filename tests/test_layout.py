@@ -1,0 +1,230 @@
+"""Shared-tile layout and vector reads: a staged tile stored transposed (a SCIP decision,
+pinnable), a thread's neighbouring points of a row read with one vector load, the bank
+conflicts both bring, and the machine code they compile to; counted by hand, checked
+against the reference on the host, and read from sm_90 machine code."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_staging import MATMUL
+
+from polymap import compile, load, optimize, parse, reference
+from polymap.cli import main
+from polymap.errors import ArgumentError
+from polymap.mapping.staging import StageCandidate, StagedBuffer
+from polymap.runtime import cuobjdump
+from polymap.runtime.arguments import random_inputs
+from polymap.runtime.nvrtc import nvrtc_available
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+
+# 4 x 4 points per thread, interleaved, over 8 x 32 threads, k in staged tiles of 16 (as in
+# tests/test_register_tiles.py), with A's tile transposed
+TRANSPOSED_A = {
+    "i": {"thread": "y", "block": "y", "threads": 8, "seq": 4, "distribution": "blocked", "interleave": True},
+    "j": {"thread": "x", "block": "x", "threads": 32, "seq": 4, "distribution": "cyclic"},
+    "k": {"tile": 16, "stage": ["A", "B"], "transpose": ["A"]},
+}
+# and j blocked too: B's rows are read 4 at a time by lanes 4 elements apart
+BOTH_VECTORS = {**TRANSPOSED_A, "j": {**TRANSPOSED_A["j"], "distribution": "blocked"}}
+
+
+def _check_on_host(kernel, sizes, seed=11):
+    program = kernel.mapping.program
+    arrays = random_inputs(program, sizes, seed=seed)
+    got = kernel.run_host(**arrays)
+    want = reference(program, **arrays)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+# ------------------------------------------------------------------- the bank conflicts
+
+
+def _words_per_bank(addresses: list[int], element_bytes: int) -> int:
+    """The most 4-byte words one bank serves for one warp access (its wavefronts)."""
+    banks: dict[int, set[int]] = {}
+    for address in addresses:
+        for word in range(address // 4, (address + element_bytes) // 4):
+            banks.setdefault(word % 32, set()).add(word)
+    return max(len(words) for words in banks.values())
+
+
+@pytest.mark.parametrize("element_bytes", [4, 8])
+def test_a_transposed_tiles_stores_meet_at_most_four_words_per_bank(element_bytes):
+    """The copy's warp stores 32 consecutive elements of the buffer's rows (``k`` fastest),
+    which are a column of the transposed tile ``X_sh[k][i]``: simulated here over the
+    banks for every tile the model allows (rows of 128 bytes or more, tiles of 1 to 64), the
+    padding keeps them within the 4 wavefronts ``TRANSPOSED_STORE_WAVEFRONTS`` charges."""
+    dtype = "f32" if element_bytes == 4 else "f64"
+    candidate = StageCandidate("A", "k", ("i", "k"), (), (), element_bytes, ("S0",))
+    for width in (2**m for m in range(int(math.log2(128 // element_bytes)), 11)):
+        for tile in (2**m for m in range(7)):
+            sb = StagedBuffer(candidate, (width, tile), transposed=True)
+            rows, row = sb.padded
+            assert (rows, row >= width) == (tile, True), dtype
+            worst = 0
+            for first in range(0, min(width * tile, 4096), 32):
+                lanes = range(first, min(first + 32, width * tile))
+                # element o of the buffer-order tile: i = o // tile, k = o % tile
+                addresses = [((o % tile) * row + o // tile) * element_bytes for o in lanes]
+                worst = max(worst, _words_per_bank(addresses, element_bytes))
+            assert worst <= 4, (dtype, width, tile, row, worst)
+
+
+def test_rows_keep_vector_alignment_and_only_column_reads_get_padding():
+    candidate = StageCandidate("B", "k", ("k", "j"), (), (), 4, ("S0",))
+    assert StagedBuffer(candidate, (16, 128), vector=4).padded == (16, 132)  # 16 bytes more, aligned
+    assert StagedBuffer(candidate, (16, 64), vector=1).padded == (16, 65)  # one element, as before
+    assert StagedBuffer(candidate, (16, 16), vector=4).padded == (16, 16)
+    assert StagedBuffer(candidate, (16, 16), transposed=True).padded == (16, 20)  # 5 chunks of 16 bytes
+
+
+# ------------------------------------------------------------------ the cost, by hand
+
+
+def test_a_transposed_tile_is_read_four_points_per_load_counted_by_hand():
+    """256 x 256 x 32, 4 x 4 points: A's reads (a broadcast: j on x) are 2^21 / 32 / 4 = 16384
+    warp reads, each serving S_j = 4 points; transposed, a float4 load serves a thread's
+    4 points of i: 4096 loads, a wavefront each. B's (j cyclic): 16384 loads and
+    wavefronts. The copies: 16 blocks x 32 x 32 elements of A into the transposed tile at 4
+    wavefronts per warp store (2048), B's 16 x 32 x 128 at one (2048)."""
+    program = parse(MATMUL, name="mm").bind(M=256, N=256, K=32)
+    mapping = optimize(program, pins=TRANSPOSED_A)
+    km, cost, target = mapping.kernels[0], mapping.costs[0], mapping.target
+    assert km.staging.transposed == ("A",)
+    rows = {a.access: a for a in cost.accesses}
+    assert rows["A[i, k]"].requests == 4096 and rows["B[k, j]"].requests == 16384
+    wavefronts = 4096 + 16384 + 16 * 32 * 32 // 32 * 4 + 16 * 32 * 128 // 32
+    assert cost.shared_s == pytest.approx(wavefronts / (target.sm_count * target.clock_hz))
+    instructions = 65536 + 2 * 2048 + 4096 + 16384 + 2 * 16 * (32 * 32 + 32 * 128) // 32
+    assert cost.issue_s == pytest.approx(instructions / (target.sm_count * 4 * target.clock_hz))
+    assert mapping.solver[0].objective == pytest.approx(cost.objective_s * 1e6, rel=1e-5)
+    assert "A tile [32x16, stored transposed]" in str(mapping)
+    assert "A, B staged in shared memory over loop 'k' in tiles of 16, A stored transposed" in str(mapping)
+    assert mapping.to_json()["kernels"][0]["staging"]["transposed"] == ["A"]
+
+
+def test_lanes_along_a_blocked_row_meet_in_the_banks_counted_by_hand():
+    """j blocked on x: lane l reads B_sh[k][S_j l + s]. With S_j = 4 a float4 per lane,
+    512 contiguous bytes: 4 wavefronts for 4 values, as many as scalar loads would take
+    (16384 in all for 4096 loads). With S_j = 8 (two float4 per lane) lanes are 32 bytes
+    apart: each load takes 8 wavefronts, twice the contiguous count; and with the points
+    run one after another (scalar loads, 8 elements apart) 8 per load."""
+    program = parse(MATMUL, name="mm").bind(M=256, N=256, K=32)
+    four = optimize(program, pins=BOTH_VECTORS)
+    rows = {a.access: a for a in four.costs[0].accesses}
+    assert rows["B[k, j]"].requests == 4096 and rows["A[i, k]"].requests == 4096
+    target = four.target
+    stores = 16 * 32 * 32 // 32 * 4 + 16 * 32 * 128 // 32
+    rate = target.sm_count * target.clock_hz
+    assert four.costs[0].shared_s == pytest.approx((4096 + 16384 + stores) / rate)
+
+    eight = {**BOTH_VECTORS, "j": {**BOTH_VECTORS["j"], "seq": 8}}  # 8 blocks of 32 x 256 points
+    mapping = optimize(program, pins=eight)
+    reads_b = 256 * 256 * 32 // 32 // 4  # each value serves S_i = 4 points
+    assert {a.access: a for a in mapping.costs[0].accesses}["B[k, j]"].requests == reads_b // 4
+    a_loads = 256 * 256 * 32 // 32 // 8 // 4  # S_j = 8 points share a value, 4 i-points per load
+    stores = 8 * 32 * 32 // 32 * 4 + 8 * 32 * 256 // 32
+    assert mapping.costs[0].shared_s == pytest.approx((a_loads + 2 * reads_b + stores) / rate)
+    assert mapping.solver[0].objective == pytest.approx(mapping.costs[0].objective_s * 1e6, rel=1e-5)
+
+    apart = {**eight, "i": {**eight["i"], "interleave": False}}
+    scalar = optimize(program, pins=apart)
+    reads = 256 * 256 * 32 // 32
+    assert scalar.costs[0].shared_s == pytest.approx((reads + 8 * reads + stores) / rate)
+    assert scalar.solver[0].objective == pytest.approx(scalar.costs[0].objective_s * 1e6, rel=1e-5)
+
+
+def test_scip_transposes_a_and_reads_both_operands_in_vectors_on_matmul_1024():
+    mapping = optimize(load(MODELS / "matmul_1024.te"))
+    km = mapping.kernels[0]
+    assert km.staging.transposed == ("A",) and km.interleaved
+    assert km.loop("i").distribution.value == "blocked" and km.loop("i").seq >= 4
+    # with the layouts pinned as the buffers are, the best mapping costs more
+    plain = optimize(load(MODELS / "matmul_1024.te"), pins={"k": {"transpose": []}})
+    assert plain.kernels[0].staging.transposed == ()
+    assert plain.solver[0].objective > mapping.solver[0].objective
+    assert plain.costs[0].time_s > mapping.costs[0].time_s
+
+
+# ------------------------------------------------------------- the code, on the host
+
+
+@pytest.mark.parametrize("pins", [TRANSPOSED_A, BOTH_VECTORS], ids=["transposed-A", "both-vectors"])
+def test_transposed_tiles_and_vector_rows_equal_the_reference_on_the_host(pins):
+    """Sizes that divide nothing: partial blocks, a partial last tile, guarded copies."""
+    program = parse(MATMUL, name="mm")
+    kernel = compile(program, optimize(program, pins=pins))
+    source = kernel.source
+    assert re.search(r"__shared__ __align__\(16\) float A_sh\[16\]\[36\];", source)
+    # the copy writes the transposed tile, the reads index it [k][i], both from isl
+    assert re.search(r"A_sh\[tx % 16\]\[", source)
+    assert re.search(r"A_sh\[-16 \* kt \+ k\]\[4 \* ty", source)
+    _check_on_host(kernel, {"M": 37, "N": 70, "K": 45})
+    _check_on_host(kernel, {"M": 64, "N": 128, "K": 32}, seed=2)
+
+
+def test_a_transposed_batched_tile_equals_the_reference_on_the_host():
+    """batched_matmul's tiles have three dimensions: the last two are swapped."""
+    program = load(MODELS / "batched_matmul.te").bind(NB=3, M=45, K=37, N=70)
+    mapping = optimize(program)
+    staging = mapping.kernels[0].staging
+    assert staging is not None and staging.transposed
+    _check_on_host(compile(program, mapping), {})
+
+
+# ------------------------------------------------------------------------------ pins
+
+
+@pytest.mark.parametrize(
+    ("pins", "message"),
+    [
+        ({"k": {"transpose": ["B"]}}, r"transpose names 'B', which cannot be staged with a tile that can be"),
+        ({"k": {"transpose": ["Z"]}}, r"'Z' \(no such buffer\)"),
+        (
+            {"k": {"stage": ["B"], "transpose": ["A"]}},
+            r"transpose names 'A', which the same pin does not stage",
+        ),
+        ({"i": {"transpose": ["A"]}}, r"'tile', 'stage' and 'transpose' apply to a seq loop"),
+        ({"k": {"transpose": 3}}, r"transpose must be a buffer name or a list of them"),
+    ],
+)
+def test_bad_transpose_pins_are_argument_errors(pins, message):
+    program = parse(MATMUL, name="mm").bind(M=64, N=64, K=32)
+    with pytest.raises(ArgumentError, match=message):
+        optimize(program, pins=pins)
+
+
+def test_the_command_line_pins_the_layout(capsys):
+    path = str(MODELS / "matmul_256x256x32.te")
+    assert main(["map", path, "--pin", "k.transpose=none"]) == 0
+    assert "stored transposed" not in capsys.readouterr().out
+    assert main(["map", path, "--pin", "k.transpose=A"]) == 0
+    assert "A stored transposed" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------- machine code
+
+needs_tools = pytest.mark.skipif(
+    not (nvrtc_available() and cuobjdump.cuobjdump_available()),
+    reason="NVRTC or cuobjdump missing (pip install -e '.[test]' installs both)",
+)
+
+
+@needs_tools
+def test_matmul_1024s_hot_loop_is_mostly_fmas_on_128_bit_shared_loads():
+    """The issue's figures for sm_90: the full blocks' k loop of matmul_1024 (SCIP's
+    mapping) has an FMA share of at least 80%, at least 8 FMAs per shared load, only
+    128-bit shared loads, and no local memory."""
+    report = compile(load(MODELS / "matmul_1024.te")).machine_code()
+    k = report.kernels[0]
+    assert k.full_blocks and k.hot is not None
+    assert k.hot.fma_share >= 0.8 and k.hot.fma_per_shared_load >= 8
+    assert k.hot.load_widths == ((128, k.hot.shared_loads),)
+    assert k.resources.stack == 0 and k.hot.local_accesses == 0
