@@ -215,7 +215,15 @@ def _check_staging(program: Program, km: KernelMapping) -> None:
         raise VerificationError(f"{name}: the tile must be an integer >= 1, got {staging.tile!r}")
     if staging.loop is None and staging.tile != 1:
         raise VerificationError(f"{name}: staging over the whole body has one tile; its size must be 1")
-    possible = {c.buffer for c in stage_candidates(km.kernel, program) if c.loop == staging.loop}
+    here = [c for c in stage_candidates(km.kernel, program) if c.loop == staging.loop]
+    possible = {c.buffer for c in here}
+    turnable = {c.buffer for c in here if c.transposable}
+    for buffer in staging.transposed:
+        if buffer not in staging.buffers or buffer not in turnable:
+            raise VerificationError(
+                f"{name}: cannot store '{buffer}' transposed: only a staged buffer whose tile's second-to-last "
+                f"dimension follows a band loop can (here: {', '.join(sorted(turnable & set(staging.buffers))) or 'none'})"
+            )
     for buffer in staging.buffers:
         if buffer not in possible:
             raise VerificationError(

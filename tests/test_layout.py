@@ -5,6 +5,7 @@ against the reference on the host, and read from sm_90 machine code."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -13,9 +14,10 @@ import numpy as np
 import pytest
 from test_staging import MATMUL
 
-from polymap import compile, load, optimize, parse, reference
+from polymap import compile, load, optimize, parse, reference, verify
 from polymap.cli import main
-from polymap.errors import ArgumentError
+from polymap.errors import ArgumentError, InfeasibleMappingError, VerificationError
+from polymap.mapping.space import Axis, Distribution, KernelMapping, Staging
 from polymap.mapping.staging import StageCandidate, StagedBuffer
 from polymap.runtime import cuobjdump
 from polymap.runtime.arguments import random_inputs
@@ -77,11 +79,12 @@ def test_a_transposed_tiles_stores_meet_at_most_four_words_per_bank(element_byte
             assert worst <= 4, (dtype, width, tile, row, worst)
 
 
-def test_rows_keep_vector_alignment_and_only_column_reads_get_padding():
+def test_rows_are_an_odd_number_of_elements_or_of_16_byte_chunks_where_aligned():
     candidate = StageCandidate("B", "k", ("k", "j"), (), (), 4, ("S0",))
     assert StagedBuffer(candidate, (16, 128), vector=4).padded == (16, 132)  # 16 bytes more, aligned
-    assert StagedBuffer(candidate, (16, 64), vector=1).padded == (16, 65)  # one element, as before
-    assert StagedBuffer(candidate, (16, 16), vector=4).padded == (16, 16)
+    assert StagedBuffer(candidate, (16, 64), vector=1).padded == (16, 65)  # one element
+    assert StagedBuffer(candidate, (16, 8), vector=1).padded == (16, 9)
+    assert StagedBuffer(candidate, (16, 16), vector=4).padded == (16, 20)  # 5 chunks: odd
     assert StagedBuffer(candidate, (16, 16), transposed=True).padded == (16, 20)  # 5 chunks of 16 bytes
 
 
@@ -105,7 +108,7 @@ def test_a_transposed_tile_is_read_four_points_per_load_counted_by_hand():
     instructions = 65536 + 2 * 2048 + 4096 + 16384 + 2 * 16 * (32 * 32 + 32 * 128) // 32
     assert cost.issue_s == pytest.approx(instructions / (target.sm_count * 4 * target.clock_hz))
     assert mapping.solver[0].objective == pytest.approx(cost.objective_s * 1e6, rel=1e-5)
-    assert "A tile [32x16, stored transposed]" in str(mapping)
+    assert "A tile [32x16, stored transposed as [16][36]]" in str(mapping)
     assert "A, B staged in shared memory over loop 'k' in tiles of 16, A stored transposed" in str(mapping)
     assert mapping.to_json()["kernels"][0]["staging"]["transposed"] == ["A"]
 
@@ -201,6 +204,15 @@ def test_bad_transpose_pins_are_argument_errors(pins, message):
         optimize(program, pins=pins)
 
 
+def test_a_transpose_pin_that_no_mapping_meets_says_what_a_transposed_tile_needs():
+    program = parse(MATMUL, name="mm").bind(M=64, N=64, K=32)
+    pins = {"k": {"transpose": ["A"]}, "i": {"threads": 4, "seq": 1}}  # rows of 4 elements
+    with pytest.raises(
+        InfeasibleMappingError, match=r"the pins .*'k'.* rows, its second-to-last dimension, are at"
+    ):
+        optimize(program, pins=pins)
+
+
 def test_the_command_line_pins_the_layout(capsys):
     path = str(MODELS / "matmul_256x256x32.te")
     assert main(["map", path, "--pin", "k.transpose=none"]) == 0
@@ -250,3 +262,71 @@ def test_scips_optimum_on_the_largest_model_is_not_beaten_by_a_pinned_mapping():
     assert free.solver[0].objective <= pinned.solver[0].objective * (1 + 1e-9)
     for mapping in (pinned, free):
         assert mapping.solver[0].objective == pytest.approx(mapping.costs[0].objective_s * 1e6, rel=1e-6)
+
+
+TRANSPOSE = """
+param N = 256
+in  A: f32[N, N]
+out B: f32[N, N]
+par N i { par N j { B[j, i] = A[i, j] } }
+"""
+
+
+def _by_hand(program, loops, staging):
+    """``compile`` with a hand-made mapping: costed again by the model."""
+    mapping = optimize(program)
+    km = mapping.kernels[0]
+    made = KernelMapping(km.kernel, loops(km), staging, False)
+    return compile(program, dataclasses.replace(mapping, kernels=(made,)))
+
+
+def test_lanes_down_a_column_of_a_tile_are_charged_the_banks_they_share():
+    """A transpose staging A (its tile [64][8]: i blocked over 32 x 2, j over 8), lanes on x
+    along i: a warp reads a column of the tile. Its rows are padded to 9 elements (odd), so
+    lanes one row apart spread over the banks, but lanes 2 rows apart (S_i = 2) use every
+    other bank: 2 wavefronts per warp read. 256^2 / 32 = 2048 warp reads (4096 wavefronts)
+    and 2048 warp stores of the copies (one each). The same with j on x (rows) is one per
+    read and store."""
+    program = parse(TRANSPOSE, name="tr")
+
+    def loops(km, x="i"):
+        i, j = km.loop("i"), km.loop("j")
+        i = dataclasses.replace(
+            i,
+            thread_axis=Axis.X if x == "i" else Axis.Y,
+            block_axis=Axis.X if x == "i" else Axis.Y,
+            threads=32 if x == "i" else 8,
+            seq=2 if x == "i" else 1,
+            distribution=Distribution.BLOCKED,
+        )
+        j = dataclasses.replace(
+            j,
+            thread_axis=Axis.Y if x == "i" else Axis.X,
+            block_axis=Axis.Y if x == "i" else Axis.X,
+            threads=8 if x == "i" else 32,
+            seq=1 if x == "i" else 2,
+            distribution=Distribution.BLOCKED,
+        )
+        return (i, j)
+
+    kernel = _by_hand(program, loops, Staging(None, 1, ("A",)))
+    cost, target = kernel.mapping.costs[0], kernel.mapping.target
+    rate = target.sm_count * target.clock_hz
+    assert re.search(r"__shared__ __align__\(16\) float A_sh\[64\]\[9\];", kernel.source)
+    assert cost.shared_s == pytest.approx((2 * 2048 + 2048) / rate)
+    _check_on_host(kernel, {"N": 77})
+    rows = _by_hand(program, lambda km: loops(km, x="j"), Staging(None, 1, ("A",)))
+    assert rows.mapping.costs[0].shared_s == pytest.approx((2 * 2048 + 2048) / rate)  # S_j = 2 along rows
+
+
+def test_a_hand_made_mapping_cannot_transpose_what_it_does_not_stage_or_cannot_turn():
+    program = parse(MATMUL, name="mm").bind(M=64, N=64, K=32)
+    mapping = optimize(program)
+    km = mapping.kernels[0]
+    for transposed in (("B",), ("Z",), ("C",)):
+        broken = KernelMapping(km.kernel, km.loops, Staging("k", 8, ("A", "B"), transposed), km.interleaved)
+        with pytest.raises(VerificationError, match=f"cannot store '{transposed[0]}' transposed"):
+            verify(mapping.program, (broken,))
+    unstaged = KernelMapping(km.kernel, km.loops, Staging("k", 8, ("B",), ("A",)), km.interleaved)
+    with pytest.raises(VerificationError, match="cannot store 'A' transposed"):
+        verify(mapping.program, (unstaged,))

@@ -297,7 +297,7 @@ def _feasible(extents: tuple[int, ...], loops: tuple[tuple, ...]) -> bool:
 def _stagings(problem: KernelProblem, mapped: KernelMapping):
     """Every staging the model allows for a mapping, restated for the oracle: one scope,
     K = 2^m up to the loop's extent (1 for the whole body), any non-empty set of its
-    candidates whose tile rows are a sector wide and whose tiles (counted with the model's
+    candidates whose tile rows are a sector and 8 elements wide and whose tiles (counted with the model's
     padding allowance) fit the block's shared-memory capacity, and any subset of those with a
     tile that can be transposed stored transposed (rows of at least 128 bytes then)."""
     yield None
@@ -317,7 +317,7 @@ def _stagings(problem: KernelProblem, mapped: KernelMapping):
 
             for r in range(1, len(cands) + 1):
                 for subset in itertools.combinations(cands, r):
-                    if any(width(c.dims[-1]) * c.element_bytes < 32 for c in subset):
+                    if any(width(c.dims[-1]) * c.element_bytes < 32 or width(c.dims[-1]) < 8 for c in subset):
                         continue
                     used = sum(
                         c.element_bytes * PADDING * math.prod(width(v) for v in c.loops) for c in subset

@@ -93,25 +93,45 @@ def reuse_loops(access: GlobalAccess, band: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def shared_read_cost(
-    access: GlobalAccess, mapping: KernelMapping, tile: StagedBuffer, requests: int
+    target: GpuTarget, access: GlobalAccess, mapping: KernelMapping, tile: StagedBuffer, requests: int
 ) -> tuple[float, float]:
     """A staged read's shared-memory loads and wavefronts, in warp reads of one value (times
     ``shared_wavefronts`` for the wavefronts; ``ScipModel._staged_reads`` is the same in the
     solver's terms). Reads: one per warp request, divided by the points that share a value
     where they interleave (``point_reuse``). Loads: the reads divided by the points one vector
     load serves (``tile.vector``). Wavefronts: one per load when no loop the read mentions is
-    on x (a broadcast); ``max(1, S / vector)`` per read when the loop on x runs along the
-    tile's rows, blocked (lanes ``S`` elements apart: of the 32 banks, the lanes use
-    ``32 / S`` groups of ``vector``); one per read otherwise."""
+    on x (a broadcast); else ``max(1, bank_factor / vector)`` per read."""
     reads = requests / (point_reuse(access, mapping) if mapping.interleaved else 1)
     loads = reads / tile.vector
     x_loop = next((m for m in mapping.loops if m.thread_axis.value == "x"), None)
     if x_loop is None or x_loop.index not in mentioned_loops(access, mapping.kernel.indices):
         return loads, loads
-    row = tile.candidate.row_loop(tile.transposed)
-    if x_loop.index == row and x_loop.distribution.value == "blocked":
-        return loads, reads * max(1, x_loop.seq // tile.vector)
-    return loads, reads
+    return loads, reads * max(1.0, bank_factor(target, tile, x_loop) / tile.vector)
+
+
+def bank_factor(target: GpuTarget, tile: StagedBuffer, x_loop) -> int:
+    """How many times a conflict-free read's wavefronts a warp's scalar read of the tile
+    takes when its lanes run along ``x_loop`` (``StagedBuffer.padded`` sets the strides),
+    with ``delta`` the lanes' step in that loop (``S`` if blocked, else 1):
+
+    * along the rows: ``delta`` (lanes ``delta`` elements apart share ``delta`` times fewer banks);
+    * down a column: ``delta`` times 16 bytes of elements where the rows keep the vector
+      alignment (rows an odd number of 16-byte chunks), ``delta`` where they are an odd number
+      of elements;
+    * along a dimension further out: the most there can be, every lane in one bank;
+
+    at most that most (32 words per bank; 16 for 8-byte elements, two banks each)."""
+    most = target.warp_size // shared_wavefronts(target, tile.candidate.element_bytes)
+    order = tile.in_shared_order(tile.candidate.dims)
+    position = order.index(x_loop.index)
+    delta = x_loop.seq if x_loop.distribution.value == "blocked" else 1
+    if position == len(order) - 1:
+        factor = delta
+    elif position == len(order) - 2:
+        factor = delta * (tile.chunk if tile.aligned_rows else 1)
+    else:
+        factor = most
+    return min(factor, most)
 
 
 def point_reuse(access: GlobalAccess, mapping: KernelMapping) -> int:

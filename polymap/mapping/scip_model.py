@@ -84,7 +84,7 @@ from polymap.mapping.cost_model import (
 from polymap.mapping.farkas import add_to_scip, exact_certificate
 from polymap.mapping.result import RANKING_WEIGHT
 from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, LoopPin, Pins, Staging
-from polymap.mapping.staging import VECTOR_BYTES, WIDE_ROW_BYTES
+from polymap.mapping.staging import ROW_ELEMENTS, VECTOR_BYTES, WIDE_ROW_BYTES
 
 if TYPE_CHECKING:
     from polymap.mapping.solve import KernelProblem
@@ -486,8 +486,8 @@ class ScipModel:
                 if pin.stage is not None:
                     scip.addCons(st == (1 if c.buffer in pin.stage else 0))
             width_log = {v: (self.log_tile if v == c.loop else p_log[v]) for v in c.loops}
-            # rows of at least one 32-byte sector
-            row = max(0, math.ceil(math.log2(t.sector_bytes / c.element_bytes)))
+            # rows of at least one 32-byte sector and 8 elements (``StagedBuffer.padded``)
+            row = max(0, math.ceil(math.log2(t.sector_bytes / c.element_bytes)), log2_floor(ROW_ELEMENTS))
             scip.addCons(width_log[c.dims[-1]] >= row * st)
             tr = self._transposed(scip, pins, c, st, width_log)
             # global traffic of the copies
@@ -560,36 +560,38 @@ class ScipModel:
 
     def _staged_reads(self, scip: Model, a: GlobalAccess, c, st, tr):
         """The shared-load instructions of one staged read and the wavefronts they take, in
-        warp reads of one value (``shared_read_cost`` is the same for concrete decisions):
+        warp reads of one value (``cost_model.shared_read_cost`` is the same for concrete
+        decisions):
 
         * reads: one per 32 instances; where the points interleave, divided by the points
           that share each value (``2^r``, r the sum of the log2 S_j of the loops the read does
           not mention);
         * loads: the reads divided further by the points one vector load serves
           (``staging.read_vector``: ``2^w``, w at most log2 S of the loop of the tile's rows,
-          0 unless that loop is blocked and the points interleave, at most log2 of 16 bytes
-          of elements);
-        * wavefronts: a broadcast (no loop the read mentions on x) takes one per load; lanes
-          along the rows of the tile take one per read times ``2^c`` when their loop is
-          blocked (c = log2 S - w: lanes ``S`` elements apart meet in the banks); lanes along
-          another dimension of the tile one per read.
+          0 unless that loop is blocked, the points interleave and the rows are 128 bytes
+          or more, at most log2 of 16 bytes of elements);
+        * wavefronts: a broadcast (no loop the read mentions on x) takes one per load; else
+          one per read times ``2^c``, ``c = max(0, log2 bank_factor - w)`` for the loop on x
+          and the layout (``cost_model.bank_factor``).
 
         Each power of two is an indicator binary per value of its exponent, whose sum the
         decisions bound: the smaller exponent costs more, so the minimum takes the exact
-        one."""
+        one. Every big-M is on the exponents, small integers: ``full`` reaches 10^11 on the
+        largest models, where a big-M on the counts times SCIP's tolerance is worth whole
+        wavefronts, and the counts stay linear in binaries for their product with the fill."""
         t = self.p.target
         full = -(-a.instances // t.warp_size)
         band = self.p.kernel.band
         position = {loop.index: j for j, loop in enumerate(band)}
         loops = [position[v] for v in reuse_loops(a, self.p.kernel.indices)]
-        layouts = (
-            [(c.row_loop(False), 1)] if tr is None else [(c.row_loop(False), 1 - tr), (c.row_loop(True), tr)]
-        )
-        rows = [(position[v], on) for v, on in layouts if v is not None and v != c.loop]
-        if not loops and not rows:
+        mentioned = mentioned_loops(a, self.p.kernel.indices)
+        layouts = [(False, 1)] if tr is None else [(False, 1 - tr), (True, tr)]
+        if not loops and not mentioned:
             return full * st, full * st
         tag = f"{a.statement}:{a.text}"
-        widest = log2_floor(max(1, VECTOR_BYTES // a.element_bytes))
+        chunk = max(1, VECTOR_BYTES // a.element_bytes)
+        widest = log2_floor(chunk)
+        cap = log2_floor(t.warp_size // shared_wavefronts(t, a.element_bytes))
         top = len(loops) * MAX_LOG_SEQ
         # r: the log2 of the points that share a read, 0 unless the points interleave
         r = scip.addVar(f"reuse_log2[{tag}]", vtype="I", lb=0, ub=top)
@@ -604,36 +606,54 @@ class ScipModel:
             return quicksum(full * 2.0**-m * var for m, var in b.items())
 
         reads = power("reuselog", 0, top, r)
-        widths = {}
-        for j, on in rows:
-            w = scip.addVar(f"vector_log2[{tag}@{band[j].index}]", vtype="I", lb=0, ub=widest)
+        # per layout: the vector exponent of its rows, and whether they keep the alignment
+        vector, aligned = {}, {}
+        for flag, on in layouts:
+            row = c.row_loop(flag)
+            aligned[flag] = on if flag else 0
+            if row is None or row == c.loop:
+                vector[flag] = 0
+                continue
+            j = position[row]
+            w = scip.addVar(f"vector_log2[{tag}@{row}]", vtype="I", lb=0, ub=widest)
             scip.addCons(w <= self.ls[j])
             scip.addCons(w <= widest * (1 - self.cyc[j]))
             scip.addCons(w <= widest * on)
             scip.addCons(w <= widest * self.inter)
-            widths[j] = w
-        loads = power("loadlog", 0, top + widest, r + quicksum(widths.values())) if rows else reads
-        mentioned = mentioned_loops(a, self.p.kernel.indices)
-        # served = full * 2^-E, E the exponent of the case that holds (each bound below is
-        # a big-M on small integers, the exponents; ``full`` reaches 10^11 on the largest
-        # models, where a big-M on the counts times SCIP's tolerance is worth whole
-        # wavefronts, and served stays linear in binaries for its product with the fill)
-        most = top + widest + MAX_LOG_SEQ
-        exponent = scip.addVar(f"served_log2[{tag}]", vtype="I", lb=-MAX_LOG_SEQ, ub=top + widest)
-        scip.addCons(exponent <= r + quicksum(widths.values()))  # a wavefront per load at least
-        distinct = scip.addVar(f"distinct_lanes[{tag}]", vtype="B")  # a loop it mentions on x
-        scip.addCons(distinct == quicksum(self.ax[position[v], Axis.X] for v in mentioned))
-        scip.addCons(exponent <= r + most * (1 - distinct))  # a wavefront per read
-        for j, on in rows:
-            if band[j].index not in mentioned:
-                continue
-            # lanes along the rows, S_j apart where blocked: 2^c more wavefronts per read
-            conflict = scip.addVar(f"conflict_log2[{tag}@{band[j].index}]", vtype="I", lb=0, ub=MAX_LOG_SEQ)
-            scip.addCons(conflict >= self.ls[j] - widths[j] - MAX_LOG_SEQ * self.cyc[j])
-            along = scip.addVar(f"lanes_along_rows[{tag}@{band[j].index}]", vtype="B")
-            scip.addCons(along >= self.ax[j, Axis.X] + on - 1)
-            scip.addCons(exponent <= r - conflict + most * (1 - along))
-        served = power("servedlog", -MAX_LOG_SEQ, top + widest, exponent)
+            wide = scip.addVar(f"vector_rows[{tag}@{row}]", vtype="B")  # w > 0
+            scip.addCons(w <= widest * wide)
+            scip.addCons(wide <= w)
+            wide_row = max(0, math.ceil(math.log2(WIDE_ROW_BYTES / a.element_bytes)))
+            scip.addCons(self.lt[j] + self.ls[j] >= wide_row * wide)
+            vector[flag] = w
+            if not flag:
+                aligned[flag] = wide
+        w_all = quicksum(vector.values())  # one layout holds: the other's w is 0
+        loads = power("loadlog", 0, top + widest, r + w_all) if widest else reads
+        most = top + widest + cap
+        exponent = scip.addVar(f"served_log2[{tag}]", vtype="I", lb=-cap, ub=top + widest)
+        scip.addCons(exponent <= r + w_all)  # a wavefront per load at least
+        for v in mentioned:
+            j = position[v]
+            for flag, on in layouts:
+                order = c.dims if not flag else c.dims[:-2] + (c.dims[-1], c.dims[-2])
+                at = order.index(v)
+                delta = self.ls[j] - MAX_LOG_SEQ * self.cyc[j]  # log2 of the lanes' step (or less)
+                conflict = scip.addVar(f"conflict_log2[{tag}@{v},{int(flag)}]", vtype="I", lb=0, ub=cap)
+                if at == len(order) - 1:  # along the rows
+                    scip.addCons(conflict >= delta - vector[flag])
+                elif at == len(order) - 2:  # down a column: at most ``cap``
+                    over = scip.addVar(f"conflict_capped[{tag}@{v},{int(flag)}]", vtype="B")
+                    big = MAX_LOG_SEQ + widest + cap
+                    scip.addCons(conflict >= delta + widest * aligned[flag] - vector[flag] - big * over)
+                    scip.addCons(conflict >= cap - vector[flag] - big * (1 - over))
+                else:  # further out: every lane in one bank
+                    scip.addCons(conflict >= cap - vector[flag])
+                # lanes along loop v (on x) in this layout: 2^c wavefronts per read
+                along = scip.addVar(f"lanes_along[{tag}@{v},{int(flag)}]", vtype="B")
+                scip.addCons(along >= self.ax[j, Axis.X] + on - 1)
+                scip.addCons(exponent <= r - conflict + most * (1 - along))
+        served = power("servedlog", -cap, top + widest, exponent)
         return loads, served
 
     def _registers(self, scip: Model, log_points, block: dict) -> None:

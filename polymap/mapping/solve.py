@@ -62,6 +62,7 @@ from polymap.mapping.space import (
     kernels,
 )
 from polymap.mapping.staging import (
+    WIDE_ROW_BYTES,
     StageCandidate,
     StagedBuffer,
     per_point_locals,
@@ -416,10 +417,18 @@ class KernelProblem:
             trial = [k for k in conflict if k != key]
             if self.solve(self._only(trial))[1] is None:
                 conflict = trial
-        described = "; ".join(f"'{k}' ({dict(self._pins_here())[k].describe()})" for k in conflict)
+        pinned = dict(self._pins_here())
+        described = "; ".join(f"'{k}' ({pinned[k].describe()})" for k in conflict)
+        turned = any(pinned[k].transpose for k in conflict)
         raise InfeasibleMappingError(
             f"{self.kernel.name} (loops {', '.join(self.kernel.indices)}): the pins {described} conflict: "
             f"no mapping within the limits of {self.target.name} satisfies them together"
+            + (
+                f" (note that a transposed tile's rows, its second-to-last dimension, are at least "
+                f"{WIDE_ROW_BYTES} bytes wide)"
+                if turned
+                else ""
+            )
         )
 
     def _capacity_hint(self) -> str:
@@ -533,7 +542,7 @@ class KernelProblem:
             shown = requests
             instructions += requests  # a global load or store per warp request
             if tile is not None:
-                loads, served = shared_read_cost(a, mapping, tile, requests)
+                loads, served = shared_read_cost(t, a, mapping, tile, requests)
                 wavefronts += served * shared_wavefronts(t, a.element_bytes)
                 instructions += loads - requests  # shared loads instead
                 shown = math.ceil(loads)
@@ -547,7 +556,9 @@ class KernelProblem:
             stores = transposed_store_wavefronts if sb.transposed else tile_store_wavefronts
             wavefronts += stores(t, moved, c.element_bytes)
             instructions += copy_instructions(t, moved, c.element_bytes)
-            shape = "x".join(map(str, sb.widths)) + (", stored transposed" if sb.transposed else "")
+            shape = "x".join(map(str, sb.widths))
+            if sb.transposed:  # the widths in the buffer's order, then the array as declared
+                shape += f", stored transposed as [{']['.join(map(str, sb.padded))}]"
             shared += sb.bytes
             rows.append(
                 AccessCost(

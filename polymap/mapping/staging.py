@@ -45,7 +45,7 @@ loop of the row (the innermost shared dimension) and ``S >= 2`` of them, are ``S
 neighbouring elements whose first is ``S``-aligned: the compiler reads them with vector
 loads of up to ``VECTOR_BYTES`` (``read_vector``), as the array is aligned and every row
 keeps that alignment (``StagedBuffer.padded`` says how rows are padded against bank
-conflicts).
+conflicts, ``cost_model.bank_factor`` what conflicts are left).
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ from polymap.mapping.space import Distribution, Kernel, KernelMapping
 
 BANKS = 32
 VECTOR_BYTES = 16  # the widest load of one thread (LDS.128 / LDG.128)
-WIDE_ROW_BYTES = 128  # a transposed tile's rows at least: their padding is then at most 1/8
+WIDE_ROW_BYTES = 128  # rows that keep the vector alignment at least: their padding is then at most 1/8
+ROW_ELEMENTS = 8  # any tile's rows at least: one element of padding is then at most 1/8
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,25 +133,32 @@ class StagedBuffer:
         return VECTOR_BYTES
 
     @property
+    def aligned_rows(self) -> bool:
+        """Whether the rows keep the vector alignment (a transposed tile, or rows read in
+        vectors): they are then an odd number of 16-byte chunks, else of elements."""
+        return self.transposed or self.vector > 1
+
+    @property
+    def chunk(self) -> int:
+        """Elements in 16 bytes (a vector load's width)."""
+        return max(1, VECTOR_BYTES // self.candidate.element_bytes)
+
+    @property
     def padded(self) -> tuple[int, ...]:
-        """The shared array's extents (module docstring). A transposed tile's rows: an odd
-        number of 16-byte chunks (its stores then meet at most 4 words per bank,
-        ``cost_model.transposed_store_wavefronts``). A row read in vectors: 16 bytes more
-        when a multiple of the banks, so that it stays aligned. Else one element more when a
-        multiple of 32 elements (a column then spreads over the 32 banks)."""
+        """The shared array's extents: the rows padded to an odd number of 16-byte chunks
+        where they keep the vector alignment (``aligned_rows``), else to an odd number of
+        elements. Lanes walking down a column then spread over the banks as far as the
+        alignment allows (``cost_model.bank_factor``), and a transposed tile's copy stores
+        meet at most 4 words per bank (``cost_model.transposed_store_wavefronts``). The
+        model keeps rows at least 8 elements wide (128 bytes where aligned), so that the
+        padding stays within ``cost_model.PADDING``."""
         shape = self.in_shared_order(self.widths)
-        last, e = shape[-1], self.candidate.element_bytes
         if len(shape) == 1:
             return shape
-        chunk = max(1, VECTOR_BYTES // e)
-        if self.transposed:
-            last = -(-last // chunk) * chunk
-            last += chunk if (last // chunk) % 2 == 0 else 0
-        elif self.vector > 1:
-            last += chunk if last * e % (BANKS * 4) == 0 else 0
-        elif last % BANKS == 0:
-            last += 1
-        return shape[:-1] + (last,)
+        unit = self.chunk if self.aligned_rows else 1
+        units = -(-shape[-1] // unit)
+        units += 1 - units % 2
+        return shape[:-1] + (units * unit,)
 
     @property
     def elements(self) -> int:
@@ -294,17 +302,18 @@ def staged_buffer(km: KernelMapping, c: StageCandidate) -> StagedBuffer:
 
 
 def read_vector(km: KernelMapping, c: StageCandidate, transposed: bool) -> int:
-    """How many of a thread's points one load of the tile serves along its rows: ``S`` (at
-    most ``VECTOR_BYTES`` of elements) where the points interleave and are blocked along
-    the loop of the rows, so that a step reads ``S`` neighbouring elements whose first is
-    ``S``-aligned (``i - g T S = t S + s``); else 1."""
+    """How many of a thread's points one load of the tile serves along its rows: the largest
+    power of two dividing ``S``, at most ``VECTOR_BYTES`` of elements, where the points
+    interleave and are blocked along the loop of the rows, and the rows are at least
+    ``WIDE_ROW_BYTES`` (so that their padding stays small): a step then reads ``S``
+    neighbouring elements whose first is ``S``-aligned (``i - g T S = t S + s``); else 1."""
     loop = c.row_loop(transposed)
     if not km.interleaved or loop is None or loop == c.loop:
         return 1
     lm = km.loop(loop)
-    if lm.distribution is not Distribution.BLOCKED:
+    if lm.distribution is not Distribution.BLOCKED or lm.threads * lm.seq * c.element_bytes < WIDE_ROW_BYTES:
         return 1
-    return max(1, min(lm.seq, VECTOR_BYTES // c.element_bytes))
+    return max(1, min(lm.seq & -lm.seq, VECTOR_BYTES // c.element_bytes))
 
 
 def scope_position(km: KernelMapping) -> int | None:
