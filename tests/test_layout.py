@@ -10,17 +10,16 @@ import math
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
+from test_register_tiles import _check_on_host
 from test_staging import MATMUL
 
-from polymap import compile, load, optimize, parse, reference, verify
+from polymap import compile, load, optimize, parse, verify
 from polymap.cli import main
 from polymap.errors import ArgumentError, InfeasibleMappingError, VerificationError
 from polymap.mapping.space import Axis, Distribution, KernelMapping, Staging
 from polymap.mapping.staging import StageCandidate, StagedBuffer
 from polymap.runtime import cuobjdump
-from polymap.runtime.arguments import random_inputs
 from polymap.runtime.nvrtc import nvrtc_available
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -34,15 +33,6 @@ TRANSPOSED_A = {
 }
 # and j blocked too: B's rows are read 4 at a time by lanes 4 elements apart
 BOTH_VECTORS = {**TRANSPOSED_A, "j": {**TRANSPOSED_A["j"], "distribution": "blocked"}}
-
-
-def _check_on_host(kernel, sizes, seed=11):
-    program = kernel.mapping.program
-    arrays = random_inputs(program, sizes, seed=seed)
-    got = kernel.run_host(**arrays)
-    want = reference(program, **arrays)
-    for name, value in want.items():
-        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
 # ------------------------------------------------------------------- the bank conflicts
@@ -290,24 +280,20 @@ def test_lanes_down_a_column_of_a_tile_are_charged_the_banks_they_share():
     program = parse(TRANSPOSE, name="tr")
 
     def loops(km, x="i"):
-        i, j = km.loop("i"), km.loop("j")
-        i = dataclasses.replace(
-            i,
-            thread_axis=Axis.X if x == "i" else Axis.Y,
-            block_axis=Axis.X if x == "i" else Axis.Y,
-            threads=32 if x == "i" else 8,
-            seq=2 if x == "i" else 1,
-            distribution=Distribution.BLOCKED,
-        )
-        j = dataclasses.replace(
-            j,
-            thread_axis=Axis.Y if x == "i" else Axis.X,
-            block_axis=Axis.Y if x == "i" else Axis.X,
-            threads=8 if x == "i" else 32,
-            seq=1 if x == "i" else 2,
-            distribution=Distribution.BLOCKED,
-        )
-        return (i, j)
+        """The loop on x: 32 threads of 2 blocked points; the other on y: 8 of 1."""
+
+        def placed(lm, on_x):
+            axis = Axis.X if on_x else Axis.Y
+            return dataclasses.replace(
+                lm,
+                thread_axis=axis,
+                block_axis=axis,
+                threads=32 if on_x else 8,
+                seq=2 if on_x else 1,
+                distribution=Distribution.BLOCKED,
+            )
+
+        return (placed(km.loop("i"), x == "i"), placed(km.loop("j"), x == "j"))
 
     kernel = _by_hand(program, loops, Staging(None, 1, ("A",)))
     cost, target = kernel.mapping.costs[0], kernel.mapping.target
