@@ -223,12 +223,14 @@ def is_nan(x) -> bool:
 
 
 def nan_max(a, b):
+    # of two equal values (0.0 and -0.0) the second, as np.maximum and C's a > b ? a : b do;
+    # Python's max keeps the first (hypothesis found W max= -(0 + 0) giving +0.0 here)
     if is_nan(a) or is_nan(b):
         return a if is_nan(a) else b
-    return max(a, b)
+    return a if a > b else b
 
 
 def nan_min(a, b):
     if is_nan(a) or is_nan(b):
         return a if is_nan(a) else b
-    return min(a, b)
+    return a if a < b else b
