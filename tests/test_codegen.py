@@ -233,12 +233,15 @@ def test_mapping_with_all_three_axes_and_a_blocked_sequential_part():
     )
     kernel = polymap.compile(program, replace(mapping, kernels=(KernelMapping(km.kernel, loops),)))
     assert "dim3(8, 4, 2)" in kernel.source
-    # a thread's two points of c are unrolled by isl: no loop over them; a full block runs two
-    # copies without a guard, the other blocks guarded ones
+    # a full block runs a thread's two points of c in a loop of constant trip count, without
+    # a guard, which the compiler unrolls; the other blocks run two guarded copies (isl
+    # unrolled them: no loop over the points there)
     body = kernel.source[kernel.source.index("__global__") :]
-    assert "s_c" not in body, "a thread's points: unrolled"
     full = body[body.index("// a full block: every point in range") : body.index("} else {")]
-    assert full.count("// S0: y[a, b, c] =") == 2 and "if (" not in full
+    edge = body[body.index("} else {") :]
+    assert "#pragma unroll\n" in full and "for (int s_c = 0; s_c <= 1; ++s_c) {" in full
+    assert full.count("// S0: y[a, b, c] =") == 1 and "if (" not in full
+    assert "s_c" not in edge and edge.count("// S0: y[a, b, c] =") == 2
     x = np.random.default_rng(1).standard_normal((3, 5, 37))
     assert_matches(kernel.run_host(x=x), reference(program, x=x), program)
 

@@ -121,10 +121,15 @@ def test_the_order_is_proved_and_compiles_to_outer_product_code():
     assert re.search(r"\n  float C_acc\[16\];  // one per point of the thread", source)
     full, edge = source.split("// a full block: every point in range", 1)[1].split("} else {", 1)
     body = full[re.search(r"for \(int k = 16 \* kt;", full).start() :]
-    body = body[: body.index("}")]
-    # a full block: every point's FMA inside the k loop, no guard among them
-    assert body.count("C_acc[") == 16 and " if (" not in body
-    assert all(f"C_acc[{p}] +=" in body for p in range(16))
+    body = body[: body.index("C_acc[(4 * s_i + s_j)] +=")]
+    # a full block: the points' loops inside the k loop, of constant trip counts, for the
+    # compiler to unroll, and no guard among them
+    assert re.search(
+        r"#pragma unroll\n\s*for \(int s_i = 0; s_i <= 3; \+\+s_i\) \{\n\s*#pragma unroll\n"
+        r"\s*for \(int s_j = 0; s_j <= 3; \+\+s_j\) \{",
+        body,
+    )
+    assert " if (" not in body
     # the other blocks keep each point's guard
     assert re.search(r"if \([^)]*\) \{\s*// S\d: C_acc \+= ", edge)
 

@@ -63,6 +63,7 @@ class AstPrinter:
         self.names = names
         self.leaf = leaf
         self.ranges = dict(ranges or {})
+        self.unrolled: frozenset[str] = frozenset()  # isl iterators whose loops the compiler unrolls
 
     # -- expressions
 
@@ -196,7 +197,8 @@ class AstPrinter:
             cond = self.expr(node.for_get_cond())
             inc = self.expr(node.for_get_inc())
             step = f"++{it}" if inc == "1" else f"{it} += {inc}"
-            return [f"{pad}for ({c_type} {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
+            loop = [f"{pad}for ({c_type} {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
+            return ([f"{pad}#pragma unroll"] if iterator in self.unrolled else []) + loop
         if kind == _N.if_:
             lines = [
                 f"{pad}if ({self.expr(node.if_get_cond())}) {{",

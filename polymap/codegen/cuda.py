@@ -292,7 +292,9 @@ class _Emitter:
         else:  # full blocks run the code without the points' guards (``splits_full_blocks``)
             condition, full = schedule.full
             lines.append(f"  if ({printer.expr(condition)}) {{  {FULL_BLOCK_NOTE}")
+            printer.unrolled = schedule.point_iterators
             lines += printer.node(full, 2)
+            printer.unrolled = frozenset()
             lines.append(EDGE_BLOCK_LINE)
             lines += printer.node(schedule.ast, 2)
             lines.append("  }")

@@ -81,6 +81,13 @@ class KernelSchedule:
     # other blocks run ``ast``, built for any block
     full: tuple[isl.AstExpr, isl.AstNode] | None = None
 
+    @property
+    def point_iterators(self) -> frozenset[str]:
+        """The iterators of the thread's s-point loops: in ``full`` they are loops of
+        constant trip counts that the printed code asks the compiler to unroll (so that
+        per-point buffers indexed by them stay in registers); in ``ast`` isl unrolled them."""
+        return frozenset(self.iterators[self.layout.point_dims])
+
 
 def kernel_statements(model: PolyModel, km: KernelMapping) -> tuple[StatementModel, ...]:
     names = {stmt.name for stmt in thread_statements(km.kernel)}
@@ -180,9 +187,9 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
     describe = _Describer(model, km, {s.domain.get_tuple_name(): s for s in mine}, plan, locals_, points)
     handles = []  # each keeps its build's callback alive while isl may call it
 
-    def build_for(where: isl.Set) -> isl.AstBuild:
+    def build_for(where: isl.Set, unroll: bool = True) -> isl.AstBuild:
         build = isl.AstBuild.from_context(where)
-        build = build.set_options(_loop_types(layout, atomic=plan is not None))
+        build = build.set_options(_loop_types(layout, atomic=plan is not None, unroll=unroll))
         ids = isl.IdList.alloc(where.get_ctx(), layout.width)
         for name in iterators:
             ids = ids.add(isl.Id(name, context=where.get_ctx()))
@@ -203,8 +210,12 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
             # the other blocks run the code built for every block: built for the edge blocks
             # alone (the context minus the full ones, a union of pieces) isl took three times
             # as long for the same guards (matmul_1024: 5.8 s against 1.8 s)
+            # in full blocks the points' loops have constant trip counts: they stay loops,
+            # which the compiler unrolls (``KernelSchedule.unrolled``), where isl's unrolling
+            # took most of the code generation (gpt3_attention_tiny: 3.1 of 5.3 s)
             condition = isl.AstBuild.from_context(context).expr_from_set(blocks)
-            full = (condition, build_for(blocks).node_from_schedule_map(schedule.intersect_params(blocks)))
+            built = build_for(blocks, unroll=False).node_from_schedule_map(schedule.intersect_params(blocks))
+            full = (condition, built)
             ast = build_for(context).node_from_schedule_map(schedule.intersect_params(context))
     if failures:  # an exception inside isl's callback: re-raised here, where it belongs
         raise failures[0]
@@ -235,15 +246,17 @@ def _full_blocks_here(model: PolyModel, frame: Frame, context: isl.Set) -> isl.S
     return full
 
 
-def _loop_types(layout: TimeLayout, *, atomic: bool) -> isl.UnionMap:
+def _loop_types(layout: TimeLayout, *, atomic: bool, unroll: bool = True) -> isl.UnionMap:
     """isl's AST options: a thread's s-point loops unrolled (their trip counts are at most the
     thread's points, a constant; each copy keeps isl's guard, so a partial tile runs only its
-    points), and with ``atomic`` every other dimension generated as one loop (never split)."""
+    points) unless ``unroll`` is off (full blocks, where the loops have constant bounds and the
+    compiler unrolls them), and with ``atomic`` every other dimension generated as one loop
+    (never split)."""
     dims = layout.width
     names = ", ".join(f"c{k}" for k in range(dims))
     points = layout.point_dims
-    unrolled = f"{{ [{names}] -> unroll[x] : {points.start} <= x < {points.stop} }}"
-    options = isl.UnionMap(unrolled)
+    kind = "unroll" if unroll else "atomic"
+    options = isl.UnionMap(f"{{ [{names}] -> {kind}[x] : {points.start} <= x < {points.stop} }}")
     if atomic:
         rest = (
             f"{{ [{names}] -> atomic[x] : 0 <= x < {dims} and (x < {points.start} or x >= {points.stop}) }}"

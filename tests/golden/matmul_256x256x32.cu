@@ -132,70 +132,14 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
   __shared__ __align__(16) float B_sh[16][65];  // B's tile
   float C_acc[32];  // one per point of the thread
   if (N >= (long long)(64 * bx) + 64 && M >= (long long)(32 * by) + 32) {  // a full block: every point in range
-    // S0: C_acc = C[i, j]
-    C_acc[0] = C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[1] = C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[2] = C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[3] = C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[4] = C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[5] = C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[6] = C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[7] = C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[8] = C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[9] = C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[10] = C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[11] = C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[12] = C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[13] = C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[14] = C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[15] = C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[16] = C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[17] = C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[18] = C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[19] = C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[20] = C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[21] = C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[22] = C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[23] = C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[24] = C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[25] = C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[26] = C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[27] = C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[28] = C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[29] = C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx + 32];
-    // S0: C_acc = C[i, j]
-    C_acc[30] = C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx];
-    // S0: C_acc = C[i, j]
-    C_acc[31] = C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx + 32];
+    #pragma unroll
+    for (int s_i = 0; s_i <= 15; ++s_i) {
+      #pragma unroll
+      for (int s_j = 0; s_j <= 1; ++s_j) {
+        // S0: C_acc = C[i, j]
+        C_acc[(2 * s_i + s_j)] = C[(long long)(32 * by + 16 * ty + s_i) * N + 64 * bx + tx + 32 * s_j];
+      }
+    }
     for (int kt = 0; kt <= (K - 1) / 16; ++kt) {
       if (K >= (long long)(tx % 16 + 16 * kt) + 1) {
         for (int k = 0; k <= 7; ++k) {
@@ -207,139 +151,27 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
       }
       __syncthreads();
       for (int k = 16 * kt; k <= pm_min(K - 1, 16 * kt + 15); ++k) {
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[0] += A_sh[-16 * kt + k][16 * ty] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[1] += A_sh[-16 * kt + k][16 * ty] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[2] += A_sh[-16 * kt + k][16 * ty + 1] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[3] += A_sh[-16 * kt + k][16 * ty + 1] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[4] += A_sh[-16 * kt + k][16 * ty + 2] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[5] += A_sh[-16 * kt + k][16 * ty + 2] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[6] += A_sh[-16 * kt + k][16 * ty + 3] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[7] += A_sh[-16 * kt + k][16 * ty + 3] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[8] += A_sh[-16 * kt + k][16 * ty + 4] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[9] += A_sh[-16 * kt + k][16 * ty + 4] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[10] += A_sh[-16 * kt + k][16 * ty + 5] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[11] += A_sh[-16 * kt + k][16 * ty + 5] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[12] += A_sh[-16 * kt + k][16 * ty + 6] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[13] += A_sh[-16 * kt + k][16 * ty + 6] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[14] += A_sh[-16 * kt + k][16 * ty + 7] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[15] += A_sh[-16 * kt + k][16 * ty + 7] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[16] += A_sh[-16 * kt + k][16 * ty + 8] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[17] += A_sh[-16 * kt + k][16 * ty + 8] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[18] += A_sh[-16 * kt + k][16 * ty + 9] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[19] += A_sh[-16 * kt + k][16 * ty + 9] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[20] += A_sh[-16 * kt + k][16 * ty + 10] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[21] += A_sh[-16 * kt + k][16 * ty + 10] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[22] += A_sh[-16 * kt + k][16 * ty + 11] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[23] += A_sh[-16 * kt + k][16 * ty + 11] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[24] += A_sh[-16 * kt + k][16 * ty + 12] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[25] += A_sh[-16 * kt + k][16 * ty + 12] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[26] += A_sh[-16 * kt + k][16 * ty + 13] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[27] += A_sh[-16 * kt + k][16 * ty + 13] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[28] += A_sh[-16 * kt + k][16 * ty + 14] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[29] += A_sh[-16 * kt + k][16 * ty + 14] * B_sh[-16 * kt + k][tx + 32];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[30] += A_sh[-16 * kt + k][16 * ty + 15] * B_sh[-16 * kt + k][tx];
-        // S1: C_acc += A[i, k] * B[k, j]
-        C_acc[31] += A_sh[-16 * kt + k][16 * ty + 15] * B_sh[-16 * kt + k][tx + 32];
+        #pragma unroll
+        for (int s_i = 0; s_i <= 15; ++s_i) {
+          #pragma unroll
+          for (int s_j = 0; s_j <= 1; ++s_j) {
+            // S1: C_acc += A[i, k] * B[k, j]
+            C_acc[(2 * s_i + s_j)] += A_sh[-16 * kt + k][16 * ty + s_i] * B_sh[-16 * kt + k][tx + 32 * s_j];
+          }
+        }
       }
       if (K >= (long long)(16 * kt) + 17) {
         __syncthreads();
       }
     }
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx] = C_acc[0];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx + 32] = C_acc[1];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx] = C_acc[2];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx + 32] = C_acc[3];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx] = C_acc[4];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx + 32] = C_acc[5];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx] = C_acc[6];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx + 32] = C_acc[7];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx] = C_acc[8];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx + 32] = C_acc[9];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx] = C_acc[10];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx + 32] = C_acc[11];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx] = C_acc[12];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx + 32] = C_acc[13];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx] = C_acc[14];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx + 32] = C_acc[15];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx] = C_acc[16];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx + 32] = C_acc[17];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx] = C_acc[18];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx + 32] = C_acc[19];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx] = C_acc[20];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx + 32] = C_acc[21];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx] = C_acc[22];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx + 32] = C_acc[23];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx] = C_acc[24];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx + 32] = C_acc[25];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx] = C_acc[26];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx + 32] = C_acc[27];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx] = C_acc[28];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx + 32] = C_acc[29];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx] = C_acc[30];
-    // S2: C[i, j] = C_acc
-    C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx + 32] = C_acc[31];
+    #pragma unroll
+    for (int s_i = 0; s_i <= 15; ++s_i) {
+      #pragma unroll
+      for (int s_j = 0; s_j <= 1; ++s_j) {
+        // S2: C[i, j] = C_acc
+        C[(long long)(32 * by + 16 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
+      }
+    }
   } else {
     if (N >= 64 * bx + tx + 1 && M >= 32 * by + 16 * ty + 1) {
       // S0: C_acc = C[i, j]
