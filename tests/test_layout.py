@@ -316,3 +316,58 @@ def test_a_hand_made_mapping_cannot_transpose_what_it_does_not_stage_or_cannot_t
     unstaged = KernelMapping(km.kernel, km.loops, Staging("k", 8, ("B",), ("A",)), km.interleaved)
     with pytest.raises(VerificationError, match="cannot store 'A' transposed"):
         verify(mapping.program, (unstaged,))
+
+
+KIJ = """
+param M = 128
+param N = 128
+param K = 64
+in  A: f32[K, M, N]
+out C: f32[M, N]
+par M i { par N j { seq K k { C[i, j] += A[k, i, j] } } }
+"""
+
+
+@pytest.mark.parametrize("distribution", ["cyclic", "blocked"])
+def test_scip_charges_lanes_down_an_aligned_column_as_the_model_does(distribution):
+    """A review found SCIP 0.3% below the model here: lanes (j on x) down a column of A's
+    transposed tile, whose rows keep the vector alignment, with i cyclic; SCIP's log2 of the
+    lanes' step went negative for a cyclic loop and cancelled the alignment's factor. The
+    model charges 4 wavefronts per read either way (4 points of one thread, one step)."""
+    pins = {
+        "j": {"thread": "x", "threads": 32, "seq": 1, "distribution": "cyclic", "interleave": True},
+        "i": {"thread": "y", "threads": 8, "seq": 4, "distribution": distribution},
+        "k": {"stage": ["A"], "transpose": ["A"]},
+    }
+    mapping = optimize(parse(KIJ, name="kij"), pins=pins)
+    # SCIP's objective carries a tie-break of at most 1e-6 us per decision
+    assert mapping.solver[0].objective == pytest.approx(
+        mapping.costs[0].objective_s * 1e6, rel=1e-6, abs=1e-4
+    )
+
+
+def test_a_buffer_left_unstaged_leaves_every_mapping_feasible():
+    """A review found these pins infeasible: with A not staged, the bounds on its reads'
+    wavefronts (lanes 2 elements apart down a column) still held and had no solution. They
+    are the mapping ``staging=False`` gives."""
+    program = parse(MATMUL, name="mm").bind(M=256, N=256, K=256)
+    i = {"thread": "x", "threads": 32, "seq": 2, "distribution": "blocked", "interleave": False}
+    unstaged = optimize(program, pins={"i": i, "k": {"stage": []}})
+    off = optimize(program, pins={"i": i}, staging=False)
+    assert unstaged.solver[0].status == "optimal"
+    assert unstaged.solver[0].objective == pytest.approx(off.solver[0].objective, rel=1e-9)
+
+
+def test_a_warp_that_wraps_is_charged_a_wavefront_per_read():
+    """N = 16: the loop on x has 16 threads, so a warp spans two rows of y and reads two rows
+    of A's tile where a full warp would broadcast one; each read takes one wavefront at
+    least, in SCIP and in the model."""
+    program = parse(MATMUL, name="mm").bind(M=256, N=16, K=64)
+    mapping = optimize(program)
+    km = mapping.kernels[0]
+    assert next(m for m in km.loops if m.thread_axis is Axis.X).threads < 32
+    cost = mapping.costs[0]
+    assert mapping.solver[0].objective == pytest.approx(cost.objective_s * 1e6, rel=1e-6, abs=1e-4)
+    if km.staging is not None and "A" in km.staging.buffers:
+        reads = {a.access: a for a in cost.accesses}["A[i, k]"]
+        assert reads.from_shared

@@ -72,6 +72,7 @@ def _access(mapping, text: str, kernel: int = 0):
 def test_matmul_puts_j_on_threadIdx_x():
     mapping = optimize(load(MODELS / "matmul_1024.te"))
     assert _x_loop(mapping) == "j"
+    assert mapping.kernels[0].loop("i").thread_axis.value == "y"  # the lowest axis, of equal costs
     assert _access(mapping, "A[i, k]").lane_stride == 0  # a broadcast
     # from global memory (no staging), B's reads are coalesced: 32 lanes x 4 bytes
     unstaged = optimize(load(MODELS / "matmul_1024.te"), staging=False)
@@ -297,7 +298,7 @@ def _feasible(extents: tuple[int, ...], loops: tuple[tuple, ...]) -> bool:
 def _stagings(problem: KernelProblem, mapped: KernelMapping):
     """Every staging the model allows for a mapping, restated for the oracle: one scope,
     K = 2^m up to the loop's extent (1 for the whole body), any non-empty set of its
-    candidates whose tile rows are a sector and 8 elements wide and whose tiles (counted with the model's
+    candidates whose tile rows are a sector wide (8 elements where not transposed) and whose tiles (counted with the model's
     padding allowance) fit the block's shared-memory capacity, and any subset of those with a
     tile that can be transposed stored transposed (rows of at least 128 bytes then)."""
     yield None
@@ -317,7 +318,7 @@ def _stagings(problem: KernelProblem, mapped: KernelMapping):
 
             for r in range(1, len(cands) + 1):
                 for subset in itertools.combinations(cands, r):
-                    if any(width(c.dims[-1]) * c.element_bytes < 32 or width(c.dims[-1]) < 8 for c in subset):
+                    if any(width(c.dims[-1]) * c.element_bytes < 32 for c in subset):
                         continue
                     used = sum(
                         c.element_bytes * PADDING * math.prod(width(v) for v in c.loops) for c in subset
@@ -331,6 +332,9 @@ def _stagings(problem: KernelProblem, mapped: KernelMapping):
                     ]
                     for k in range(len(turnable) + 1):
                         for turned in itertools.combinations(turnable, k):
+                            # the shared rows of a tile stored as the buffer is: 8 elements
+                            if any(width(c.dims[-1]) < 8 for c in subset if c.buffer not in turned):
+                                continue
                             yield Staging(scope, 2**m, tuple(c.buffer for c in subset), turned)
 
 

@@ -100,13 +100,18 @@ def shared_read_cost(
     solver's terms). Reads: one per warp request, divided by the points that share a value
     where they interleave (``point_reuse``). Loads: the reads divided by the points one vector
     load serves (``tile.vector``). Wavefronts: one per load when no loop the read mentions is
-    on x (a broadcast); else ``max(1, bank_factor / vector)`` per read."""
+    on x (a broadcast); else ``max(1, bank_factor / vector)`` per read; and where the warp
+    wraps into y, at least one per read (the bank factor does not count the rows of such a
+    warp)."""
     reads = requests / (point_reuse(access, mapping) if mapping.interleaved else 1)
     loads = reads / tile.vector
     x_loop = next((m for m in mapping.loops if m.thread_axis.value == "x"), None)
+    # a warp that wraps into y (fewer than 32 threads on x) reads a row per y thread: charged
+    # a wavefront per read at least, an upper bound
+    least = reads if x_loop is None or x_loop.threads < target.warp_size else loads
     if x_loop is None or x_loop.index not in mentioned_loops(access, mapping.kernel.indices):
-        return loads, loads
-    return loads, reads * max(1.0, bank_factor(target, tile, x_loop) / tile.vector)
+        return loads, least
+    return loads, max(least, reads * max(1.0, bank_factor(target, tile, x_loop) / tile.vector))
 
 
 def bank_factor(target: GpuTarget, tile: StagedBuffer, x_loop) -> int:
@@ -118,7 +123,9 @@ def bank_factor(target: GpuTarget, tile: StagedBuffer, x_loop) -> int:
     * down a column: ``delta`` times 16 bytes of elements where the rows keep the vector
       alignment (rows an odd number of 16-byte chunks), ``delta`` where they are an odd number
       of elements;
-    * along a dimension further out: the most there can be, every lane in one bank;
+    * along a dimension further out: the most there can be, every lane in one bank (an
+      upper bound: with rows an odd number of elements it is ``delta`` times the widths
+      between, which the model does not count);
 
     at most that most (32 words per bank; 16 for 8-byte elements, two banks each)."""
     most = target.warp_size // shared_wavefronts(target, tile.candidate.element_bytes)

@@ -235,6 +235,7 @@ class ScipModel:
         sets ``self.y_deltas``, the steps between rows (``delta_j = step_j`` on the y loop)."""
         scip, band = self.scip, self.p.kernel.band
         self.y_deltas = {}
+        self.wrapped = 0
         rows = {}
         for k in range(self.log_warp):
             # off the tiny case the x loop runs min(warp, its whole extent) threads: k = caps[j]
@@ -257,6 +258,7 @@ class ScipModel:
             for j in range(self.n):
                 scip.addCons(self.lt[j] >= (self.log_warp - k) * (held + self.ax[j, Axis.Y] - 1))
             rows[k] = (on, held)
+        self.wrapped = quicksum(on for on, _ in rows.values())  # 1 where the warp wraps into y
         if rows:
             for j, loop in enumerate(band):
                 delta = scip.addVar(f"delta_y[{loop.index}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ)
@@ -433,7 +435,11 @@ class ScipModel:
             + MAX_LOG_TILE
             - self.log_tile
             + self.inter
-            + 0.01 * (order + quicksum(self.cyc.values()))
+            # 0.03: a difference of one axis (3e-8 us) must stay above SCIP's tolerance on
+            # objectives of tens of us (at 0.01, matmul_1024's i went to z instead of y), and
+            # the most it can add (12 axis positions) below one unit of the terms above; at
+            # 0.05 SCIP no longer closed the four-deep band of tests/test_fold.py in 30 s
+            + 0.03 * (order + quicksum(self.cyc.values()))
         )
         scip.setObjective(time + RANKING_WEIGHT * traffic_time + tie, "minimize")
 
@@ -486,10 +492,13 @@ class ScipModel:
                 if pin.stage is not None:
                     scip.addCons(st == (1 if c.buffer in pin.stage else 0))
             width_log = {v: (self.log_tile if v == c.loop else p_log[v]) for v in c.loops}
-            # rows of at least one 32-byte sector and 8 elements (``StagedBuffer.padded``)
-            row = max(0, math.ceil(math.log2(t.sector_bytes / c.element_bytes)), log2_floor(ROW_ELEMENTS))
+            # the buffer's rows in the tile at least one 32-byte sector (the copy reads them
+            # coalesced); the shared rows at least 8 elements (``StagedBuffer.padded``): the
+            # same rows unless transposed, where ``_transposed`` asks 128 bytes of the others
+            row = max(0, math.ceil(math.log2(t.sector_bytes / c.element_bytes)))
             scip.addCons(width_log[c.dims[-1]] >= row * st)
             tr = self._transposed(scip, pins, c, st, width_log)
+            scip.addCons(width_log[c.dims[-1]] >= log2_floor(ROW_ELEMENTS) * (st - (0 if tr is None else tr)))
             # global traffic of the copies
             outside = [v for v in p.kernel.indices if v not in c.dims]
             top = len(outside) * (self.log_block + MAX_LOG_SEQ)
@@ -599,10 +608,11 @@ class ScipModel:
         scip.addCons(r <= top * self.inter)
 
         def power(name: str, low: int, high: int, exponent):
-            """full * 2^-m where staged, with m at most ``exponent``; 0 where not."""
+            """full * 2^-m where staged, with m at most ``exponent``; 0 where not (and then
+            the exponent is free: a buffer not staged has no reads to bound)."""
             b = {m: scip.addVar(f"{name}[{tag}]={m}", vtype="B") for m in range(low, high + 1)}
             scip.addCons(quicksum(b.values()) == st)
-            scip.addCons(quicksum(m * var for m, var in b.items()) <= exponent)
+            scip.addCons(quicksum(m * var for m, var in b.items()) <= exponent + (high - low) * (1 - st))
             return quicksum(full * 2.0**-m * var for m, var in b.items())
 
         reads = power("reuselog", 0, top, r)
@@ -633,12 +643,17 @@ class ScipModel:
         most = top + widest + cap
         exponent = scip.addVar(f"served_log2[{tag}]", vtype="I", lb=-cap, ub=top + widest)
         scip.addCons(exponent <= r + w_all)  # a wavefront per load at least
+        # a warp that wraps into y reads a row per y thread: a wavefront per read at least
+        # (an upper bound: ``cost_model.shared_read_cost`` says the same)
+        scip.addCons(exponent <= r + most * (1 - self.wrapped))
         for v in mentioned:
             j = position[v]
+            # log2 of the lanes' step along v: log2 S where blocked, 0 where cyclic
+            delta = scip.addVar(f"step_log2[{tag}@{v}]", vtype="I", lb=0, ub=MAX_LOG_SEQ)
+            scip.addCons(delta >= self.ls[j] - MAX_LOG_SEQ * self.cyc[j])
             for flag, on in layouts:
                 order = c.dims if not flag else c.dims[:-2] + (c.dims[-1], c.dims[-2])
                 at = order.index(v)
-                delta = self.ls[j] - MAX_LOG_SEQ * self.cyc[j]  # log2 of the lanes' step (or less)
                 conflict = scip.addVar(f"conflict_log2[{tag}@{v},{int(flag)}]", vtype="I", lb=0, ub=cap)
                 if at == len(order) - 1:  # along the rows
                     scip.addCons(conflict >= delta - vector[flag])
