@@ -239,7 +239,7 @@ def test_mapping_with_all_three_axes_and_a_blocked_sequential_part():
     body = kernel.source[kernel.source.index("__global__") :]
     full = body[body.index("// a full block: every point in range") : body.index("} else {")]
     edge = body[body.index("} else {") :]
-    assert "#pragma unroll\n" in full and "for (int s_c = 0; s_c <= 1; ++s_c) {" in full
+    assert "POLYMAP_UNROLL\n" in full and "for (int s_c = 0; s_c <= 1; ++s_c) {" in full
     assert full.count("// S0: y[a, b, c] =") == 1 and "if (" not in full
     assert "s_c" not in edge and edge.count("// S0: y[a, b, c] =") == 2
     x = np.random.default_rng(1).standard_normal((3, 5, 37))

@@ -125,7 +125,7 @@ def test_the_order_is_proved_and_compiles_to_outer_product_code():
     # a full block: the points' loops inside the k loop, of constant trip counts, for the
     # compiler to unroll, and no guard among them
     assert re.search(
-        r"#pragma unroll\n\s*for \(int s_i = 0; s_i <= 3; \+\+s_i\) \{\n\s*#pragma unroll\n"
+        r"POLYMAP_UNROLL\n\s*for \(int s_i = 0; s_i <= 3; \+\+s_i\) \{\n\s*POLYMAP_UNROLL\n"
         r"\s*for \(int s_j = 0; s_j <= 3; \+\+s_j\) \{",
         body,
     )

@@ -198,7 +198,7 @@ class AstPrinter:
             inc = self.expr(node.for_get_inc())
             step = f"++{it}" if inc == "1" else f"{it} += {inc}"
             loop = [f"{pad}for ({c_type} {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
-            return ([f"{pad}#pragma unroll"] if iterator in self.unrolled else []) + loop
+            return ([f"{pad}POLYMAP_UNROLL"] if iterator in self.unrolled else []) + loop
         if kind == _N.if_:
             lines = [
                 f"{pad}if ({self.expr(node.if_get_cond())}) {{",

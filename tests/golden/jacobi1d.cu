@@ -50,6 +50,15 @@ __host__ __device__ __forceinline__ double pm_max(double a, double b) { return (
 __host__ __device__ __forceinline__ double pm_min(double a, double b) { return (a != a || a < b) ? a : b; }
 __host__ __device__ __forceinline__ int pm_abs(int a) { return a < 0 ? -a : a; }
 
+// A loop over a thread's points, of constant trip count, to unroll: its per-point buffers,
+// indexed by the loop's counter, then stay in registers (nvcc, NVRTC); the host compiler
+// is asked the same (GCC's spelling, which clang takes too).
+#ifdef POLYMAP_HOST
+#define POLYMAP_UNROLL _Pragma("GCC unroll 64")
+#else
+#define POLYMAP_UNROLL _Pragma("unroll")
+#endif
+
 // A float stored into i32: truncated toward zero, saturated at the i32 range, NaN -> 0.
 // C leaves an out-of-range conversion undefined (x86 gives INT_MIN, a GPU saturates); this
 // is the GPU's answer, defined on the host too, and what the reference executor computes.

@@ -48,6 +48,15 @@ __host__ __device__ __forceinline__ double pm_max(double a, double b) { return (
 __host__ __device__ __forceinline__ double pm_min(double a, double b) { return (a != a || a < b) ? a : b; }
 __host__ __device__ __forceinline__ int pm_abs(int a) { return a < 0 ? -a : a; }
 
+// A loop over a thread's points, of constant trip count, to unroll: its per-point buffers,
+// indexed by the loop's counter, then stay in registers (nvcc, NVRTC); the host compiler
+// is asked the same (GCC's spelling, which clang takes too).
+#ifdef POLYMAP_HOST
+#define POLYMAP_UNROLL _Pragma("GCC unroll 64")
+#else
+#define POLYMAP_UNROLL _Pragma("unroll")
+#endif
+
 // A float stored into i32: truncated toward zero, saturated at the i32 range, NaN -> 0.
 // C leaves an out-of-range conversion undefined (x86 gives INT_MIN, a GPU saturates); this
 // is the GPU's answer, defined on the host too, and what the reference executor computes.
@@ -132,9 +141,9 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
   __shared__ __align__(16) float B_sh[16][65];  // B's tile
   float C_acc[32];  // one per point of the thread
   if (N >= (long long)(64 * bx) + 64 && M >= (long long)(32 * by) + 32) {  // a full block: every point in range
-    #pragma unroll
+    POLYMAP_UNROLL
     for (int s_i = 0; s_i <= 15; ++s_i) {
-      #pragma unroll
+      POLYMAP_UNROLL
       for (int s_j = 0; s_j <= 1; ++s_j) {
         // S0: C_acc = C[i, j]
         C_acc[(2 * s_i + s_j)] = C[(long long)(32 * by + 16 * ty + s_i) * N + 64 * bx + tx + 32 * s_j];
@@ -151,9 +160,9 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
       }
       __syncthreads();
       for (int k = 16 * kt; k <= pm_min(K - 1, 16 * kt + 15); ++k) {
-        #pragma unroll
+        POLYMAP_UNROLL
         for (int s_i = 0; s_i <= 15; ++s_i) {
-          #pragma unroll
+          POLYMAP_UNROLL
           for (int s_j = 0; s_j <= 1; ++s_j) {
             // S1: C_acc += A[i, k] * B[k, j]
             C_acc[(2 * s_i + s_j)] += A_sh[-16 * kt + k][16 * ty + s_i] * B_sh[-16 * kt + k][tx + 32 * s_j];
@@ -164,9 +173,9 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
         __syncthreads();
       }
     }
-    #pragma unroll
+    POLYMAP_UNROLL
     for (int s_i = 0; s_i <= 15; ++s_i) {
-      #pragma unroll
+      POLYMAP_UNROLL
       for (int s_j = 0; s_j <= 1; ++s_j) {
         // S2: C[i, j] = C_acc
         C[(long long)(32 * by + 16 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
