@@ -581,7 +581,8 @@ class ScipModel:
           or more, at most log2 of 16 bytes of elements);
         * wavefronts: a broadcast (no loop the read mentions on x) takes one per load; else
           one per read times ``2^c``, ``c = max(0, log2 bank_factor - w)`` for the loop on x
-          and the layout (``cost_model.bank_factor``).
+          and the layout (``cost_model.bank_factor``); and at least one per read where the
+          warp wraps into y.
 
         Each power of two is an indicator binary per value of its exponent, whose sum the
         decisions bound: the smaller exponent costs more, so the minimum takes the exact
