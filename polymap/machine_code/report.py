@@ -21,6 +21,7 @@ from polymap.machine_code.sass import (
     body,
     hot_loop,
     innermost_loops,
+    mostly_within,
     parse_line_info,
     parse_resources,
     parse_sass,
@@ -136,9 +137,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 hot_loop=loop,
                 hot=InstructionMix.of(body(code, loop)) if loop is not None else None,
                 rivals=rivals,
-                full_blocks=within is not None
-                and loop is not None
-                and 2 * len([a for a in within if loop.holds(a)]) > len(body(code, loop)),
+                full_blocks=within is not None and loop is not None and mostly_within(code, loop, within),
             )
         )
     major, minor = nvrtc_version()

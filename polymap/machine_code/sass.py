@@ -250,12 +250,9 @@ def hot_loop(instructions: tuple[Instruction, ...], within: frozenset[int] | Non
     the edge copy's loop may do an FMA more, peeled differently by the compiler)."""
     innermost = innermost_loops(instructions)
     if within is not None:
-        mostly = [
-            loop
-            for loop in innermost
-            if 2 * sum(1 for a in within if loop.holds(a)) > len(body(instructions, loop))
-        ]
-        innermost = tuple(mostly) or innermost
+        innermost = (
+            tuple(loop for loop in innermost if mostly_within(instructions, loop, within)) or innermost
+        )
     if not innermost:
         return None
 
@@ -264,6 +261,11 @@ def hot_loop(instructions: tuple[Instruction, ...], within: frozenset[int] | Non
         return loop.depth, sum(1 for i in body if i.family in FMA), loop.start - loop.end
 
     return max(innermost, key=rank)
+
+
+def mostly_within(instructions: tuple[Instruction, ...], loop: Loop, within: frozenset[int]) -> bool:
+    """Whether most of ``loop``'s instructions are at the addresses ``within``."""
+    return 2 * sum(1 for a in within if loop.holds(a)) > len(body(instructions, loop))
 
 
 def body(instructions: tuple[Instruction, ...], loop: Loop) -> tuple[Instruction, ...]:

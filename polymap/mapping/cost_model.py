@@ -9,7 +9,7 @@ import math
 from polymap.ir.nodes import Loop, index_vars
 from polymap.ir.walk import walk_block
 from polymap.mapping.accesses import GlobalAccess
-from polymap.mapping.space import Kernel, KernelMapping
+from polymap.mapping.space import Axis, Distribution, Kernel, KernelMapping
 from polymap.mapping.staging import StagedBuffer
 from polymap.targets import GpuTarget
 
@@ -24,9 +24,8 @@ REGISTERS_BASE = 32  # a thread's indices, addresses and loop counters: a rough 
 
 def shared_wavefronts(target: GpuTarget, element_bytes: int) -> int:
     """Wavefronts (clocks of an SM's shared memory) one warp's access of ``element_bytes``
-    elements takes without bank conflicts: 1 for 32-bit elements, 2 for 64-bit. Staged tiles
-    are padded so that their column reads have none; a row read is conflict free and a read
-    of one element by every lane is a broadcast."""
+    elements takes without bank conflicts: 1 for 32-bit elements, 2 for 64-bit. A read's
+    conflicts multiply it (``bank_factor``)."""
     return max(1, -(-target.warp_size * element_bytes // target.shared_memory_bytes_per_clock))
 
 
@@ -105,7 +104,7 @@ def shared_read_cost(
     warp)."""
     reads = requests / (point_reuse(access, mapping) if mapping.interleaved else 1)
     loads = reads / tile.vector
-    x_loop = next((m for m in mapping.loops if m.thread_axis.value == "x"), None)
+    x_loop = next((m for m in mapping.loops if m.thread_axis is Axis.X), None)
     # a warp that wraps into y (fewer than 32 threads on x) reads a row per y thread: charged
     # a wavefront per read at least, an upper bound
     least = reads if x_loop is None or x_loop.threads < target.warp_size else loads
@@ -131,7 +130,7 @@ def bank_factor(target: GpuTarget, tile: StagedBuffer, x_loop) -> int:
     most = target.warp_size // shared_wavefronts(target, tile.candidate.element_bytes)
     order = tile.in_shared_order(tile.candidate.dims)
     position = order.index(x_loop.index)
-    delta = x_loop.seq if x_loop.distribution.value == "blocked" else 1
+    delta = x_loop.seq if x_loop.distribution is Distribution.BLOCKED else 1
     if position == len(order) - 1:
         factor = delta
     elif position == len(order) - 2:

@@ -84,7 +84,7 @@ from polymap.mapping.cost_model import (
 from polymap.mapping.farkas import add_to_scip, exact_certificate
 from polymap.mapping.result import RANKING_WEIGHT
 from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, LoopPin, Pins, Staging
-from polymap.mapping.staging import ROW_ELEMENTS, VECTOR_BYTES, WIDE_ROW_BYTES
+from polymap.mapping.staging import ROW_ELEMENTS, VECTOR_BYTES, shared_order, wide_row_log2
 
 if TYPE_CHECKING:
     from polymap.mapping.solve import KernelProblem
@@ -559,8 +559,7 @@ class ScipModel:
         tr = scip.addVar(f"transposed[{c.buffer}@{c.loop or 'body'}]", vtype="B")
         self.transposed[c.buffer, c.loop] = tr
         scip.addCons(tr <= st)
-        row = max(0, math.ceil(math.log2(WIDE_ROW_BYTES / c.element_bytes)))
-        scip.addCons(width_log[c.dims[-2]] >= row * tr)
+        scip.addCons(width_log[c.dims[-2]] >= wide_row_log2(c.element_bytes) * tr)
         if c.loop is not None:
             pin = merge_pins(pins.for_loop(self.p.kernel.name, c.loop))
             if pin.transpose is not None:
@@ -634,8 +633,7 @@ class ScipModel:
             wide = scip.addVar(f"vector_rows[{tag}@{row}]", vtype="B")  # w > 0
             scip.addCons(w <= widest * wide)
             scip.addCons(wide <= w)
-            wide_row = max(0, math.ceil(math.log2(WIDE_ROW_BYTES / a.element_bytes)))
-            scip.addCons(self.lt[j] + self.ls[j] >= wide_row * wide)
+            scip.addCons(self.lt[j] + self.ls[j] >= wide_row_log2(a.element_bytes) * wide)
             vector[flag] = w
             if not flag:
                 aligned[flag] = wide
@@ -653,7 +651,7 @@ class ScipModel:
             delta = scip.addVar(f"step_log2[{tag}@{v}]", vtype="I", lb=0, ub=MAX_LOG_SEQ)
             scip.addCons(delta >= self.ls[j] - MAX_LOG_SEQ * self.cyc[j])
             for flag, on in layouts:
-                order = c.dims if not flag else c.dims[:-2] + (c.dims[-1], c.dims[-2])
+                order = shared_order(c.dims, flag)
                 at = order.index(v)
                 conflict = scip.addVar(f"conflict_log2[{tag}@{v},{int(flag)}]", vtype="I", lb=0, ub=cap)
                 if at == len(order) - 1:  # along the rows

@@ -34,6 +34,7 @@ at the price of one copy of each of the body's block-local buffers per point.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass
@@ -182,24 +183,15 @@ class KernelMapping:
     @property
     def points(self) -> int:
         """The s-points each thread runs: the product of the loops' S."""
-        total = 1
-        for loop in self.loops:
-            total *= loop.seq
-        return total
+        return math.prod(loop.seq for loop in self.loops)
 
     @property
     def threads_per_block(self) -> int:
-        total = 1
-        for loop in self.loops:
-            total *= loop.threads
-        return total
+        return math.prod(loop.threads for loop in self.loops)
 
     @property
     def blocks(self) -> int:
-        total = 1
-        for loop in self.loops:
-            total *= loop.blocks
-        return total
+        return math.prod(loop.blocks for loop in self.loops)
 
     def block_dim(self) -> tuple[int, int, int]:
         dims = [1, 1, 1]

@@ -71,10 +71,21 @@ from polymap.ir.nodes import (
 from polymap.ir.walk import declared_locals, walk_block
 from polymap.mapping.space import Distribution, Kernel, KernelMapping
 
-BANKS = 32
 VECTOR_BYTES = 16  # the widest load of one thread (LDS.128 / LDG.128)
 WIDE_ROW_BYTES = 128  # rows that keep the vector alignment at least: their padding is then at most 1/8
 ROW_ELEMENTS = 8  # any tile's rows at least: one element of padding is then at most 1/8
+
+
+def shared_order(items: tuple, transposed: bool) -> tuple:
+    """Per-dimension ``items`` of a tile (in the buffer's order) in the order of its shared
+    array: the last two swapped where the tile is stored transposed."""
+    items = tuple(items)
+    return items[:-2] + (items[-1], items[-2]) if transposed else items
+
+
+def wide_row_log2(element_bytes: int) -> int:
+    """log2 of the elements in a row of ``WIDE_ROW_BYTES`` (rows that keep the vector alignment)."""
+    return max(0, math.ceil(math.log2(WIDE_ROW_BYTES / element_bytes)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +112,7 @@ class StageCandidate:
 
     def row_loop(self, transposed: bool) -> str | None:
         """The loop the innermost dimension of the shared tile follows."""
-        return self.dims[-2] if transposed else self.dims[-1]
+        return shared_order(self.dims, transposed)[-1]
 
     def serves(self, statement: str, buffer: str, is_write: bool) -> bool:
         """Whether this staging serves an access: a read of the buffer by a statement of the scope."""
@@ -123,9 +134,7 @@ class StagedBuffer:
 
     def in_shared_order(self, items: tuple) -> tuple:
         """Per-dimension ``items`` (in the buffer's order) in the shared array's order."""
-        if not self.transposed:
-            return tuple(items)
-        return tuple(items[:-2]) + (items[-1], items[-2])
+        return shared_order(items, self.transposed)
 
     @property
     def alignment(self) -> int:
