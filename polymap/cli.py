@@ -195,7 +195,7 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="LOOP=DECISION",
         help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
-        "k.tile=16, k.stage=A,B (or none), k.transpose=A (or none), i.interleave=yes (the kernel's points in outer-product order)",
+        "k.tile=16, k.stage=A,B (or none), k.transpose=A (or none), k.copy=1 (element-wise copies; 4: float4 at most), i.interleave=yes (the kernel's points in outer-product order)",
     )
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
 
@@ -238,6 +238,7 @@ _PIN_FIELDS = (
     "tile",
     "stage",
     "transpose",
+    "copy",
     "interleave",
 )
 
@@ -253,7 +254,7 @@ def _pins(items: list[tuple[str, str, str]]) -> dict:
                 )
             else:
                 entry[field] = (
-                    int(value) if field in ("threads", "seq", "tile") and value.isdigit() else value
+                    int(value) if field in ("threads", "seq", "tile", "copy") and value.isdigit() else value
                 )
         else:
             from polymap.mapping.space import parse_pins

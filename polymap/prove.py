@@ -65,7 +65,7 @@ from polymap.mapping.proof import KernelProof, Obligation, Proved, VerificationR
 from polymap.mapping.result import Mapping
 from polymap.mapping.space import KernelMapping
 from polymap.mapping.space import kernels as program_kernels
-from polymap.mapping.staging import scope_loops, stage_candidates
+from polymap.mapping.staging import VECTOR_BYTES, scope_loops, stage_candidates, staged_buffers
 from polymap.poly.deps import Dependence
 from polymap.poly.isl_text import evaluate_index, isl_expr
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
@@ -230,6 +230,35 @@ def _check_staging(program: Program, km: KernelMapping) -> None:
                 f"{name}: cannot stage '{buffer}' over {staging.loop and repr(staging.loop) or 'the body'}: "
                 f"only buffers read there and written nowhere in the kernel, with each index a loop of the "
                 f"band or the tiled loop plus an offset, can (here: {', '.join(sorted(possible)) or 'none'})"
+            )
+    _check_copy_vectors(program, km)
+
+
+def _check_copy_vectors(program: Program, km: KernelMapping) -> None:
+    """Each ``Staging.copy_vectors`` entry names a staged buffer once, with a power of two of
+    at most ``VECTOR_BYTES`` of elements that divides its tile's rows (a group of a row is
+    then never split between two rows); whether the vectors are aligned is proved later."""
+    staging, name = km.staging, km.kernel.name
+    named = [buffer for buffer, _ in staging.copy_vectors]
+    widths = {sb.name: sb.widths[-1] for sb in staged_buffers(km, program)}
+    for buffer, width in staging.copy_vectors:
+        if buffer not in staging.buffers or named.count(buffer) > 1:
+            raise VerificationError(
+                f"{name}: copy_vectors names '{buffer}' "
+                + ("twice" if buffer in staging.buffers else "which is not staged")
+            )
+        bytes_ = program.buffer(buffer).dtype.itemsize
+        if (
+            isinstance(width, bool)
+            or not isinstance(width, int)
+            or width < 1
+            or width & (width - 1)
+            or width * bytes_ > VECTOR_BYTES
+            or widths[buffer] % width
+        ):
+            raise VerificationError(
+                f"{name}: '{buffer}' cannot be copied in vectors of {width!r}: a vector is a power of two of "
+                f"elements, at most {VECTOR_BYTES} bytes, dividing the tile's rows of {widths[buffer]} elements"
             )
 
 
@@ -508,7 +537,72 @@ def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) 
             "accesses to it"
         )
         lines.append(Proved(Obligation.BARRIERS, buffer, relation, text))
+    for copy in plan.copies:
+        if copy.vectors is not None:
+            lines.append(_prove_vector_copy(model, name, copy))
     return lines
+
+
+def _prove_vector_copy(model: PolyModel, name: str, copy) -> Proved:
+    """A copy in vectors of ``w`` elements (``shared.CopyVectors``) moves what the
+    element-wise copy moves, with aligned vectors:
+
+    * aligned: the first lane of every group that has a lane in the tile reads an element
+      whose index in the buffer's row is a multiple of ``w`` (in a row of a multiple of
+      ``w``, which the launch tests with the pointer's alignment, its address is aligned);
+    * whole: where the row's length is a multiple of ``w`` (the launch's test), every lane
+      of such a group is in the tile, so the vector reads no element the copy does not;
+    * a vector store into shared memory (``StagedBuffer.stores_vectors``) starts at a
+      multiple of ``w`` in a row of a multiple of ``w``, its lanes neighbours there."""
+    vectors, buffer = copy.vectors, copy.buffer.name
+    width = vectors.width
+
+    def off_multiple(where: isl.Set) -> isl.Set:  # the points whose last index is no multiple of w
+        last = where.dim(_SET) - 1
+        space = where.get_space()
+        names = [f"pm_vector{k}" for k in range(where.dim(_SET))]
+        params = [space.get_dim_name(_PARAM, k) for k in range(where.dim(_PARAM))]
+        tuple_name = where.get_tuple_name()
+        bad = isl.Set(
+            f"[{', '.join(params)}] -> {{ {tuple_name}[{', '.join(names)}] : {names[last]} mod {width} != 0 }}"
+        )
+        return where.intersect(bad)
+
+    firsts = vectors.domain.apply(vectors.reads[0])
+    misaligned = off_multiple(firsts)
+    if not misaligned.is_empty():
+        sizes, coords = _witness(misaligned, model)
+        raise VerificationError(
+            f"{name}: the copy of {buffer}'s tile loads {width} elements at once, but a vector would start at "
+            f"{buffer}{coords}{_with(sizes)}, whose index in the row is not a multiple of {width}: the load "
+            "would be misaligned"
+        )
+    whole = vectors.domain.intersect_params(vectors.condition)
+    for e, lane in enumerate(vectors.lanes):
+        outside = whole.subtract(copy.domain.apply(lane.reverse()))
+        if not outside.is_empty():
+            sizes, coords = _witness(outside, model)
+            raise VerificationError(
+                f"{name}: the copy of {buffer}'s tile loads {width} elements at once, but lane {e} of group "
+                f"{coords}{_with(sizes)} is outside the tile: the vector would read an element the copy must not"
+            )
+    if copy.buffer.stores_vectors:
+        starts = vectors.domain.apply(vectors.lanes[0].apply_range(element_of(copy)))
+        apart = off_multiple(starts)
+        if not apart.is_empty() or copy.buffer.padded[-1] % width:
+            raise VerificationError(
+                f"{name}: the copy stores {width} elements at once into {buffer}'s tile, but not at a multiple "
+                f"of {width} in a row of a multiple of {width}"
+            )
+    relation = (
+        f"range(CopyV_{buffer} lane 0 -> {buffer}) has rows' indices 0 mod {width}; "
+        f"domain(CopyV_{buffer}) with the row a multiple of {width} inside every lane's preimage of Copy_{buffer}"
+    )
+    text = (
+        f"{name}: the copy of {buffer}'s tile loads {width} elements at once, each vector aligned and inside "
+        f"the tile where the row's length is a multiple of {width} (else one element at a time)"
+    )
+    return Proved(Obligation.VECTOR_COPIES, buffer, relation, text)
 
 
 def _across_threads(pairs: isl.Map, frame: Frame) -> isl.Map:

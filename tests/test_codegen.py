@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import polymap
-from polymap.codegen.cuda import emit_cuda
+from polymap.codegen.cuda import EDGE_BLOCK_LINE, emit_cuda
 from polymap.errors import (
     ArgumentError,
     CodegenError,
@@ -237,8 +237,8 @@ def test_mapping_with_all_three_axes_and_a_blocked_sequential_part():
     # a guard, which the compiler unrolls; the other blocks run two guarded copies (isl
     # unrolled them: no loop over the points there)
     body = kernel.source[kernel.source.index("__global__") :]
-    full = body[body.index("// a full block: every point in range") : body.index("} else {")]
-    edge = body[body.index("} else {") :]
+    full = body[body.index("// a full block: every point in range") : body.index(EDGE_BLOCK_LINE)]
+    edge = body[body.index(EDGE_BLOCK_LINE) :]
     assert "POLYMAP_UNROLL\n" in full and "for (int s_c = 0; s_c <= 1; ++s_c) {" in full
     assert full.count("// S0: y[a, b, c] =") == 1 and "if (" not in full
     assert "s_c" not in edge and edge.count("// S0: y[a, b, c] =") == 2

@@ -42,7 +42,14 @@ def test_the_json_of_the_transpose_is_its_report_as_data():
     assert data["predicted_time_s"] == mapping.predicted_time_s
     assert data["proof"]["proved"] is True and data["proof"]["sizes"] == "every size >= 1"
     kinds = {p["obligation"] for p in kernel["proof"]["proved"]}
-    assert kinds == {"in bounds", "race free", "exactly once", "staging coverage", "barriers"}
+    assert kinds == {
+        "in bounds",
+        "race free",
+        "exactly once",
+        "staging coverage",
+        "barriers",
+        "vector copies",
+    }
 
 
 def test_a_serial_kernel_and_a_missing_bound_are_plain_json():

@@ -86,7 +86,8 @@ def test_a_transposed_tile_is_read_four_points_per_load_counted_by_hand():
     warp reads, each serving S_j = 4 points; transposed, a float4 load serves a thread's
     4 points of i: 4096 loads, a wavefront each. B's (j cyclic): 16384 loads and
     wavefronts. The copies: 16 blocks x 32 x 32 elements of A into the transposed tile at 4
-    wavefronts per warp store (2048), B's 16 x 32 x 128 at one (2048)."""
+    wavefronts per warp store (2048), B's 16 x 32 x 128 at one (2048); their loads move 4
+    elements each (a float4 per lane), their stores are charged one per element."""
     program = parse(MATMUL, name="mm").bind(M=256, N=256, K=32)
     mapping = optimize(program, pins=TRANSPOSED_A)
     km, cost, target = mapping.kernels[0], mapping.costs[0], mapping.target
@@ -95,7 +96,9 @@ def test_a_transposed_tile_is_read_four_points_per_load_counted_by_hand():
     assert rows["A[i, k]"].requests == 4096 and rows["B[k, j]"].requests == 16384
     wavefronts = 4096 + 16384 + 16 * 32 * 32 // 32 * 4 + 16 * 32 * 128 // 32
     assert cost.shared_s == pytest.approx(wavefronts / (target.sm_count * target.clock_hz))
-    instructions = 65536 + 2 * 2048 + 4096 + 16384 + 2 * 16 * (32 * 32 + 32 * 128) // 32
+    copied = 16 * (32 * 32 + 32 * 128) // 32  # warp-wide elements of the copies
+    assert km.staging.copy_vectors == (("A", 4), ("B", 4))
+    instructions = 65536 + 2 * 2048 + 4096 + 16384 + copied // 4 + copied
     assert cost.issue_s == pytest.approx(instructions / (target.sm_count * 4 * target.clock_hz))
     assert mapping.solver[0].objective == pytest.approx(cost.objective_s * 1e6, rel=1e-5)
     assert "A tile [32x16, stored transposed as [16][36]]" in str(mapping)
@@ -156,11 +159,13 @@ def test_transposed_tiles_and_vector_rows_equal_the_reference_on_the_host(pins):
     kernel = compile(program, optimize(program, pins=pins))
     source = kernel.source
     assert re.search(r"__shared__ __align__\(16\) float A_sh\[16\]\[36\];", source)
-    # the copy writes the transposed tile, the reads index it [k][i], both from isl
-    assert re.search(r"A_sh\[tx % 16\]\[", source)
+    # the copy writes the transposed tile, a float4's lanes down a column, the reads index
+    # it [k][i], both from isl
+    assert re.search(r"A_sh\[4 \* \(tx % 4\) \+ 1\]\[.*\] = pm_v\.e\[1\];", source)
     assert re.search(r"A_sh\[-16 \* kt \+ k\]\[4 \* ty", source)
-    _check_on_host(kernel, {"M": 37, "N": 70, "K": 45})
-    _check_on_host(kernel, {"M": 64, "N": 128, "K": 32}, seed=2)
+    assert "const bool A_vectors = pm_aligned(A, 16) && (K % 4 == 0);" in source
+    _check_on_host(kernel, {"M": 37, "N": 70, "K": 45})  # K % 4 == 1: the copies of A element-wise
+    _check_on_host(kernel, {"M": 64, "N": 128, "K": 32}, seed=2)  # both in vectors
 
 
 def test_a_transposed_batched_tile_equals_the_reference_on_the_host():
@@ -184,7 +189,7 @@ def test_a_transposed_batched_tile_equals_the_reference_on_the_host():
             {"k": {"stage": ["B"], "transpose": ["A"]}},
             r"transpose names 'A', which the same pin does not stage",
         ),
-        ({"i": {"transpose": ["A"]}}, r"'tile', 'stage' and 'transpose' apply to a seq loop"),
+        ({"i": {"transpose": ["A"]}}, r"'tile', 'stage', 'transpose' and 'copy' apply to a seq loop"),
         ({"k": {"transpose": 3}}, r"transpose must be a buffer name or a list of them"),
     ],
 )

@@ -259,6 +259,18 @@ def test_a_register_tiled_sgemm_is_counted_as_the_compute_bound_code_it_is():
     assert hot.fma_per_shared_load == 16 and hot.fma_share > 0.8
 
 
+@needs_tools
+def test_the_copies_of_matmul_1024_load_128_bits_per_lane():
+    """Issue 10's figure for the copies: with vector copies the kernel's global loads include
+    LDG.E.128 (one per float4 of a tile); pinned element-wise, none is wider than 32 bits."""
+    program = polymap.load(MODELS / "matmul_1024.te")
+    wide = polymap.compile(program).machine_code().kernels[0].whole
+    narrow_mapping = polymap.optimize(program, pins={"k": {"copy": 1}})
+    narrow = polymap.compile(program, narrow_mapping).machine_code().kernels[0].whole
+    assert dict(wide.global_load_widths).get(128, 0) >= 2
+    assert set(dict(narrow.global_load_widths)) == {32}
+
+
 def _assert_no_local_memory(model: Path) -> None:
     program, _, _ = analyze_binding_defaults(polymap.load(model))  # flat indices: sizes bound
     report = polymap.compile(program).machine_code()

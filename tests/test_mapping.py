@@ -227,7 +227,7 @@ def test_unknown_and_malformed_pins_are_argument_errors():
         optimize(program, pins={"q": "threadIdx.x"})
     with pytest.raises(
         ArgumentError,
-        match=r"pin 'k': 'k' is a seq loop .* only its 'tile', 'stage' and 'transpose' can be pinned",
+        match=r"pin 'k': 'k' is a seq loop .* only its 'tile', 'stage', 'transpose' and 'copy' can be pinned",
     ):
         optimize(program, pins={"k": {"threads": 32}})  # k is a seq loop
     with pytest.raises(ArgumentError, match=r"threads must be a power of two >= 1, got 48"):

@@ -16,6 +16,7 @@ from test_staging import MATMUL
 
 from polymap import compile, load, optimize, parse, reference, verify
 from polymap.cli import main
+from polymap.codegen.cuda import EDGE_BLOCK_LINE
 from polymap.errors import ArgumentError, InfeasibleMappingError
 from polymap.mapping.space import KernelMapping
 from polymap.runtime import cuobjdump
@@ -82,12 +83,13 @@ def test_interleaved_staged_reads_are_charged_once_per_value():
 def test_the_issue_roof_counts_the_warp_instructions_by_hand():
     """The same 4 x 4 tile: 2 * 256 * 256 * 32 flops are 65536 warp FMAs; C is read and
     written once per element (2048 warp requests each); A and B are read from their tiles
-    (16384 shared loads each, as above); the copies load and store 81920 elements (5120 warp
-    instructions). One instruction per clock and scheduler, 4 schedulers per SM."""
+    (16384 shared loads each, as above); the copies load 81920 elements in float4s (640 warp
+    loads) and store them (2560 warp stores, charged one per element). One instruction per
+    clock and scheduler, 4 schedulers per SM."""
     program = parse(MATMUL, name="mm").bind(M=256, N=256, K=32)
     mapping = optimize(program, pins=TILE_4X4)
     cost, target = mapping.costs[0], mapping.target
-    instructions = 65536 + 2 * 2048 + 2 * 16384 + 2 * 81920 // 32
+    instructions = 65536 + 2 * 2048 + 2 * 16384 + 81920 // 32 // 4 + 81920 // 32
     assert cost.issue_s == pytest.approx(instructions / (target.sm_count * 4 * target.clock_hz))
     assert f"issue {cost.issue_s * 1e6:.4g} us" in str(mapping)
     assert mapping.solver[0].objective == pytest.approx(cost.objective_s * 1e6, rel=1e-5)
@@ -119,7 +121,7 @@ def test_the_order_is_proved_and_compiles_to_outer_product_code():
     kernel = compile(mapping.program, mapping)
     source = kernel.source
     assert re.search(r"\n  float C_acc\[16\];  // one per point of the thread", source)
-    full, edge = source.split("// a full block: every point in range", 1)[1].split("} else {", 1)
+    full, edge = source.split("// a full block: every point in range", 1)[1].split(EDGE_BLOCK_LINE, 1)
     body = full[re.search(r"for \(int k = 16 \* kt;", full).start() :]
     body = body[: body.index("C_acc[(4 * s_i + s_j)] +=")]
     # a full block: the points' loops inside the k loop, of constant trip counts, for the

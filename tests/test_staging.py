@@ -77,14 +77,14 @@ def test_staging_can_be_turned_off_and_pinned():
     assert optimize(program, staging=False).kernels[0].staging is None
     assert optimize(program, pins={"k": {"stage": []}}).kernels[0].staging is None
     only_b = optimize(program, pins={"k": {"stage": ["B"], "tile": 16}}).kernels[0].staging
-    assert only_b == Staging("k", 16, ("B",))
+    assert only_b == Staging("k", 16, ("B",), copy_vectors=(("B", 4),))
 
 
 def test_tile_and_stage_pins_apply_to_seq_loops_only():
     program = parse(MATMUL, name="mm").bind(M=64, N=64, K=16)
-    with pytest.raises(ArgumentError, match="'tile', 'stage' and 'transpose' apply to a seq loop"):
+    with pytest.raises(ArgumentError, match="'tile', 'stage', 'transpose' and 'copy' apply to a seq loop"):
         optimize(program, pins={"j": {"tile": 8}})
-    with pytest.raises(ArgumentError, match="only its 'tile', 'stage' and 'transpose' can be pinned"):
+    with pytest.raises(ArgumentError, match="only its 'tile', 'stage', 'transpose' and 'copy' can be pinned"):
         optimize(program, pins={"k": "threadIdx.x"})
     with pytest.raises(ArgumentError, match="stage must be a buffer name"):
         optimize(program, pins={"k": {"stage": 3}})

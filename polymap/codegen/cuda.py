@@ -47,6 +47,7 @@ from polymap.schedule.kernel import (
     KernelSchedule,
     Place,
     StatementLeaf,
+    VectorCopyLeaf,
     barriers_unconditional,
     grid_dims,
     host_context,
@@ -61,7 +62,7 @@ from polymap.version import __version__
 # any block (``schedule.kernel.splits_full_blocks``); ``polymap inspect`` finds the full
 # blocks' machine code between them.
 FULL_BLOCK_NOTE = "// a full block: every point in range"
-EDGE_BLOCK_LINE = "  } else {"
+EDGE_BLOCK_LINE = "  } else {  // a block at an edge: its points guarded"
 
 
 def _templates_folder() -> Path:
@@ -279,6 +280,7 @@ class _Emitter:
                 # points of a row are then read with one vector load (``staging.read_vector``)
                 align = copy.buffer.alignment
                 lines.append(f"  __shared__ __align__({align}) {C_TYPE[decl.dtype]} {c_name}{dims};  {note}")
+            lines += self.vector_flags(schedule)
         self.expanded = per_point_buffers(km)
         for decl in declared_locals(kernel.body):
             lines.append(f"  {self.local_declaration(decl, self.expanded.get(decl.name, 1))}")
@@ -414,6 +416,8 @@ class _Emitter:
         described = schedule.leaves.get(key)
         if isinstance(described, CopyLeaf):
             return self.copy_leaf(printer, described)
+        if isinstance(described, VectorCopyLeaf):
+            return self.vector_copy_leaf(printer, described)
         if not isinstance(described, StatementLeaf):
             raise InternalError(f"the AST leaf {tuple_name} carries no index expressions")
         s = described.statement
@@ -482,12 +486,71 @@ class _Emitter:
     def copy_leaf(self, printer: AstPrinter, leaf: CopyLeaf) -> list[str]:
         """One element of a tile: ``X_sh[o] = X[lo + o]``, both addresses from isl
         (``schedule.shared``: the copy's write and source relations)."""
-        buffer = leaf.copy.buffer.candidate.buffer
+        target, source = self.copy_addresses(printer, leaf)
+        note = comment(f"copy of {leaf.copy.buffer.name}'s tile")
+        return [f"{target} = {source};  {note}"]
+
+    def copy_addresses(self, printer: AstPrinter, leaf: CopyLeaf) -> tuple[str, str]:
+        """The C lvalues of a copied element: in the shared tile, and in the global buffer."""
+        buffer = leaf.copy.buffer.name
         decl = self.program.buffer(buffer)
         target = self.shared_names[buffer] + "".join(f"[{printer.expr(e)}]" for e in leaf.target)
         source = f"{self.cn[buffer]}[{self.global_offset(decl, [printer.expr(e) for e in leaf.source])}]"
-        note = comment(f"copy of {buffer}'s tile")
-        return [f"{target} = {source};  {note}"]
+        return target, source
+
+    def vector_flags(self, schedule: KernelSchedule) -> list[str]:
+        """Per vector copy, whether this launch may take its vector loads: the buffer's
+        pointer aligned to a vector and its rows a multiple of the width (``CopyVectors.
+        condition``, printed by isl from the launch's context). The test is the same for
+        every thread of the launch, so the threads never diverge on it."""
+        lines = []
+        self.vector_names = {}
+        for copy in schedule.shared.copies:
+            vectors = copy.vectors
+            if vectors is None:
+                continue
+            name = self.vector_names[copy.name] = self.cn.fresh(f"{copy.buffer.name}_vectors")
+            condition = vectors.condition.align_params(schedule.context.get_space())
+            rows = AstPrinter(self.isl_to_c, None, schedule.ranges).expr(
+                isl.AstBuild.from_context(schedule.context).expr_from_set(condition)
+            )
+            decl = self.program.buffer(copy.buffer.name)
+            width = vectors.width * decl.dtype.itemsize
+            test = f"pm_aligned({self.cn[copy.buffer.name]}, {width})"
+            test += "" if rows == "1" else f" && ({rows})"
+            note = comment(f"{copy.buffer.name}'s copy loads {vectors.width} elements at once")
+            lines.append(f"  const bool {name} = {test};  {note}")
+        return lines
+
+    def vector_copy_leaf(self, printer: AstPrinter, leaf: VectorCopyLeaf) -> list[str]:
+        """One group of a vector copy (``CopyVectors``): where the launch allows
+        (``vector_flags``) one load of the group's first element's address as a vector of
+        ``width``, which ``verify`` proves aligned and every lane of in the tile; else the
+        lanes one by one, each under isl's condition that it is in the tile. The lanes go into
+        shared memory in one store where they are neighbours of an aligned row
+        (``StagedBuffer.stores_vectors``), else one by one."""
+        copy = leaf.copy
+        width = copy.vectors.width
+        c_type = C_TYPE[self.program.buffer(copy.buffer.name).dtype]
+        addresses = [self.copy_addresses(printer, lane) for lane in leaf.lanes]
+        note = comment(f"copy of {copy.buffer.name}'s tile, {width} elements")
+        vector = f"pm_vec<{c_type}, {width}>"
+        lines = [f"if ({self.vector_names[copy.name]}) {{  {note}"]
+        load = f"pm_load_vec<{width}>(&{addresses[0][1]})"
+        if copy.buffer.stores_vectors:
+            lines.append(f"  pm_store_vec<{width}>(&{addresses[0][0]}, {load});")
+        else:
+            lines.append(f"  const {vector} pm_v = {load};")
+            lines += [f"  {target} = pm_v.e[{e}];" for e, (target, _) in enumerate(addresses)]
+        lines.append("} else {")
+        for inside, (target, source) in zip(leaf.inside, addresses):
+            condition = printer.expr(inside)
+            if condition == "1":
+                lines.append(f"  {target} = {source};")
+            else:
+                lines.append(f"  if ({condition}) {target} = {source};")
+        lines.append("}")
+        return lines
 
     # -- the launcher
 

@@ -224,9 +224,10 @@ def _count(n: int, word: str) -> str:
 
 def _mix(mix: InstructionMix) -> str:
     widths = ", ".join(f"{bits}-bit x{n}" for bits, n in mix.load_widths) or "none"
+    global_widths = ", ".join(f"{bits}-bit x{n}" for bits, n in mix.global_load_widths) or "none"
     return (
         f"{mix.instructions} instructions: {mix.fma} FMA ({mix.fp32_fma} FP32), "
         f"{mix.shared_loads} LDS, {mix.shared_stores} STS, {mix.global_loads} LDG, "
         f"{mix.global_stores} STG, {mix.async_copies} cp.async, {mix.local_accesses} local, "
-        f"{mix.barriers} barriers; loads by width: {widths}"
+        f"{mix.barriers} barriers; loads by width: {widths} (global: {global_widths})"
     )

@@ -117,6 +117,7 @@ class InstructionMix:
     local_accesses: int
     barriers: int
     load_widths: tuple[tuple[int, int], ...]  # (bits, global and shared loads of that width)
+    global_load_widths: tuple[tuple[int, int], ...] = ()  # (bits, global loads of that width)
 
     @staticmethod
     def of(instructions: tuple[Instruction, ...]) -> InstructionMix:
@@ -138,6 +139,9 @@ class InstructionMix:
             local_accesses=count(LOCAL),
             barriers=count(BARRIERS),
             load_widths=tuple(sorted(widths.items())),
+            global_load_widths=tuple(
+                sorted(Counter(i.width_bits for i in instructions if i.family in GLOBAL_LOADS).items())
+            ),
         )
 
     @property

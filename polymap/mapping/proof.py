@@ -25,6 +25,7 @@ class Obligation(enum.Enum):
     DEPENDENCE_KEPT = "dependences kept"  # inside a launch: one thread, source first
     STAGING_COVERAGE = "staging coverage"  # a staged read finds its element copied, before it
     BARRIERS = "barriers"  # a barrier between a copy and other threads' accesses to its tile
+    VECTOR_COPIES = "vector copies"  # a copy's vector: aligned, its lanes neighbours in the tile
     LAUNCH_ORDER = "launch order"  # across launches: the source's launch first
 
 

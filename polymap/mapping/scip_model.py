@@ -53,6 +53,7 @@ T_j S_j not beyond the next power of two of N_j, at most 64 points per thread.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pyscipopt import Model, quicksum
@@ -84,7 +85,14 @@ from polymap.mapping.cost_model import (
 from polymap.mapping.farkas import add_to_scip, exact_certificate
 from polymap.mapping.result import RANKING_WEIGHT
 from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, LoopPin, Pins, Staging
-from polymap.mapping.staging import ROW_ELEMENTS, VECTOR_BYTES, shared_order, wide_row_log2
+from polymap.mapping.staging import (
+    ROW_ELEMENTS,
+    VECTOR_BYTES,
+    copy_vector,
+    copy_vectors,
+    shared_order,
+    wide_row_log2,
+)
 
 if TYPE_CHECKING:
     from polymap.mapping.solve import KernelProblem
@@ -521,7 +529,10 @@ class ScipModel:
                 for m, var in both.items():
                     scip.addCons(var >= y[m] + tr - 1)
                 self.wavefronts.append(quicksum(extra * full * 2.0**-m * var for m, var in both.items()))
-            self.instructions.append(copy_instructions(t, 1.0, c.element_bytes) * copied)
+            # the copy's loads in vectors: every tile the model allows has rows of 32 bytes
+            limit = merge_pins(pins.for_loop(kname, c.loop)).copy if c.loop is not None else None
+            vector = copy_vector(c, p.model.program, limit)
+            self.instructions.append(copy_instructions(t, 1.0, c.element_bytes, vector) * copied)
             # the staged reads leave global memory for shared memory
             for k, a in enumerate(p.accesses):
                 if c.serves(a.statement, a.buffer, a.is_write):
@@ -832,7 +843,14 @@ class ScipModel:
                 and scip.getVal(self.transposed[c.buffer, c.loop]) > 0.5
             )
             staging = Staging(loop, tile, tuple(c.buffer for c in staged), turned)
-        return KernelMapping(self.p.kernel, tuple(loops), staging, scip.getVal(self.inter) > 0.5)
+        mapping = KernelMapping(self.p.kernel, tuple(loops), staging, scip.getVal(self.inter) > 0.5)
+        if staging is not None:  # the widest copies the tiles allow (``staging.copy_vectors``)
+            limit = (
+                merge_pins(self.p.pins.for_loop(self.p.kernel.name, loop)).copy if loop is not None else None
+            )
+            wide = replace(staging, copy_vectors=copy_vectors(mapping, self.p.model.program, limit))
+            mapping = replace(mapping, staging=wide)
+        return mapping
 
 
 def merge_pins(pins: tuple[tuple[str, LoopPin], ...]) -> LoopPin:

@@ -214,12 +214,12 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Progra
     tiled |= {f"{k.name}.{loop.index}" for k in all_kernels for loop in scope_loops(k)}
     for key, pin in pins.by_key:
         fields = {name for name, _ in pin.items()}
-        seq_fields = {"tile", "stage", "transpose"}
+        seq_fields = {"tile", "stage", "transpose", "copy"}
         if key in tiled and key not in band:
             if fields - seq_fields:
                 raise ArgumentError(
-                    f"pin '{key}': '{key}' is a seq loop of a thread's body; only its 'tile', 'stage' and "
-                    f"'transpose' can be pinned, not {', '.join(sorted(fields - seq_fields))}"
+                    f"pin '{key}': '{key}' is a seq loop of a thread's body; only its 'tile', 'stage', "
+                    f"'transpose' and 'copy' can be pinned, not {', '.join(sorted(fields - seq_fields))}"
                 )
             continue
         if key not in band:
@@ -231,7 +231,7 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Progra
             )
         if fields & seq_fields:
             raise ArgumentError(
-                f"pin '{key}': 'tile', 'stage' and 'transpose' apply to a seq loop, '{key}' is a par loop"
+                f"pin '{key}': 'tile', 'stage', 'transpose' and 'copy' apply to a seq loop, '{key}' is a par loop"
             )
     _check_stage_pins(pins, all_kernels, program)
     _check_interleave_pins(pins, all_kernels)
@@ -555,7 +555,7 @@ class KernelProblem:
             moved = self.staged_bytes(c, spans)
             stores = transposed_store_wavefronts if sb.transposed else tile_store_wavefronts
             wavefronts += stores(t, moved, c.element_bytes)
-            instructions += copy_instructions(t, moved, c.element_bytes)
+            instructions += copy_instructions(t, moved, c.element_bytes, sb.copy)
             shape = "x".join(map(str, sb.widths))
             if sb.transposed:  # the widths in the buffer's order, then the array as declared
                 shape += f", stored transposed as [{']['.join(map(str, sb.padded))}]"

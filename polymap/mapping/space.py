@@ -160,17 +160,27 @@ class Staging:
     thread body runs in tiles of ``tile`` iterations (``loop`` None: the whole body is one
     tile, ``tile`` 1), and the reads of ``buffers`` in it come from shared memory. The tiles
     of ``transposed`` (some of ``buffers``) are stored with their last two dimensions
-    swapped, so that a thread's points read one row of shared memory (``staging.py``)."""
+    swapped, so that a thread's points read one row of shared memory (``staging.py``).
+    ``copy_vectors`` pairs a staged buffer with the elements its copy moves per load (a
+    vector of up to 16 bytes, ``staging.copy_vector``); a buffer not named copies one
+    element at a time."""
 
     loop: str | None
     tile: int
     buffers: tuple[str, ...]
     transposed: tuple[str, ...] = ()
+    copy_vectors: tuple[tuple[str, int], ...] = ()
+
+    def copy_vector(self, buffer: str) -> int:
+        """The elements one load of ``buffer``'s copy moves (1: scalar loads)."""
+        return dict(self.copy_vectors).get(buffer, 1)
 
     def describe(self) -> str:
         where = f"loop '{self.loop}' in tiles of {self.tile}" if self.loop else "the whole body, one tile"
         turned = f", {', '.join(self.transposed)} stored transposed" if self.transposed else ""
-        return f"{', '.join(self.buffers)} staged in shared memory over {where}{turned}"
+        wide = [f"{b} in vectors of {n}" for b, n in self.copy_vectors if n > 1]
+        copied = f", copies of {', '.join(wide)}" if wide else ""
+        return f"{', '.join(self.buffers)} staged in shared memory over {where}{turned}{copied}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +241,7 @@ class LoopPin:
     tile: int | None = None  # on a seq loop: its tile size (1: not tiled)
     stage: tuple[str, ...] | None = None  # on a seq loop: the buffers staged in its tiles
     transpose: tuple[str, ...] | None = None  # on a seq loop: the staged tiles stored transposed
+    copy: int | None = None  # on a seq loop: the most elements one load of a tile's copy moves
     interleave: bool | None = None  # on a band loop: its kernel's points interleaved (or not)
 
     def items(self) -> tuple[tuple[str, Any], ...]:
@@ -268,6 +279,7 @@ _FIELD_ALIASES = {
     "tile": "tile",
     "stage": "stage",
     "transpose": "transpose",
+    "copy": "copy",
     "interleave": "interleave",
 }
 
@@ -341,6 +353,13 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
                 f"pin for '{key}': {name} must be a buffer name or a list of them, got {value!r}"
             )
         return tuple(items)
+    if name == "copy":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value & (value - 1):
+            raise ArgumentError(
+                f"pin for '{key}': copy is the most elements one load of a tile's copy moves, a power of "
+                f"two (1: one element at a time), got {value!r}"
+            )
+        return value
     if name == "interleave":
         if isinstance(value, bool):
             return value

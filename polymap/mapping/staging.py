@@ -70,6 +70,7 @@ from polymap.ir.nodes import (
 )
 from polymap.ir.walk import declared_locals, walk_block
 from polymap.mapping.space import Distribution, Kernel, KernelMapping
+from polymap.poly.isl_text import const_value
 
 VECTOR_BYTES = 16  # the widest load of one thread (LDS.128 / LDG.128)
 WIDE_ROW_BYTES = 128  # rows that keep the vector alignment at least: their padding is then at most 1/8
@@ -127,6 +128,7 @@ class StagedBuffer:
     widths: tuple[int, ...]  # per dimension: T_j S_j, K or 1 (also the modulus of its shared index)
     transposed: bool = False  # stored with the last two dimensions swapped
     vector: int = 1  # elements a thread reads from a row in one load (``read_vector``)
+    copy: int = 1  # elements one load of the copy moves (``Staging.copy_vectors``)
 
     @property
     def name(self) -> str:
@@ -168,6 +170,12 @@ class StagedBuffer:
         units = -(-shape[-1] // unit)
         units += 1 - units % 2
         return shape[:-1] + (units * unit,)
+
+    @property
+    def stores_vectors(self) -> bool:
+        """Whether a copied vector goes into shared memory in one store: its elements are
+        neighbours in a row (not transposed) and every row keeps the vector's alignment."""
+        return self.copy > 1 and not self.transposed and self.padded[-1] % self.copy == 0
 
     @property
     def elements(self) -> int:
@@ -304,10 +312,47 @@ def staged_buffers(km: KernelMapping, program: Program) -> tuple[StagedBuffer, .
 
 
 def staged_buffer(km: KernelMapping, c: StageCandidate) -> StagedBuffer:
-    """One staged candidate under a mapping: its widths, layout and read width."""
+    """One staged candidate under a mapping: its widths, layout, read and copy widths."""
     transposed = km.staging is not None and c.buffer in km.staging.transposed
+    copy = km.staging.copy_vector(c.buffer) if km.staging is not None else 1
     spans = tuple(tile_span(km, v) for v in c.dims)
-    return StagedBuffer(c, spans, transposed, read_vector(km, c, transposed))
+    return StagedBuffer(c, spans, transposed, read_vector(km, c, transposed), copy)
+
+
+def copy_vector(c: StageCandidate, program: Program, limit: int | None = None) -> int:
+    """The widest copy a candidate's tile allows whatever the mapping: a power of two of at
+    most ``VECTOR_BYTES`` of elements that divides the offset of the tile's rows (``r`` of
+    the last index, a constant) and the buffer's row length where that is a constant. A
+    group of that many neighbours of a row then starts at an index that is a multiple of
+    its width (the tile's origin in the row, ``T S g + r`` or ``K kt + r``, is one where the
+    tile's row is a multiple of it: ``StagedBuffer.widths``, at least 32 bytes under every
+    mapping the solver makes), and so, in a row of a multiple of it, at an aligned address.
+    Where the row length is a size, the emitted kernel tests it (and the pointer's
+    alignment) at run time and copies one element at a time when the test fails. ``limit``:
+    at most that many (a ``copy`` pin)."""
+    widest = min(max(1, VECTOR_BYTES // c.element_bytes), limit or VECTOR_BYTES)
+    offset = const_value(c.offsets[-1])
+    if offset is None:
+        return 1
+    row = const_value(program.buffer(c.buffer).shape[-1])
+    for value in (offset, row):
+        if value is not None and value != 0:
+            widest = min(widest, abs(value) & -abs(value))
+    return widest
+
+
+def copy_vectors(
+    km: KernelMapping, program: Program, limit: int | None = None
+) -> tuple[tuple[str, int], ...]:
+    """``Staging.copy_vectors`` for a mapping: each staged buffer's ``copy_vector`` (at most
+    ``limit``), at most the largest power of two that divides its tile's row."""
+    out = []
+    for sb in staged_buffers(km, program):
+        row = sb.widths[-1]
+        width = min(copy_vector(sb.candidate, program, limit), row & -row)
+        if width > 1:
+            out.append((sb.name, width))
+    return tuple(out)
 
 
 def read_vector(km: KernelMapping, c: StageCandidate, transposed: bool) -> int:

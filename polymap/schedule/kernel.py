@@ -133,6 +133,17 @@ class CopyLeaf:
     source: tuple[isl.AstExpr, ...]
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class VectorCopyLeaf:
+    """One group of a vector copy (``CopyVectors``): per lane its element's ``CopyLeaf``
+    and the condition under which the lane is in the copy's domain (isl's, at this point
+    of the AST: true where the AST already implies it)."""
+
+    copy: CopyRelation
+    lanes: tuple[CopyLeaf, ...]
+    inside: tuple[isl.AstExpr, ...]
+
+
 def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> KernelSchedule:
     """Build the AST of one kernel. ``iterator_names(frame, statements, width)`` returns the
     names of the schedule dimensions ``[s_1 .. s_m, p_0, n_1, ..]`` (C identifiers), led by
@@ -175,7 +186,7 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
     plan = shared_plan(model, frame, width)
     if plan is not None:
         for copy in plan.copies:
-            schedule = schedule.union(_extra_schedule(prefix, copy.relation, copy.time, fixed, frame))
+            schedule = schedule.union(_extra_schedule(prefix, *copy.steps, fixed, frame))
         for barrier in plan.barriers:
             timed = barrier.relation.range_map().apply_range(barrier.time)  # [hw -> Sync] -> time
             schedule = schedule.union(_extra_schedule(prefix, barrier.relation, timed, fixed, frame))
@@ -279,16 +290,23 @@ class _Describer:
     ) -> None:
         self.model, self.km, self.statements, self.plan, self.locals = model, km, statements, plan, locals_
         self.points = points
-        self.copies = {c.name: c for c in plan.copies} if plan is not None else {}
+        copies = plan.copies if plan is not None else ()
+        self.copies = {c.name: c for c in copies if c.vectors is None}
+        self.vector_copies = {c.vectors.name: c for c in copies if c.vectors is not None}
         self.per_point = bool(per_point_buffers(km))
 
     def __call__(self, name: str, at: isl.PwMultiAff, build: isl.AstBuild):
         if name in self.copies:
             copy = self.copies[name]
-            rank = len(copy.buffer.widths)
-            target = _exprs(build, isl.PwMultiAff.from_map(element_of(copy)).pullback_pw_multi_aff(at))
-            source = _exprs(build, isl.PwMultiAff.from_map(copy.source).pullback_pw_multi_aff(at))
-            return CopyLeaf(copy, target[len(target) - rank :], source)
+            return self._copy_leaf(copy, element_of(copy), copy.source, at, build)
+        if name in self.vector_copies:
+            copy = self.vector_copies[name]
+            vectors, lanes, inside = copy.vectors, [], []
+            for lane, read in zip(vectors.lanes, vectors.reads):
+                lanes.append(self._copy_leaf(copy, lane.apply_range(element_of(copy)), read, at, build))
+                where = copy.domain.apply(lane.reverse()).preimage_pw_multi_aff(at)
+                inside.append(build.expr_from_set(where))
+            return VectorCopyLeaf(copy, tuple(lanes), tuple(inside))
         s = self.statements.get(name)
         if s is None:
             return None  # a barrier: no indices
@@ -316,6 +334,15 @@ class _Describer:
         if self.per_point:  # the slot of the instance's s-point: ``sum_j s_j prod_{l > j} S_l``
             point = _exprs(build, isl.PwMultiAff.from_map(self.points[name]).pullback_pw_multi_aff(at))[0]
         return StatementLeaf(s, accesses, point)
+
+    @staticmethod
+    def _copy_leaf(copy: CopyRelation, target: isl.Map, source: isl.Map, at: isl.PwMultiAff, build):
+        """The addresses of one copied element, ``target`` and ``source`` pulled back to this
+        point of the AST."""
+        rank = len(copy.buffer.widths)
+        to = _exprs(build, isl.PwMultiAff.from_map(target).pullback_pw_multi_aff(at))
+        source_exprs = _exprs(build, isl.PwMultiAff.from_map(source).pullback_pw_multi_aff(at))
+        return CopyLeaf(copy, to[len(to) - rank :], source_exprs)
 
 
 def splits_full_blocks(km: KernelMapping) -> bool:

@@ -33,8 +33,30 @@ from polymap.schedule.hardware import Frame, param_prefix, time_width
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class CopyVectors:
+    """The groups of a copy that moves ``width`` neighbours of a row per load
+    (``StagedBuffer.copy``): group ``CopyV_X[h, b, kt, o_0 .. o_{m-1}, g]`` holds the lanes
+    ``Copy_X[h, b, kt, o_0 .. o_{m-1}, width g + e]``, ``0 <= e < width``. A thread runs whole
+    groups (``steps``: its n-th is group ``n threads + tid`` in row-major order), each lane
+    that is in the copy's domain; the vector load serves a group where every lane is, which
+    ``condition`` (the row's length a multiple of the width) implies: ``verify`` proves it
+    and that the first lane's index in the row is a multiple of the width."""
+
+    width: int
+    name: str  # isl tuple name of the group statement
+    domain: isl.Set  # the groups with a lane in the copy's domain
+    steps: isl.Map  # [h, b, t, kt, n] -> CopyV_X[..]: the group a thread copies at step n
+    time: isl.Map  # [[h, b, t, kt, n] -> CopyV_X[..]] -> time
+    lanes: tuple[isl.Map, ...]  # per lane e: CopyV_X[..] -> Copy_X[..] (every group, in the domain or not)
+    reads: tuple[isl.Map, ...]  # per lane e: CopyV_X[..] -> X[..], the global element (unrestricted)
+    condition: isl.Set  # parameters: the row's length a multiple of the width (with the context)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class CopyRelation:
-    """The cooperative copy of one staged buffer."""
+    """The cooperative copy of one staged buffer: per element (``relation``, what ``verify``
+    proves of reads and barriers) and, where it moves vectors, per group of a row
+    (``vectors``, what the AST runs)."""
 
     buffer: StagedBuffer
     rank: int
@@ -46,9 +68,17 @@ class CopyRelation:
     writes: isl.Map  # [[h, b, t, kt, n] -> Copy_X[..]] -> X_sh[h, b, o]
     origin: tuple[tuple[int, str], ...]  # lo_d = c_d * kt + rest_d (rest over sizes, h, b)
     source: isl.Map  # Copy_X[h, b, kt, o] -> X[lo + o]: the global element a copy instance reads
+    vectors: CopyVectors | None = None  # None: one element per step
 
     def origin_at(self, kt: str) -> tuple[str, ...]:
         return _origin_at(self.origin, kt)
+
+    @property
+    def steps(self) -> tuple[isl.Map, isl.Map]:
+        """What the AST schedules: ``hw -> instance`` and its time, per element or per group."""
+        if self.vectors is None:
+            return self.relation, self.time
+        return self.vectors.steps, self.vectors.time
 
 
 def _origin_at(origin: tuple[tuple[int, str], ...], kt: str) -> tuple[str, ...]:
@@ -118,21 +148,24 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
         shared = names.fresh(f"{c.buffer}_sh")
         inst = f"{name}[{', '.join(host + blocks + (kt,) + tuple(o))}]"
         domain = isl.Set(f"{prefix}{{ {inst} : {' and '.join(cons)} }}").intersect_params(model.context)
-        strides = [math.prod(sb.widths[d + 1 :]) for d in range(len(sb.widths))]
         n = names.fresh("n")
-        linear = " + ".join(f"{s}*{od}" for s, od in zip(strides, o))
         hw = host + blocks + threads + (kt, n)
-        run = [f"{linear} = {km.threads_per_block}*{n} + {tid}", *thread_limits]
-        relation = isl.Map(
-            f"{prefix}{{ [{', '.join(hw)}] -> {inst} : {' and '.join(run)} }}"
-        ).intersect_range(domain)
         time = ["1", kt, "0", str(rank), n] + ["0"] * (width - 5)
+        element = [f"({lo}) + {od}" for lo, od in zip(_origin_at(tuple(origin), kt), o)]
+        source = isl.Map(f"{prefix}{{ {inst} -> {model.tuples[c.buffer]}[{', '.join(element)}] }}")
+        step = _Step(prefix, hw, time, f"{km.threads_per_block}*{n} + {tid}", thread_limits)
+        vectors = None
+        if sb.copy == 1:
+            relation = step.run(inst, o, sb.widths).intersect_range(domain)
+        else:
+            row = isl_expr(decl.shape[-1], env, params)
+            group = (names.fresh(f"CopyV_{c.buffer}"), host + blocks + (kt,))
+            vectors = _copy_vectors(model, group, (name, o), sb, domain, source, step, row)
+            relation = vectors.steps.apply_range(_all_lanes(vectors)).intersect_range(domain)
         time_map = isl.Map(f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> [{', '.join(time)}] }}")
         stored = host + blocks + sb.in_shared_order(tuple(o))
         writes = isl.Map(f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> {shared}[{', '.join(stored)}] }}")
         wrapped = relation.wrap()
-        element = [f"({lo}) + {od}" for lo, od in zip(_origin_at(tuple(origin), kt), o)]
-        source = isl.Map(f"{prefix}{{ {inst} -> {model.tuples[c.buffer]}[{', '.join(element)}] }}")
         copies.append(
             CopyRelation(
                 sb,
@@ -145,6 +178,7 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
                 writes.intersect_domain(wrapped),
                 tuple(origin),
                 source.intersect_domain(domain),
+                vectors,
             )
         )
     barriers = []
@@ -169,6 +203,77 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
         time_map = isl.Map(f"{prefix}{{ {sync}[{at}] -> [{', '.join(time)}] }}")
         barriers.append(BarrierRelation(sync, relation, time_map.intersect_domain(relation.range())))
     return SharedPlan(frame, tuple(copies), tuple(barriers))
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """How a thread walks a copy: step ``n`` of thread ``tid`` takes the instance whose
+    row-major position is ``at`` (``n threads + tid``), at time ``time``."""
+
+    prefix: str
+    hw: tuple[str, ...]
+    time: list[str]
+    at: str
+    limits: list[str]
+
+    def run(self, inst: str, dims, widths) -> isl.Map:
+        """``hw -> inst``: the instance of row-major position ``at`` in a box of ``widths``."""
+        strides = [math.prod(widths[d + 1 :]) for d in range(len(widths))]
+        linear = " + ".join(f"{s}*{v}" for s, v in zip(strides, dims))
+        cons = " and ".join([f"{linear} = {self.at}", *self.limits])
+        return isl.Map(f"{self.prefix}{{ [{', '.join(self.hw)}] -> {inst} : {cons} }}")
+
+    def timed(self, inst: str) -> isl.Map:
+        return isl.Map(f"{self.prefix}{{ [[{', '.join(self.hw)}] -> {inst}] -> [{', '.join(self.time)}] }}")
+
+
+def _copy_vectors(
+    model: PolyModel,
+    group_name: tuple[str, tuple[str, ...]],
+    element: tuple[str, list[str]],
+    sb: StagedBuffer,
+    domain: isl.Set,
+    source: isl.Map,
+    step: _Step,
+    row: str,
+) -> CopyVectors:
+    """The groups of a vector copy (``CopyVectors``): ``group_name`` the group statement's
+    name and its leading dimensions ``[h, b, kt]``, ``element`` the copy's name and offsets
+    ``o``, ``row`` the buffer's row length as an isl expression."""
+    width, prefix = sb.copy, step.prefix
+    (name, outer), (head, o) = group_name, element
+    outer = list(outer)
+    inst = f"{head}[{', '.join(outer + o)}]"
+    g = model.names.fresh("g")
+    group = f"{name}[{', '.join(outer + o[:-1] + [g])}]"
+    lanes = []
+    for e in range(width):
+        lane = f"{head}[{', '.join(outer + o[:-1] + [f'{width}*{g} + {e}'])}]"
+        lanes.append(isl.Map(f"{prefix}{{ {group} -> {lane} }}"))
+    every = isl.Map(f"{prefix}{{ {group} -> {inst} : {width}*{g} <= {o[-1]} < {width}*{g} + {width} }}")
+    groups = domain.apply(every.reverse())
+    widths = sb.widths[:-1] + (sb.widths[-1] // width,)
+    steps = step.run(group, o[:-1] + [g], widths).intersect_range(groups)
+    reads = tuple(lane.apply_range(source) for lane in lanes)
+    condition = isl.Set(f"{prefix}{{ : ({row}) mod {width} = 0 }}").intersect_params(model.context)
+    return CopyVectors(
+        width,
+        name,
+        groups,
+        steps,
+        step.timed(group).intersect_domain(steps.wrap()),
+        tuple(lanes),
+        reads,
+        condition,
+    )
+
+
+def _all_lanes(vectors: CopyVectors) -> isl.Map:
+    """``CopyV_X[..] -> Copy_X[..]``: every lane of every group."""
+    out = vectors.lanes[0]
+    for lane in vectors.lanes[1:]:
+        out = out.union(lane)
+    return out
 
 
 def shared_reads(

@@ -59,6 +59,40 @@ __host__ __device__ __forceinline__ int pm_abs(int a) { return a < 0 ? -a : a; }
 #define POLYMAP_UNROLL _Pragma("unroll")
 #endif
 
+// A vector of N elements of T aligned to its size, as a tile copy moves them: one load
+// (LDG.64/.128) and, into a row of shared memory, one store. ``pm_aligned`` is the
+// launch's test of the pointer, the emitted code's other half of the proof (``verify``
+// shows that every vector's first index is a multiple of N; the pointer is the caller's).
+// The host copies element by element (no type punning), the GPU through the vector type.
+template <typename T, int N>
+struct alignas(sizeof(T) * N) pm_vec {
+  T e[N];
+};
+__host__ __device__ __forceinline__ bool pm_aligned(const void* p, unsigned long long bytes) {
+  return ((unsigned long long)p & (bytes - 1)) == 0;
+}
+#ifdef POLYMAP_HOST
+template <int N, typename T>
+inline pm_vec<T, N> pm_load_vec(const T* p) {
+  pm_vec<T, N> v;
+  for (int k = 0; k < N; ++k) v.e[k] = p[k];
+  return v;
+}
+template <int N, typename T>
+inline void pm_store_vec(T* p, const pm_vec<T, N>& v) {
+  for (int k = 0; k < N; ++k) p[k] = v.e[k];
+}
+#else
+template <int N, typename T>
+__device__ __forceinline__ pm_vec<T, N> pm_load_vec(const T* p) {
+  return *reinterpret_cast<const pm_vec<T, N>*>(p);
+}
+template <int N, typename T>
+__device__ __forceinline__ void pm_store_vec(T* p, const pm_vec<T, N>& v) {
+  *reinterpret_cast<pm_vec<T, N>*>(p) = v;
+}
+#endif
+
 // A float stored into i32: truncated toward zero, saturated at the i32 range, NaN -> 0.
 // C leaves an out-of-range conversion undefined (x86 gives INT_MIN, a GPU saturates); this
 // is the GPU's answer, defined on the host too, and what the reference executor computes.
