@@ -47,7 +47,7 @@ LADDER = (
         {
             "j": {"thread": "x", "threads": 32, "seq": 1},
             "i": {"thread": "y", "threads": 32, "seq": 1},
-            "k": {"tile": 32, "stage": ["A", "B"], "transpose": []},
+            "k": {"tile": 32, "stage": ["A", "B"], "transpose": [], "copy": 1},
         },
     ),
     (
@@ -56,7 +56,7 @@ LADDER = (
         {
             "j": {"thread": "x", "threads": 64, "seq": 1},
             "i": {"thread": "y", "threads": 8, "seq": 8, "distribution": "blocked", "interleave": True},
-            "k": {"tile": 8, "stage": ["A", "B"], "transpose": []},
+            "k": {"tile": 8, "stage": ["A", "B"], "transpose": [], "copy": 1},
         },
     ),
     (
@@ -65,11 +65,11 @@ LADDER = (
         {
             "j": {"thread": "x", "threads": 32, "seq": 4, "distribution": "cyclic"},
             "i": {"thread": "y", "threads": 8, "seq": 16, "distribution": "blocked", "interleave": True},
-            "k": {"tile": 8, "stage": ["A", "B"], "transpose": []},
+            "k": {"tile": 8, "stage": ["A", "B"], "transpose": [], "copy": 1},
         },
     ),
     (
-        "vector shared loads",
+        "float4 copies",
         62,
         {
             "j": {"thread": "x", "threads": 32, "seq": 4, "distribution": "blocked"},
@@ -78,7 +78,7 @@ LADDER = (
         },
     ),
 )
-HELD = ("2-D register tiles", "vector shared loads")  # within 30% today (docs/calibration.md)
+HELD = ("2-D register tiles", "float4 copies")  # within 30% today (docs/calibration.md)
 
 
 @pytest.fixture(scope="module")

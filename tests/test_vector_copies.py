@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_staging import MATMUL
 
 import polymap.prove as verify_module
 from polymap import compile, load, optimize, parse, reference, verify
@@ -17,16 +18,6 @@ from polymap.mapping.staging import copy_vector, stage_candidates
 from polymap.runtime.arguments import random_inputs
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
-
-MATMUL = """
-param M
-param N
-param K
-in  A: f32[M, K]
-in  B: f32[K, N]
-out C: f32[M, N]
-par M i { par N j { seq K k { C[i, j] += A[i, k] * B[k, j] } } }
-"""
 
 # B's rows start one element in: no vector of B's tile can start at a multiple of 4
 SHIFTED = """
