@@ -528,29 +528,41 @@ class _Emitter:
         ``width``, which ``verify`` proves aligned and every lane of in the tile; else the
         lanes one by one, each under isl's condition that it is in the tile. The lanes go into
         shared memory in one store where they are neighbours of an aligned row
-        (``StagedBuffer.stores_vectors``), else one by one."""
+        (``StagedBuffer.stores_vectors``), else one by one, by one set of stores for both
+        paths (two sets made ptxas spill a register of matmul_strided_a's kernel)."""
         copy = leaf.copy
         width = copy.vectors.width
         c_type = C_TYPE[self.program.buffer(copy.buffer.name).dtype]
         addresses = [self.copy_addresses(printer, lane) for lane in leaf.lanes]
         note = comment(f"copy of {copy.buffer.name}'s tile, {width} elements")
         vector = f"pm_vec<{c_type}, {width}>"
-        lines = [f"if ({self.vector_names[copy.name]}) {{  {note}"]
+        flag = self.vector_names[copy.name]
         load = f"pm_load_vec<{width}>(&{addresses[0][1]})"
+        conditions = [printer.expr(inside) for inside in leaf.inside]
         if copy.buffer.stores_vectors:
-            lines.append(f"  pm_store_vec<{width}>(&{addresses[0][0]}, {load});")
-        else:
-            lines.append(f"  const {vector} pm_v = {load};")
-            lines += [f"  {target} = pm_v.e[{e}];" for e, (target, _) in enumerate(addresses)]
-        lines.append("} else {")
-        for inside, (target, source) in zip(leaf.inside, addresses):
-            condition = printer.expr(inside)
-            if condition == "1":
-                lines.append(f"  {target} = {source};")
-            else:
-                lines.append(f"  if ({condition}) {target} = {source};")
-        lines.append("}")
-        return lines
+            lines = [
+                f"if ({flag}) {{  {note}",
+                f"  pm_store_vec<{width}>(&{addresses[0][0]}, {load});",
+                "} else {",
+            ]
+            for condition, (target, source) in zip(conditions, addresses):
+                lines.append(
+                    f"  {target} = {source};"
+                    if condition == "1"
+                    else f"  if ({condition}) {target} = {source};"
+                )
+            return lines + ["}"]
+        # the lanes go into shared memory one by one either way: one set of stores, from the
+        # vector or from the lanes loaded one by one
+        lines = [f"{{  {note}", f"  {vector} pm_v;", f"  if ({flag}) {{", f"    pm_v = {load};", "  } else {"]
+        for e, (condition, (_, source)) in enumerate(zip(conditions, addresses)):
+            load_lane = f"pm_v.e[{e}] = {source};"
+            lines.append(f"    {load_lane}" if condition == "1" else f"    if ({condition}) {load_lane}")
+        lines.append("  }")
+        for e, (condition, (target, _)) in enumerate(zip(conditions, addresses)):
+            store = f"{target} = pm_v.e[{e}];"
+            lines.append(f"  {store}" if condition == "1" else f"  if ({flag} || {condition}) {store}")
+        return lines + ["}"]
 
     # -- the launcher
 

@@ -188,32 +188,38 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
     for (int kt = 0; kt <= (K - 1) / 16; ++kt) {
       if (K >= 4 * (tx % 4) + 16 * kt + 1) {
         for (int k = 0; k <= 1; ++k) {
-          if (A_vectors) {  // copy of A's tile, 4 elements
-            const pm_vec<float, 4> pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt]);
+          {  // copy of A's tile, 4 elements
+            pm_vec<float, 4> pm_v;
+            if (A_vectors) {
+              pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt]);
+            } else {
+              pm_v.e[0] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt];
+              if (K >= 4 * (tx % 4) + 16 * kt + 2) pm_v.e[1] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 1];
+              if (K >= 4 * (tx % 4) + 16 * kt + 3) pm_v.e[2] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 2];
+              if (K >= (long long)(4 * (tx % 4) + 16 * kt) + 4) pm_v.e[3] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 3];
+            }
             A_sh[4 * (tx % 4)][8 * ty + 16LL * k + tx / 4] = pm_v.e[0];
-            A_sh[4 * (tx % 4) + 1][8 * ty + 16LL * k + tx / 4] = pm_v.e[1];
-            A_sh[4 * (tx % 4) + 2][8 * ty + 16LL * k + tx / 4] = pm_v.e[2];
-            A_sh[4 * (tx % 4) + 3][8 * ty + 16LL * k + tx / 4] = pm_v.e[3];
-          } else {
-            A_sh[4 * (tx % 4)][8 * ty + 16LL * k + tx / 4] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt];
-            if (K >= 4 * (tx % 4) + 16 * kt + 2) A_sh[4 * (tx % 4) + 1][8 * ty + 16LL * k + tx / 4] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 1];
-            if (K >= 4 * (tx % 4) + 16 * kt + 3) A_sh[4 * (tx % 4) + 2][8 * ty + 16LL * k + tx / 4] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 2];
-            if (K >= (long long)(4 * (tx % 4) + 16 * kt) + 4) A_sh[4 * (tx % 4) + 3][8 * ty + 16LL * k + tx / 4] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 3];
+            if (A_vectors || K >= 4 * (tx % 4) + 16 * kt + 2) A_sh[4 * (tx % 4) + 1][8 * ty + 16LL * k + tx / 4] = pm_v.e[1];
+            if (A_vectors || K >= 4 * (tx % 4) + 16 * kt + 3) A_sh[4 * (tx % 4) + 2][8 * ty + 16LL * k + tx / 4] = pm_v.e[2];
+            if (A_vectors || K >= (long long)(4 * (tx % 4) + 16 * kt) + 4) A_sh[4 * (tx % 4) + 3][8 * ty + 16LL * k + tx / 4] = pm_v.e[3];
           }
         }
       }
       for (int k = 0; k <= pm_min(3LL, -ty - 4 * kt + pm_floord(16LL * K - tx + 32 * ty - 1, 64LL)); ++k) {
-        if (B_vectors) {  // copy of B's tile, 4 elements
-          const pm_vec<float, 4> pm_v = pm_load_vec<4>(&B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx]);
+        {  // copy of B's tile, 4 elements
+          pm_vec<float, 4> pm_v;
+          if (B_vectors) {
+            pm_v = pm_load_vec<4>(&B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx]);
+          } else {
+            pm_v.e[0] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx];
+            pm_v.e[1] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
+            pm_v.e[2] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
+            pm_v.e[3] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
+          }
           B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16)] = pm_v.e[0];
           B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 1] = pm_v.e[1];
           B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 2] = pm_v.e[2];
           B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 3] = pm_v.e[3];
-        } else {
-          B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16)] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx];
-          B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 1] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
-          B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 2] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
-          B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 3] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
         }
       }
       __syncthreads();
@@ -371,33 +377,39 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
     for (int kt = 0; kt <= (K - 1) / 16; ++kt) {
       if (K >= 4 * (tx % 4) + 16 * kt + 1) {
         for (int k = 0; k <= pm_min(1LL, -2 * by - ty + pm_floord(4LL * M - tx + 32 * ty - 1, 64LL)); ++k) {
-          if (A_vectors) {  // copy of A's tile, 4 elements
-            const pm_vec<float, 4> pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt]);
+          {  // copy of A's tile, 4 elements
+            pm_vec<float, 4> pm_v;
+            if (A_vectors) {
+              pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt]);
+            } else {
+              pm_v.e[0] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt];
+              if (K >= 4 * (tx % 4) + 16 * kt + 2) pm_v.e[1] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 1];
+              if (K >= 4 * (tx % 4) + 16 * kt + 3) pm_v.e[2] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 2];
+              if (K >= (long long)(4 * (tx % 4) + 16 * kt) + 4) pm_v.e[3] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 3];
+            }
             A_sh[4 * (tx % 4)][8 * ty + 16LL * k + tx / 4] = pm_v.e[0];
-            A_sh[4 * (tx % 4) + 1][8 * ty + 16LL * k + tx / 4] = pm_v.e[1];
-            A_sh[4 * (tx % 4) + 2][8 * ty + 16LL * k + tx / 4] = pm_v.e[2];
-            A_sh[4 * (tx % 4) + 3][8 * ty + 16LL * k + tx / 4] = pm_v.e[3];
-          } else {
-            A_sh[4 * (tx % 4)][8 * ty + 16LL * k + tx / 4] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt];
-            if (K >= 4 * (tx % 4) + 16 * kt + 2) A_sh[4 * (tx % 4) + 1][8 * ty + 16LL * k + tx / 4] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 1];
-            if (K >= 4 * (tx % 4) + 16 * kt + 3) A_sh[4 * (tx % 4) + 2][8 * ty + 16LL * k + tx / 4] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 2];
-            if (K >= (long long)(4 * (tx % 4) + 16 * kt) + 4) A_sh[4 * (tx % 4) + 3][8 * ty + 16LL * k + tx / 4] = A[(long long)(32 * by + 8 * ty + 16LL * k + tx / 4) * K + 4 * (tx % 4) + 16 * kt + 3];
+            if (A_vectors || K >= 4 * (tx % 4) + 16 * kt + 2) A_sh[4 * (tx % 4) + 1][8 * ty + 16LL * k + tx / 4] = pm_v.e[1];
+            if (A_vectors || K >= 4 * (tx % 4) + 16 * kt + 3) A_sh[4 * (tx % 4) + 2][8 * ty + 16LL * k + tx / 4] = pm_v.e[2];
+            if (A_vectors || K >= (long long)(4 * (tx % 4) + 16 * kt) + 4) A_sh[4 * (tx % 4) + 3][8 * ty + 16LL * k + tx / 4] = pm_v.e[3];
           }
         }
       }
       if (N >= 4 * (tx % 16) + 64 * bx + 1) {
         for (int k = 0; k <= pm_min(3LL, -ty - 4 * kt + pm_floord(16LL * K - tx + 32 * ty - 1, 64LL)); ++k) {
-          if (B_vectors) {  // copy of B's tile, 4 elements
-            const pm_vec<float, 4> pm_v = pm_load_vec<4>(&B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx]);
+          {  // copy of B's tile, 4 elements
+            pm_vec<float, 4> pm_v;
+            if (B_vectors) {
+              pm_v = pm_load_vec<4>(&B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx]);
+            } else {
+              pm_v.e[0] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx];
+              if (N >= 4 * (tx % 16) + 64 * bx + 2) pm_v.e[1] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
+              if (N >= 4 * (tx % 16) + 64 * bx + 3) pm_v.e[2] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
+              if (N >= (long long)(4 * (tx % 16) + 64 * bx) + 4) pm_v.e[3] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
+            }
             B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16)] = pm_v.e[0];
-            B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 1] = pm_v.e[1];
-            B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 2] = pm_v.e[2];
-            B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 3] = pm_v.e[3];
-          } else {
-            B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16)] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx];
-            if (N >= 4 * (tx % 16) + 64 * bx + 2) B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 1] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
-            if (N >= 4 * (tx % 16) + 64 * bx + 3) B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 2] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
-            if (N >= (long long)(4 * (tx % 16) + 64 * bx) + 4) B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 3] = B[(long long)(2 * ty + 16 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
+            if (B_vectors || N >= 4 * (tx % 16) + 64 * bx + 2) B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 1] = pm_v.e[1];
+            if (B_vectors || N >= 4 * (tx % 16) + 64 * bx + 3) B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 2] = pm_v.e[2];
+            if (B_vectors || N >= (long long)(4 * (tx % 16) + 64 * bx) + 4) B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 3] = pm_v.e[3];
           }
         }
       }
