@@ -88,7 +88,7 @@ def optimize_program(
             rewritten = transform(program, registers=registers, analyses=analyses, axes=axes)
         with step("analysis at the cost sizes"):
             bound_model = analyses(rewritten.bind(**sizes))
-        return rewritten, map_kernels(bound_model, gpu, pinned, time_limit, staging)
+        return rewritten, map_kernels(bound_model, gpu, pinned, time_limit, staging, rewritten)
 
     bands = deep_bands(program)
     choices: tuple[BandChoice, ...] = ()

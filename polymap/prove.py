@@ -218,6 +218,12 @@ def _check_staging(program: Program, km: KernelMapping) -> None:
     here = [c for c in stage_candidates(km.kernel, program) if c.loop == staging.loop]
     possible = {c.buffer for c in here}
     turnable = {c.buffer for c in here if c.transposable}
+    for field in ("buffers", "transposed"):
+        names = getattr(staging, field)
+        if not isinstance(names, tuple) or not all(isinstance(b, str) for b in names):
+            raise VerificationError(
+                f"{name}: the staging's {field} must be a tuple of buffer names, got {names!r}"
+            )
     for buffer in staging.transposed:
         if buffer not in staging.buffers or buffer not in turnable:
             raise VerificationError(
@@ -239,7 +245,14 @@ def _check_copy_vectors(program: Program, km: KernelMapping) -> None:
     at most ``VECTOR_BYTES`` of elements that divides its tile's rows (a group of a row is
     then never split between two rows); whether the vectors are aligned is proved later."""
     staging, name = km.staging, km.kernel.name
-    named = [buffer for buffer, _ in staging.copy_vectors]
+    pairs = staging.copy_vectors
+    if not isinstance(pairs, tuple) or not all(
+        isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in pairs
+    ):
+        raise VerificationError(
+            f"{name}: copy_vectors must be a tuple of (buffer, elements) pairs, got {pairs!r}"
+        )
+    named = [buffer for buffer, _ in pairs]
     widths = {sb.name: sb.widths[-1] for sb in staged_buffers(km, program)}
     for buffer, width in staging.copy_vectors:
         if buffer not in staging.buffers or named.count(buffer) > 1:

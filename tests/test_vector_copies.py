@@ -67,6 +67,37 @@ def test_an_offset_row_copies_one_element_at_a_time():
     assert mapping.kernels[0].staging.copy_vector("B") == 1
 
 
+def test_an_offset_that_is_a_size_copies_one_element_at_a_time():
+    """The solver maps the program at its cost sizes, where ``j + M`` reads ``j + 256``; the
+    code is made for the program as written, where no width divides ``M`` for every M."""
+    source = """
+param M
+param N
+param K
+in  A: f32[M, K]
+in  B: f32[K, N]
+in  D: f32[K, N + M]
+out C: f32[M, N]
+par M i { par N j { seq K k { C[i, j] += A[i, k] * (B[k, j] + D[k, j + M]) } } }
+"""
+    kernel = compile(parse(source, name="mm"), context="M >= 1 and N >= 1 and K >= 1")
+    staging = kernel.mapping.kernels[0].staging
+    assert "D" in staging.buffers and staging.copy_vector("D") == 1 and staging.copy_vector("B") == 4
+    _check_on_host(kernel, {"M": 9, "N": 13, "K": 6})
+    whole_body = """
+param M
+param N
+in  A: f32[M, N + M]
+in  X: f32[N]
+out B: f32[N, M]
+par N j { par M i { B[j, i] = A[i, j + M] + X[j] } }
+"""
+    kernel = compile(parse(whole_body, name="t"), context="M >= 1 and N >= 1")
+    assert kernel.mapping.kernels[0].staging is not None
+    assert kernel.mapping.kernels[0].staging.copy_vector("A") == 1
+    _check_on_host(kernel, {"M": 7, "N": 5})
+
+
 def test_f64_tiles_copy_two_elements_at_once():
     program, found, mapping = _candidates(MATMUL.replace("f32", "f64"), M=64, N=64, K=64)
     assert copy_vector(found["A"], program) == 2
@@ -89,6 +120,8 @@ def test_verify_rejects_a_misaligned_vector_copy():
 @pytest.mark.parametrize(
     "vectors, message",
     [
+        ({"A": 4}, "must be a tuple of \\(buffer, elements\\) pairs"),
+        ((("A",),), "must be a tuple of \\(buffer, elements\\) pairs"),
         ((("C", 4),), "'C' which is not staged"),
         ((("A", 3),), "vectors of 3"),
         ((("A", 8),), "vectors of 8"),  # 32 bytes: wider than a load

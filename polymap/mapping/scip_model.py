@@ -88,7 +88,6 @@ from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping
 from polymap.mapping.staging import (
     ROW_ELEMENTS,
     VECTOR_BYTES,
-    copy_vector,
     copy_vectors,
     shared_order,
     wide_row_log2,
@@ -530,8 +529,7 @@ class ScipModel:
                     scip.addCons(var >= y[m] + tr - 1)
                 self.wavefronts.append(quicksum(extra * full * 2.0**-m * var for m, var in both.items()))
             # the copy's loads in vectors: every tile the model allows has rows of 32 bytes
-            limit = merge_pins(pins.for_loop(kname, c.loop)).copy if c.loop is not None else None
-            vector = copy_vector(c, p.model.program, limit)
+            vector = p.copy_width(c)
             self.instructions.append(copy_instructions(t, 1.0, c.element_bytes, vector) * copied)
             # the staged reads leave global memory for shared memory
             for k, a in enumerate(p.accesses):
@@ -845,10 +843,9 @@ class ScipModel:
             staging = Staging(loop, tile, tuple(c.buffer for c in staged), turned)
         mapping = KernelMapping(self.p.kernel, tuple(loops), staging, scip.getVal(self.inter) > 0.5)
         if staging is not None:  # the widest copies the tiles allow (``staging.copy_vectors``)
-            limit = (
-                merge_pins(self.p.pins.for_loop(self.p.kernel.name, loop)).copy if loop is not None else None
+            wide = replace(
+                staging, copy_vectors=copy_vectors(mapping, self.p.model.program, self.p.copy_width)
             )
-            wide = replace(staging, copy_vectors=copy_vectors(mapping, self.p.model.program, limit))
             mapping = replace(mapping, staging=wide)
         return mapping
 

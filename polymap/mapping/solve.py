@@ -50,7 +50,7 @@ from polymap.mapping.cost_model import (
 from polymap.mapping.farkas import solve
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.result import RANKING_WEIGHT, AccessCost, KernelCost, Mapping
-from polymap.mapping.scip_model import ScipModel
+from polymap.mapping.scip_model import ScipModel, merge_pins
 from polymap.mapping.space import (
     Axis,
     Distribution,
@@ -65,6 +65,8 @@ from polymap.mapping.staging import (
     WIDE_ROW_BYTES,
     StageCandidate,
     StagedBuffer,
+    copy_caps,
+    copy_vector,
     per_point_locals,
     scope_loops,
     stage_candidates,
@@ -131,17 +133,23 @@ def optimize(
 
 
 def map_kernels(
-    model: PolyModel, target: GpuTarget, pins: Pins, time_limit: float | None, staging: bool
+    model: PolyModel,
+    target: GpuTarget,
+    pins: Pins,
+    time_limit: float | None,
+    staging: bool,
+    written: Program | None = None,
 ) -> tuple[tuple[KernelMapping, KernelCost, SolveReport], ...]:
     """Solve every kernel of the bound program ``model.program``: its decisions, their cost
-    and SCIP's report, in launch order."""
+    and SCIP's report, in launch order. ``written`` is the program as written, whose
+    decisions these become (``rebind``)."""
     time_limit = checked_time_limit(time_limit)
     all_kernels = kernels(model.program)
     _check_pin_keys(pins, all_kernels, model.program if staging else None)
     out = []
     for kernel in all_kernels:
         with step(f"mapping of {kernel.name} (model built, SCIP solved)"):
-            problem = KernelProblem.build(kernel, model, target, pins, time_limit, staging)
+            problem = KernelProblem.build(kernel, model, target, pins, time_limit, staging, written)
             report, decisions = problem.solve_or_explain()
         out.append((decisions, problem.cost(decisions), report))
     return tuple(out)
@@ -330,6 +338,9 @@ class KernelProblem:
     # per read of a statement inside a seq loop of the body: the band loops its indices
     # mention (where the points interleave, a step holds one value per point they tell apart)
     fragments: tuple[tuple[str, ...], ...] = ()
+    # per candidate (buffer, tiled loop): the widest copy the program as written allows
+    # (``staging.copy_caps``); absent: the bound program's own
+    copy_caps: tuple[tuple[tuple[str, str | None], int], ...] = ()
     certificates_checked: int = 0  # Farkas certificates of the last solution, checked exactly
 
     @classmethod
@@ -341,10 +352,16 @@ class KernelProblem:
         pins: Pins,
         time_limit: float | None,
         staging: bool = True,
+        written: Program | None = None,
     ) -> KernelProblem:
+        """The problem of one kernel of the bound program ``model.program``; ``written``: the
+        program as written (sizes unbound), which bounds the copies' width (``copy_caps``)."""
         time_limit = checked_time_limit(time_limit)
         launches = _launches(kernel)
         candidates = stage_candidates(kernel, model.program) if staging else ()
+        caps = ()
+        if written is not None and candidates:
+            caps = copy_caps(next(k for k in kernels(written) if k.name == kernel.name), written)
         accesses = kernel_accesses(kernel, model, launches=launches)
         return cls(
             kernel,
@@ -363,7 +380,17 @@ class KernelProblem:
                 (loop.index, _elements(per_point_locals(kernel, loop.index))) for loop in scope_loops(kernel)
             ),
             _fragments(kernel, model, accesses),
+            caps,
         )
+
+    def copy_width(self, candidate: StageCandidate) -> int:
+        """The widest copy of a candidate's tile (``staging.copy_vector``), within the program
+        as written (``copy_caps``) and a ``copy`` pin on its tiled loop."""
+        limit = None
+        if candidate.loop is not None:
+            limit = merge_pins(self.pins.for_loop(self.kernel.name, candidate.loop)).copy
+        width = copy_vector(candidate, self.model.program, limit)
+        return min(width, dict(self.copy_caps).get((candidate.buffer, candidate.loop), width))
 
     def registers(self, mapping: KernelMapping) -> int:
         """The model's register estimate of a mapping (``ScipModel._registers``)."""

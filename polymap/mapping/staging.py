@@ -341,15 +341,14 @@ def copy_vector(c: StageCandidate, program: Program, limit: int | None = None) -
     return widest
 
 
-def copy_vectors(
-    km: KernelMapping, program: Program, limit: int | None = None
-) -> tuple[tuple[str, int], ...]:
-    """``Staging.copy_vectors`` for a mapping: each staged buffer's ``copy_vector`` (at most
-    ``limit``), at most the largest power of two that divides its tile's row."""
+def copy_vectors(km: KernelMapping, program: Program, widest=None) -> tuple[tuple[str, int], ...]:
+    """``Staging.copy_vectors`` for a mapping: each staged buffer's ``copy_vector`` (or
+    ``widest(candidate)``), at most the largest power of two that divides its tile's row."""
     out = []
     for sb in staged_buffers(km, program):
         row = sb.widths[-1]
-        width = min(copy_vector(sb.candidate, program, limit), row & -row)
+        allowed = widest(sb.candidate) if widest is not None else copy_vector(sb.candidate, program)
+        width = min(allowed, row & -row)
         if width > 1:
             out.append((sb.name, width))
     return tuple(out)
@@ -368,6 +367,14 @@ def read_vector(km: KernelMapping, c: StageCandidate, transposed: bool) -> int:
     if lm.distribution is not Distribution.BLOCKED or lm.threads * lm.seq * c.element_bytes < WIDE_ROW_BYTES:
         return 1
     return max(1, min(lm.seq & -lm.seq, VECTOR_BYTES // c.element_bytes))
+
+
+def copy_caps(kernel: Kernel, program: Program) -> tuple[tuple[tuple[str, str | None], int], ...]:
+    """``copy_vector`` of every candidate of a kernel of the program as written, by (buffer,
+    tiled loop): the solver maps the program with its sizes bound to the cost sizes, where
+    an offset ``j + N`` reads as a constant; the code is made for the program as written,
+    where it is a size, so the copies may be no wider than this there."""
+    return tuple(((c.buffer, c.loop), copy_vector(c, program)) for c in stage_candidates(kernel, program))
 
 
 def scope_position(km: KernelMapping) -> int | None:
