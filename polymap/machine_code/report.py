@@ -26,6 +26,7 @@ from polymap.machine_code.sass import (
     parse_resources,
     parse_sass,
 )
+from polymap.mapping.cost_model import issue_rate
 from polymap.runtime import cuobjdump
 from polymap.runtime.nvrtc import compile_cubin, nvrtc_version
 from polymap.targets import GpuTarget
@@ -47,6 +48,8 @@ class KernelMachineCode:
     hot: InstructionMix | None  # the hot loop's mix; None when the kernel has no loop
     rivals: int = 0  # other innermost loops as deep as the hot one (it has the most FMAs)
     full_blocks: bool = False  # the hot loop was taken from the kernel's code for full blocks
+    model_issue_s: float = 0.0  # the cost model's issue time of one launch (0: none)
+    hot_issue_s: float | None = None  # ``hot_loop_issue_time``; None without FMAs in the hot loop
 
     @property
     def register_ratio(self) -> float | None:
@@ -81,6 +84,18 @@ class MachineCodeReport:
     def __repr__(self) -> str:
         names = ", ".join(k.function for k in self.kernels)
         return f"<MachineCodeReport of {self.program} for {self.arch}: {names or 'no kernels'}>"
+
+
+def hot_loop_issue_time(target: GpuTarget, flops: int, hot: InstructionMix | None) -> float | None:
+    """A lower bound on a launch's instruction issue from its own hot loop: the kernel's
+    ``flops`` are FMAs of a warp's 32 lanes, which the hot loop does ``hot.fma`` at a time
+    (so it runs ``flops / 64 / hot.fma`` times in all), each time issuing its
+    ``hot.instructions``; one instruction per clock and scheduler. Everything outside the
+    hot loop is left out. None where the hot loop does no FMA (the count says nothing)."""
+    if hot is None or not hot.fma or not flops:
+        return None
+    iterations = flops / (2 * target.warp_size) / hot.fma
+    return iterations * hot.instructions / issue_rate(target)
 
 
 def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport:
@@ -118,6 +133,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
         )
         cost = costs.get(launch.mapping)
         reserved = reserve_in_ptxas_figure(target, used.shared)
+        hot = InstructionMix.of(body(code, loop)) if loop is not None else None
         kernels.append(
             KernelMachineCode(
                 function=name,
@@ -135,9 +151,11 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 ),
                 whole=InstructionMix.of(code),
                 hot_loop=loop,
-                hot=InstructionMix.of(body(code, loop)) if loop is not None else None,
+                hot=hot,
                 rivals=rivals,
                 full_blocks=within is not None and loop is not None and mostly_within(code, loop, within),
+                model_issue_s=cost.issue_s if cost is not None else 0.0,
+                hot_issue_s=hot_loop_issue_time(target, cost.flops, hot) if cost is not None else None,
             )
         )
     major, minor = nvrtc_version()
@@ -215,6 +233,11 @@ def format_report(report: MachineCodeReport) -> str:
                 + (f"{per_load:.2f} FMA per shared load" if per_load is not None else "no shared loads")
                 + f", widest load {k.hot.widest_load_bits} bits"
             )
+            if k.hot_issue_s is not None:
+                lines.append(
+                    f"    issue: the hot loop's own count makes at least {k.hot_issue_s * 1e6:.4g} us per launch "
+                    f"at the cost sizes; the cost model charges {k.model_issue_s * 1e6:.4g} us"
+                )
     return "\n".join(lines)
 
 

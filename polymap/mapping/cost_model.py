@@ -20,6 +20,12 @@ PADDING = 9 / 8  # a staged tile's rows may be padded by 16 bytes in 128 (``Stag
 TRANSPOSED_STORE_WAVEFRONTS = 4  # a warp's store into a transposed tile (``transposed_store_wavefronts``)
 TIE_BREAK = 1e-6  # microseconds: never outweighs a real cost difference
 REGISTERS_BASE = 32  # a thread's indices, addresses and loop counters: a rough floor
+# a step of a loop of the thread body, beyond its FMAs and loads: counter, compare, branch,
+# address updates. The most the hot loops of the models' register-tiled GEMMs spend, per
+# step of their k loop, on instructions that are neither an FMA nor a shared load (5 to 11:
+# docs/benchmarks/2026-11-24-vector-copies.md), so that the issue time is never below the
+# hot loop's own count
+LOOP_STEP_INSTRUCTIONS = 11
 
 
 def shared_wavefronts(target: GpuTarget, element_bytes: int) -> int:
@@ -48,6 +54,14 @@ def fma_instructions(target: GpuTarget, flops: int) -> float:
     """Warp instructions of ``flops`` floating-point operations at best: an FMA per two, a
     warp's lanes at once."""
     return flops / (2 * target.warp_size)
+
+
+def loop_step_instructions(target: GpuTarget, iterations: int, points_per_step: int) -> float:
+    """Warp instructions of the loops' own work: ``iterations`` is the count of the
+    innermost seq loops' iterations over all points (``KernelProblem.loop_iterations``), a
+    warp runs 32 points' at once, and where a thread's points interleave one step serves
+    ``points_per_step`` of them."""
+    return LOOP_STEP_INSTRUCTIONS * -(-iterations // target.warp_size) / points_per_step
 
 
 def copy_instructions(target: GpuTarget, moved_bytes, element_bytes: int, vector: int = 1):

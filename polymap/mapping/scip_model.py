@@ -73,6 +73,7 @@ from polymap.mapping.cost_model import (
     interleavable,
     issue_rate,
     log2_floor,
+    loop_step_instructions,
     mentioned_loops,
     occupancy_penalty,
     reuse_loops,
@@ -409,7 +410,8 @@ class ScipModel:
         scip.addCons(time >= u * (p.flops * 1e6 / t.peak_fp32_flops))
         issue = scip.addVar("issue_us", vtype="C", lb=0.0)
         base = fma_instructions(t, p.flops) + sum(-(-a.instances // t.warp_size) for a in p.accesses)
-        scip.addCons(issue >= u * (base + quicksum(self.instructions)) * (1e6 / issue_rate(t)))
+        steps = self._loop_steps()
+        scip.addCons(issue >= u * (base + steps + quicksum(self.instructions)) * (1e6 / issue_rate(t)))
         scip.addCons(time >= issue)
         if not self.wavefronts:
             return time, memory
@@ -417,6 +419,25 @@ class ScipModel:
         scip.addCons(shared >= u * quicksum(self.wavefronts) * (1e6 / shared_wavefront_rate(t)))
         scip.addCons(time >= shared)
         return time, memory + shared
+
+    def _loop_steps(self):
+        """The loops' own instructions (``cost_model.loop_step_instructions``): per warp
+        step of an innermost loop of the body, divided by ``2^r`` where the points
+        interleave, ``r`` the sum of the log2 S_j (an indicator binary per value: the smaller
+        exponent costs more, so the minimum takes the exact one)."""
+        scip, p, t = self.scip, self.p, self.p.target
+        if not p.loop_iterations:
+            return 0
+        one_point = loop_step_instructions(t, p.loop_iterations, 1)
+        r = scip.addVar("step_points_log2", vtype="I", lb=0, ub=MAX_LOG_SEQ_TOTAL)
+        scip.addCons(r <= quicksum(self.ls[j] for j in range(self.n)))
+        scip.addCons(r <= MAX_LOG_SEQ_TOTAL * self.inter)
+        b = {m: scip.addVar(f"step_points_log2={m}", vtype="B") for m in range(MAX_LOG_SEQ_TOTAL + 1)}
+        for var in b.values():
+            scip.chgVarBranchPriority(var, 10)
+        scip.addCons(quicksum(b.values()) == 1)
+        scip.addCons(quicksum(m * var for m, var in b.items()) <= r)
+        return quicksum(one_point * 2.0**-m * var for m, var in b.items())
 
     def _objective(self, time, traffic_time) -> None:
         """The time, plus ``RANKING_WEIGHT`` times the DRAM and shared-memory times (mappings

@@ -22,8 +22,8 @@ from polymap.errors import (
     SolverError,
 )
 from polymap.ir.flops import statement_flops
-from polymap.ir.nodes import Loop, Program, index_vars
-from polymap.ir.walk import declared_locals
+from polymap.ir.nodes import Anchor, Assign, Loop, Program, index_vars
+from polymap.ir.walk import declared_locals, walk_block
 from polymap.mapping.accesses import (
     GlobalAccess,
     kernel_accesses,
@@ -38,6 +38,7 @@ from polymap.mapping.cost_model import (
     interleavable,
     issue_rate,
     log2_floor,
+    loop_step_instructions,
     mentioned_loops,
     sectors_per_request,
     shared_read_cost,
@@ -338,6 +339,8 @@ class KernelProblem:
     # per read of a statement inside a seq loop of the body: the band loops its indices
     # mention (where the points interleave, a step holds one value per point they tell apart)
     fragments: tuple[tuple[str, ...], ...] = ()
+    # iterations of the thread body's innermost seq loops over every point, per launch
+    loop_iterations: int = 0
     # per candidate (buffer, tiled loop): the widest copy the program as written allows
     # (``staging.copy_caps``); absent: the bound program's own
     copy_caps: tuple[tuple[tuple[str, str | None], int], ...] = ()
@@ -380,6 +383,7 @@ class KernelProblem:
                 (loop.index, _elements(per_point_locals(kernel, loop.index))) for loop in scope_loops(kernel)
             ),
             _fragments(kernel, model, accesses),
+            _loop_iterations(kernel, model) // max(1, launches),
             caps,
         )
 
@@ -545,6 +549,9 @@ class KernelProblem:
         spans = {m.index: m.threads * m.seq for m in mapping.loops}
         rows, total_bytes, shared, wavefronts = [], 0.0, 0, 0.0
         instructions = fma_instructions(t, self.flops)
+        instructions += loop_step_instructions(
+            t, self.loop_iterations, mapping.points if mapping.interleaved else 1
+        )
         for a in self.accesses:
             stride = a.exact_stride(delta)
             if beyond_y:
@@ -677,6 +684,19 @@ def _loop_extent(loop, model: PolyModel) -> int:
             if outer is loop and not stmt.domain.is_empty():
                 best = max(best, int(stmt.domain.dim_max(depth).max_val().to_python()) + 1)
     return max(best, 1)
+
+
+def _loop_iterations(kernel: Kernel, model: PolyModel) -> int:
+    """Iterations of the innermost seq loops of a kernel's thread body, over every point
+    and launch: the instances of the first statement of each (its body runs once per
+    iteration); 0 in a body without a loop."""
+    total = 0
+    for stmt in walk_block(kernel.body):
+        if isinstance(stmt, Loop) and not any(isinstance(s, Loop) for s in stmt.body):
+            first = next((s for s in stmt.body if isinstance(s, (Assign, Anchor))), None)
+            if first is not None:
+                total += model.instance_count(first.name)
+    return total
 
 
 def _kernel_flops(kernel: Kernel, model: PolyModel) -> int:
