@@ -144,6 +144,12 @@ class GpuTarget:
     # ------------------------------------------------------------------ derived values
 
     @property
+    def warp_instructions_per_second(self) -> float:
+        """Warp instructions the whole GPU issues per second: one per clock per warp scheduler
+        (one per register sub-partition of an SM)."""
+        return self.sm_count * self.register_sub_partitions * self.clock_hz
+
+    @property
     def max_warps_per_sm(self) -> int:
         """Resident warps per SM."""
         return self.max_threads_per_sm // self.warp_size

@@ -26,7 +26,6 @@ from polymap.machine_code.sass import (
     parse_resources,
     parse_sass,
 )
-from polymap.mapping.cost_model import issue_rate
 from polymap.runtime import cuobjdump
 from polymap.runtime.nvrtc import compile_cubin, nvrtc_version
 from polymap.targets import GpuTarget
@@ -95,7 +94,7 @@ def hot_loop_issue_time(target: GpuTarget, flops: int, hot: InstructionMix | Non
     if hot is None or not hot.fma or not flops:
         return None
     iterations = flops / (2 * target.warp_size) / hot.fma
-    return iterations * hot.instructions / issue_rate(target)
+    return iterations * hot.instructions / target.warp_instructions_per_second
 
 
 def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport:

@@ -26,6 +26,10 @@ REGISTERS_BASE = 32  # a thread's indices, addresses and loop counters: a rough 
 # docs/benchmarks/2026-11-24-vector-copies.md), so that the issue time is never below the
 # hot loop's own count
 LOOP_STEP_INSTRUCTIONS = 11
+# a step of fewer FMAs than this the compiler unrolls until a copy of the loop's body has
+# about this many (the SGEMM ladder's steps: 1 point a step, 16 FMAs in the hot loop; 8
+# points, 32): the loop's own instructions are then shared by that many points
+LOOP_UNROLL_POINTS = 16
 
 
 def shared_wavefronts(target: GpuTarget, element_bytes: int) -> int:
@@ -60,8 +64,10 @@ def loop_step_instructions(target: GpuTarget, iterations: int, points_per_step: 
     """Warp instructions of the loops' own work: ``iterations`` is the count of the
     innermost seq loops' iterations over all points (``KernelProblem.loop_iterations``), a
     warp runs 32 points' at once, and where a thread's points interleave one step serves
-    ``points_per_step`` of them."""
-    return LOOP_STEP_INSTRUCTIONS * -(-iterations // target.warp_size) / points_per_step
+    ``points_per_step`` of them; fewer than ``LOOP_UNROLL_POINTS`` share the loop's
+    instructions with the steps the compiler unrolls with theirs."""
+    shared_by = max(points_per_step, LOOP_UNROLL_POINTS)
+    return LOOP_STEP_INSTRUCTIONS * -(-iterations // target.warp_size) / shared_by
 
 
 def copy_instructions(target: GpuTarget, moved_bytes, element_bytes: int, vector: int = 1):
@@ -75,9 +81,8 @@ def copy_instructions(target: GpuTarget, moved_bytes, element_bytes: int, vector
 
 
 def issue_rate(target: GpuTarget) -> float:
-    """Warp instructions the whole GPU issues per second: one per clock per warp scheduler
-    (one per register sub-partition of an SM)."""
-    return target.sm_count * target.register_sub_partitions * target.clock_hz
+    """Warp instructions the whole GPU issues per second (``GpuTarget.warp_instructions_per_second``)."""
+    return target.warp_instructions_per_second
 
 
 def shared_wavefront_rate(target: GpuTarget) -> float:

@@ -61,6 +61,7 @@ from pyscipopt import Model, quicksum
 from polymap.errors import InternalError
 from polymap.mapping.accesses import GlobalAccess, delta_symbol
 from polymap.mapping.cost_model import (
+    LOOP_UNROLL_POINTS,
     MAX_LOG_SEQ,
     MAX_LOG_SEQ_TOTAL,
     MAX_LOG_TILE,
@@ -422,13 +423,15 @@ class ScipModel:
 
     def _loop_steps(self):
         """The loops' own instructions (``cost_model.loop_step_instructions``): per warp
-        step of an innermost loop of the body, divided by ``2^r`` where the points
-        interleave, ``r`` the sum of the log2 S_j (an indicator binary per value: the smaller
-        exponent costs more, so the minimum takes the exact one)."""
+        step of an innermost loop of the body, divided by ``2^max(r, u)``, ``r`` the sum of
+        the log2 S_j where the points interleave (else 0) and ``2^u`` the
+        ``LOOP_UNROLL_POINTS`` (an indicator binary per value of r: the smaller exponent
+        costs no less, so the minimum takes the exact one)."""
         scip, p, t = self.scip, self.p, self.p.target
         if not p.loop_iterations:
             return 0
-        one_point = loop_step_instructions(t, p.loop_iterations, 1)
+        low = log2_floor(LOOP_UNROLL_POINTS)
+        once = loop_step_instructions(t, p.loop_iterations, LOOP_UNROLL_POINTS)
         r = scip.addVar("step_points_log2", vtype="I", lb=0, ub=MAX_LOG_SEQ_TOTAL)
         scip.addCons(r <= quicksum(self.ls[j] for j in range(self.n)))
         scip.addCons(r <= MAX_LOG_SEQ_TOTAL * self.inter)
@@ -437,7 +440,7 @@ class ScipModel:
             scip.chgVarBranchPriority(var, 10)
         scip.addCons(quicksum(b.values()) == 1)
         scip.addCons(quicksum(m * var for m, var in b.items()) <= r)
-        return quicksum(one_point * 2.0**-m * var for m, var in b.items())
+        return quicksum(once * 2.0 ** -max(0, m - low) * var for m, var in b.items())
 
     def _objective(self, time, traffic_time) -> None:
         """The time, plus ``RANKING_WEIGHT`` times the DRAM and shared-memory times (mappings
