@@ -48,6 +48,7 @@ class KernelMachineCode:
     rivals: int = 0  # other innermost loops as deep as the hot one (it has the most FMAs)
     full_blocks: bool = False  # the hot loop was taken from the kernel's code for full blocks
     model_issue_s: float = 0.0  # the cost model's issue time of one launch (0: none)
+    model_time_s: float = 0.0  # the cost model's predicted time of one launch (0: none)
     hot_issue_s: float | None = None  # ``hot_loop_issue_time``; None without FMAs in the hot loop
 
     @property
@@ -154,6 +155,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 rivals=rivals,
                 full_blocks=within is not None and loop is not None and mostly_within(code, loop, within),
                 model_issue_s=cost.issue_s if cost is not None else 0.0,
+                model_time_s=cost.time_s if cost is not None else 0.0,
                 hot_issue_s=hot_loop_issue_time(target, cost.flops, hot) if cost is not None else None,
             )
         )
@@ -234,8 +236,9 @@ def format_report(report: MachineCodeReport) -> str:
             )
             if k.hot_issue_s is not None:
                 lines.append(
-                    f"    issue: the hot loop's own count makes at least {k.hot_issue_s * 1e6:.4g} us per launch "
-                    f"at the cost sizes; the cost model charges {k.model_issue_s * 1e6:.4g} us"
+                    f"    issue: the hot loop alone takes at least {k.hot_issue_s * 1e6:.4g} us per launch at the "
+                    f"cost sizes (its instructions, one per clock and scheduler); the model charges "
+                    f"{k.model_issue_s * 1e6:.4g} us of issue and predicts {k.model_time_s * 1e6:.4g} us"
                 )
     return "\n".join(lines)
 

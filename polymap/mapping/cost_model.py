@@ -23,7 +23,7 @@ REGISTERS_BASE = 32  # a thread's indices, addresses and loop counters: a rough 
 # a step of a loop of the thread body, beyond its FMAs and loads: counter, compare, branch,
 # address updates. The most the hot loops of the models' register-tiled GEMMs spend, per
 # step of their k loop, on instructions that are neither an FMA nor a shared load (5 to 11:
-# docs/benchmarks/2026-11-24-vector-copies.md), so that the issue time is never below the
+# docs/benchmarks/2026-11-24-vector-copies.md), so that no GEMM's issue time is below its
 # hot loop's own count
 LOOP_STEP_INSTRUCTIONS = 11
 # a step of fewer FMAs than this the compiler unrolls until a copy of the loop's body has
@@ -62,8 +62,8 @@ def fma_instructions(target: GpuTarget, flops: int) -> float:
 
 def loop_step_instructions(target: GpuTarget, iterations: int, points_per_step: int) -> float:
     """Warp instructions of the loops' own work: ``iterations`` is the count of the
-    innermost seq loops' iterations over all points (``KernelProblem.loop_iterations``), a
-    warp runs 32 points' at once, and where a thread's points interleave one step serves
+    innermost loops' iterations over all points (``KernelProblem.loop_iterations``), a
+    warp runs 32 points at once, and where a thread's points interleave one step serves
     ``points_per_step`` of them; fewer than ``LOOP_UNROLL_POINTS`` share the loop's
     instructions with the steps the compiler unrolls with theirs."""
     shared_by = max(points_per_step, LOOP_UNROLL_POINTS)

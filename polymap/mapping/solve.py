@@ -339,7 +339,7 @@ class KernelProblem:
     # per read of a statement inside a seq loop of the body: the band loops its indices
     # mention (where the points interleave, a step holds one value per point they tell apart)
     fragments: tuple[tuple[str, ...], ...] = ()
-    # iterations of the thread body's innermost seq loops over every point, per launch
+    # iterations of the thread body's innermost loops over every point, per launch
     loop_iterations: int = 0
     # per candidate (buffer, tiled loop): the widest copy the program as written allows
     # (``staging.copy_caps``); absent: the bound program's own
@@ -687,8 +687,8 @@ def _loop_extent(loop, model: PolyModel) -> int:
 
 
 def _loop_iterations(kernel: Kernel, model: PolyModel) -> int:
-    """Iterations of the innermost seq loops of a kernel's thread body, over every point
-    and launch: the instances of the first statement of each (its body runs once per
+    """Iterations of the innermost loops of a kernel's thread body (seq, or par loops that
+    a thread runs), over every point and launch: the instances of the first statement of each (its body runs once per
     iteration); 0 in a body without a loop."""
     total = 0
     for stmt in walk_block(kernel.body):
