@@ -161,7 +161,7 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
             row = isl_expr(decl.shape[-1], env, params)
             group = (names.fresh(f"CopyV_{c.buffer}"), host + blocks + (kt,))
             vectors = _copy_vectors(model, group, (name, o), sb, domain, source, step, row)
-            relation = vectors.steps.apply_range(_all_lanes(vectors)).intersect_range(domain)
+            relation = vectors.steps.apply_range(_all_lanes(vectors)).intersect_range(domain).coalesce()
         time_map = isl.Map(f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> [{', '.join(time)}] }}")
         stored = host + blocks + sb.in_shared_order(tuple(o))
         writes = isl.Map(f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> {shared}[{', '.join(stored)}] }}")
@@ -251,9 +251,9 @@ def _copy_vectors(
         lane = f"{head}[{', '.join(outer + o[:-1] + [f'{width}*{g} + {e}'])}]"
         lanes.append(isl.Map(f"{prefix}{{ {group} -> {lane} }}"))
     every = isl.Map(f"{prefix}{{ {group} -> {inst} : {width}*{g} <= {o[-1]} < {width}*{g} + {width} }}")
-    groups = domain.apply(every.reverse())
+    groups = domain.apply(every.reverse()).coalesce()
     widths = sb.widths[:-1] + (sb.widths[-1] // width,)
-    steps = step.run(group, o[:-1] + [g], widths).intersect_range(groups)
+    steps = step.run(group, o[:-1] + [g], widths).intersect_range(groups).coalesce()
     reads = tuple(lane.apply_range(source) for lane in lanes)
     condition = isl.Set(f"{prefix}{{ : ({row}) mod {width} = 0 }}").intersect_params(model.context)
     return CopyVectors(
