@@ -591,8 +591,8 @@ def _prove_vector_copy(model: PolyModel, name: str, copy) -> Proved:
             "would be misaligned"
         )
     whole = vectors.domain.intersect_params(vectors.condition)
-    for e, lane in enumerate(vectors.lanes):
-        outside = whole.subtract(copy.domain.apply(lane.reverse()))
+    for e, groups in enumerate(vectors.inside):
+        outside = whole.subtract(groups)
         if not outside.is_empty():
             sizes, coords = _witness(outside, model)
             raise VerificationError(

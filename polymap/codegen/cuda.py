@@ -545,23 +545,20 @@ class _Emitter:
                 f"  pm_store_vec<{width}>(&{addresses[0][0]}, {load});",
                 "} else {",
             ]
-            for condition, (target, source) in zip(conditions, addresses):
-                lines.append(
-                    f"  {target} = {source};"
-                    if condition == "1"
-                    else f"  if ({condition}) {target} = {source};"
-                )
+            lines += [
+                f"  {_guarded(c, f'{target} = {source};')}"
+                for c, (target, source) in zip(conditions, addresses)
+            ]
             return lines + ["}"]
         # the lanes go into shared memory one by one either way: one set of stores, from the
         # vector or from the lanes loaded one by one
         lines = [f"{{  {note}", f"  {vector} pm_v;", f"  if ({flag}) {{", f"    pm_v = {load};", "  } else {"]
         for e, (condition, (_, source)) in enumerate(zip(conditions, addresses)):
-            load_lane = f"pm_v.e[{e}] = {source};"
-            lines.append(f"    {load_lane}" if condition == "1" else f"    if ({condition}) {load_lane}")
+            lines.append(f"    {_guarded(condition, f'pm_v.e[{e}] = {source};')}")
         lines.append("  }")
         for e, (condition, (target, _)) in enumerate(zip(conditions, addresses)):
-            store = f"{target} = pm_v.e[{e}];"
-            lines.append(f"  {store}" if condition == "1" else f"  if ({flag} || {condition}) {store}")
+            either = condition if condition == "1" else f"{flag} || {condition}"
+            lines.append(f"  {_guarded(either, f'{target} = pm_v.e[{e}];')}")
         return lines + ["}"]
 
     # -- the launcher
@@ -653,6 +650,11 @@ class _Emitter:
             f"{pad}  }}",
             f"{pad}}}",
         ]
+
+
+def _guarded(condition: str, statement: str) -> str:
+    """``statement`` under ``if (condition)``, or alone where isl printed the condition as 1."""
+    return statement if condition == "1" else f"if ({condition}) {statement}"
 
 
 def _valued_indices(e: ValueExpr) -> set[str]:

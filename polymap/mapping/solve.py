@@ -688,8 +688,8 @@ def _loop_extent(loop, model: PolyModel) -> int:
 
 def _loop_iterations(kernel: Kernel, model: PolyModel) -> int:
     """Iterations of the innermost loops of a kernel's thread body (seq, or par loops that
-    a thread runs), over every point and launch: the instances of the first statement of each (its body runs once per
-    iteration); 0 in a body without a loop."""
+    a thread runs), over every point and launch: the instances of the first statement of
+    each (its body runs once per iteration); 0 in a body without a loop."""
     total = 0
     for stmt in walk_block(kernel.body):
         if isinstance(stmt, Loop) and not any(isinstance(s, Loop) for s in stmt.body):

@@ -301,12 +301,13 @@ class _Describer:
             return self._copy_leaf(copy, element_of(copy), copy.source, at, build)
         if name in self.vector_copies:
             copy = self.vector_copies[name]
-            vectors, lanes, inside = copy.vectors, [], []
-            for lane, read in zip(vectors.lanes, vectors.reads):
-                lanes.append(self._copy_leaf(copy, lane.apply_range(element_of(copy)), read, at, build))
-                where = copy.domain.apply(lane.reverse()).preimage_pw_multi_aff(at)
-                inside.append(build.expr_from_set(where))
-            return VectorCopyLeaf(copy, tuple(lanes), tuple(inside))
+            vectors = copy.vectors
+            lanes = tuple(
+                self._copy_leaf(copy, lane.apply_range(element_of(copy)), read, at, build)
+                for lane, read in zip(vectors.lanes, vectors.reads)
+            )
+            inside = tuple(build.expr_from_set(groups.preimage_pw_multi_aff(at)) for groups in vectors.inside)
+            return VectorCopyLeaf(copy, lanes, inside)
         s = self.statements.get(name)
         if s is None:
             return None  # a barrier: no indices

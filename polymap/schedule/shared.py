@@ -48,6 +48,8 @@ class CopyVectors:
     steps: isl.Map  # [h, b, t, kt, n] -> CopyV_X[..]: the group a thread copies at step n
     time: isl.Map  # [[h, b, t, kt, n] -> CopyV_X[..]] -> time
     lanes: tuple[isl.Map, ...]  # per lane e: CopyV_X[..] -> Copy_X[..] (every group, in the domain or not)
+    every: isl.Map  # CopyV_X[..] -> Copy_X[..]: all the lanes of every group
+    inside: tuple[isl.Set, ...]  # per lane e: the groups whose lane e is in the copy's domain
     reads: tuple[isl.Map, ...]  # per lane e: CopyV_X[..] -> X[..], the global element (unrestricted)
     condition: isl.Set  # parameters: the row's length a multiple of the width (with the context)
 
@@ -161,7 +163,7 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
             row = isl_expr(decl.shape[-1], env, params)
             group = (names.fresh(f"CopyV_{c.buffer}"), host + blocks + (kt,))
             vectors = _copy_vectors(model, group, (name, o), sb, domain, source, step, row)
-            relation = vectors.steps.apply_range(_all_lanes(vectors)).intersect_range(domain).coalesce()
+            relation = vectors.steps.apply_range(vectors.every).intersect_range(domain).coalesce()
         time_map = isl.Map(f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> [{', '.join(time)}] }}")
         stored = host + blocks + sb.in_shared_order(tuple(o))
         writes = isl.Map(f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> {shared}[{', '.join(stored)}] }}")
@@ -263,17 +265,11 @@ def _copy_vectors(
         steps,
         step.timed(group).intersect_domain(steps.wrap()),
         tuple(lanes),
+        every,
+        tuple(domain.apply(lane.reverse()) for lane in lanes),
         reads,
         condition,
     )
-
-
-def _all_lanes(vectors: CopyVectors) -> isl.Map:
-    """``CopyV_X[..] -> Copy_X[..]``: every lane of every group."""
-    out = vectors.lanes[0]
-    for lane in vectors.lanes[1:]:
-        out = out.union(lane)
-    return out
 
 
 def shared_reads(
