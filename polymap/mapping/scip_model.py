@@ -144,6 +144,14 @@ class ScipModel:
         for var in [*self.us.values(), self.inter, *self.cyc.values(), *self.transposed.values()]:
             scip.chgVarBranchPriority(var, 10)
 
+    def _one_of(self, name: str, values, total=1):
+        """Indicator binaries ``name=m``, one per value ``m`` of an exponent, of which
+        ``total`` are set (1, or a binary that switches the exponent on): the binaries and the
+        exponent ``sum m b_m``, for a power ``sum 2^m b_m`` that stays linear in binaries."""
+        b = {m: self.scip.addVar(f"{name}={m}", vtype="B") for m in values}
+        self.scip.addCons(quicksum(b.values()) == total)
+        return b, quicksum(m * var for m, var in b.items())
+
     def _decisions(self) -> None:
         """The binaries of every band loop: thread axis, block axis, log2 T, log2 S, cyclic."""
         scip, band = self.scip, self.p.kernel.band
@@ -397,9 +405,8 @@ class ScipModel:
         # a block runs on one SM: fewer blocks than SMs leave SMs idle
         logs = quicksum(self.lt[j] + self.ls[j] for j in range(self.n))
         top = self.log_block + MAX_LOG_SEQ_TOTAL
-        span = {m: scip.addVar(f"block_span_log2={m}", vtype="B") for m in range(top + 1)}
-        scip.addCons(quicksum(span.values()) == 1)
-        scip.addCons(quicksum(m * var for m, var in span.items()) == logs)
+        span, span_log = self._one_of("block_span_log2", range(top + 1))
+        scip.addCons(span_log == logs)
         scip.addCons(u >= quicksum(t.sm_count * 2.0**m / extents * var for m, var in span.items()))
         # occupancy: an SM holds at most max_blocks_per_sm blocks, so small blocks leave
         # thread slots empty
@@ -435,11 +442,10 @@ class ScipModel:
         r = scip.addVar("step_points_log2", vtype="I", lb=0, ub=MAX_LOG_SEQ_TOTAL)
         scip.addCons(r <= quicksum(self.ls[j] for j in range(self.n)))
         scip.addCons(r <= MAX_LOG_SEQ_TOTAL * self.inter)
-        b = {m: scip.addVar(f"step_points_log2={m}", vtype="B") for m in range(MAX_LOG_SEQ_TOTAL + 1)}
+        b, exponent = self._one_of("step_points_log2", range(MAX_LOG_SEQ_TOTAL + 1))
         for var in b.values():
             scip.chgVarBranchPriority(var, 10)
-        scip.addCons(quicksum(b.values()) == 1)
-        scip.addCons(quicksum(m * var for m, var in b.items()) <= r)
+        scip.addCons(exponent <= r)
         return quicksum(once * 2.0 ** -max(0, m - low) * var for m, var in b.items())
 
     def _objective(self, time, traffic_time) -> None:
@@ -490,9 +496,7 @@ class ScipModel:
         self.wavefronts = []  # shared-memory wavefronts: staged reads and the tiles' stores
         self.instructions = []  # warp instructions beyond one per global request and FMA
         kappa_values = range(MAX_LOG_TILE + 1)
-        self.kappa = {m: scip.addVar(f"tile_log2={m}", vtype="B") for m in kappa_values}
-        scip.addCons(quicksum(self.kappa.values()) == 1)
-        self.log_tile = quicksum(m * var for m, var in self.kappa.items())
+        self.kappa, self.log_tile = self._one_of("tile_log2", kappa_values)
         if not p.candidates:
             return traffic
         for c in p.candidates:
@@ -536,9 +540,8 @@ class ScipModel:
             full = self.p.staged_bytes(c, dict.fromkeys(p.kernel.indices, 1))
             # y[m] = 1 for m = sum of the logs (when staged; all 0 otherwise): a smaller m means
             # more traffic, so the minimum takes the largest m allowed, the exact one
-            y = {m: scip.addVar(f"outlog[{c.buffer}]={m}", vtype="B") for m in range(top + 1)}
-            scip.addCons(quicksum(y.values()) == st)
-            scip.addCons(quicksum(m * var for m, var in y.items()) <= quicksum(p_log[v] for v in outside))
+            y, y_log = self._one_of(f"outlog[{c.buffer}]", range(top + 1), st)
+            scip.addCons(y_log <= quicksum(p_log[v] for v in outside))
             copied = quicksum(full * 2.0**-m * var for m, var in y.items())
             traffic.append(copied)
             self.wavefronts.append(tile_store_wavefronts(t, 1.0, c.element_bytes) * copied)
@@ -574,9 +577,8 @@ class ScipModel:
             top_w = sum(self.log_block + MAX_LOG_SEQ for v in c.loops if v != c.loop)
             top_w += MAX_LOG_TILE if c.loop in c.dims else 0
             # z[m] = 1 for m >= the log of the tile's elements (when staged; all 0 otherwise)
-            z = {m: scip.addVar(f"tilelog[{c.buffer}]={m}", vtype="B") for m in range(top_w + 1)}
-            scip.addCons(quicksum(z.values()) == st)
-            scip.addCons(quicksum(m * var for m, var in z.items()) >= widths - top_w * (1 - st))
+            z, z_log = self._one_of(f"tilelog[{c.buffer}]", range(top_w + 1), st)
+            scip.addCons(z_log >= widths - top_w * (1 - st))
             shared_terms.append(quicksum(c.element_bytes * PADDING * 2.0**m * var for m, var in z.items()))
         capacity = quicksum(shared_capacity(t, 2**v) * var for v, var in block.items())
         scip.addCons(quicksum(shared_terms) <= capacity)
@@ -643,9 +645,8 @@ class ScipModel:
         def power(name: str, low: int, high: int, exponent):
             """full * 2^-m where staged, with m at most ``exponent``; 0 where not (and then
             the exponent is free: a buffer not staged has no reads to bound)."""
-            b = {m: scip.addVar(f"{name}[{tag}]={m}", vtype="B") for m in range(low, high + 1)}
-            scip.addCons(quicksum(b.values()) == st)
-            scip.addCons(quicksum(m * var for m, var in b.items()) <= exponent + (high - low) * (1 - st))
+            b, b_log = self._one_of(f"{name}[{tag}]", range(low, high + 1), st)
+            scip.addCons(b_log <= exponent + (high - low) * (1 - st))
             return quicksum(full * 2.0**-m * var for m, var in b.items())
 
         reads = power("reuselog", 0, top, r)
@@ -719,9 +720,8 @@ class ScipModel:
             )
             return
         # points per thread 2^m: one binary per m, linear in the per-loop log decisions
-        logs = {m: scip.addVar(f"points_log2={m}", vtype="B") for m in range(MAX_LOG_SEQ_TOTAL + 1)}
-        scip.addCons(quicksum(logs.values()) == 1)
-        scip.addCons(quicksum(m * var for m, var in logs.items()) == log_points)
+        logs, points_log = self._one_of("points_log2", range(MAX_LOG_SEQ_TOTAL + 1))
+        scip.addCons(points_log == log_points)
         points = quicksum(2**m * var for m, var in logs.items())
         floor = REGISTERS_BASE + p.local_elements  # a body's own arrays may live in local memory
         most = max(t.max_registers_per_thread, floor)
@@ -756,12 +756,8 @@ class ScipModel:
             if not loops:
                 continue
             top = len(loops) * MAX_LOG_SEQ
-            f = {m: scip.addVar(f"fragment[{r}]={m}", vtype="B") for m in range(top + 1)}
-            scip.addCons(quicksum(f.values()) == self.inter)
-            scip.addCons(
-                quicksum(m * var for m, var in f.items())
-                >= quicksum(self.ls[j] for j in loops) - top * (1 - self.inter)
-            )
+            f, f_log = self._one_of(f"fragment[{r}]", range(top + 1), self.inter)
+            scip.addCons(f_log >= quicksum(self.ls[j] for j in loops) - top * (1 - self.inter))
             terms.append(quicksum((2**m - 1) * var for m, var in f.items()))
         return quicksum(terms)
 
