@@ -53,6 +53,8 @@ from polymap.ir.nodes import (
     BufferDecl,
     BufferKind,
     Call,
+    CmpOp,
+    Compare,
     Const,
     DType,
     Fn,
@@ -62,11 +64,14 @@ from polymap.ir.nodes import (
     IndexValue,
     INeg,
     IVar,
+    LogicOp,
     Loop,
     Neg,
     New,
+    Not,
     Program,
     Read,
+    Select,
     Stmt,
     ValueExpr,
     ValueOp,
@@ -306,6 +311,14 @@ _INDEX_OPS = {
     IndexOp.MOD: lambda a, b: a % b,
 }
 _VALUE_OPS = {ValueOp.ADD: np.add, ValueOp.SUB: np.subtract, ValueOp.MUL: np.multiply}
+_COMPARE = {
+    CmpOp.LT: np.less,
+    CmpOp.LE: np.less_equal,
+    CmpOp.GT: np.greater,
+    CmpOp.GE: np.greater_equal,
+    CmpOp.EQ: np.equal,
+    CmpOp.NE: np.not_equal,
+}
 _ASSIGN_OPS = {
     AssignOp.ADD: np.add,
     AssignOp.SUB: np.subtract,
@@ -468,6 +481,10 @@ class _Eval:
     def __init__(self, ex: _Executor, stmt, env: dict, lanes: _Lanes, buffers: dict) -> None:
         self.ex, self.stmt, self.env, self.lanes, self.buffers = ex, stmt, env, lanes, buffers
         self.dtype = ex.compute_dtype[stmt.name]
+        # the lanes for which the value being evaluated is the one C computes: all of them,
+        # except inside a select's branch or the right side of and/or (C evaluates only the
+        # chosen branch and short-circuits), where an i32 division by zero is no fault
+        self.chosen = None
 
     def value(self, e: ValueExpr):
         if isinstance(e, Const):
@@ -487,6 +504,12 @@ class _Eval:
             if e.op is ValueOp.DIV:
                 return self.c_divide(a, b) if common == _I32 else np.true_divide(a, b)
             return _VALUE_OPS[e.op](a, b)
+        if isinstance(e, Select):
+            cond = self.condition(e.cond)
+            then = self.only_where(cond, self.value, e.then)
+            otherwise = self.only_where(~cond, self.value, e.otherwise)
+            common = _promote(then.dtype, otherwise.dtype)
+            return np.where(cond, then.astype(common), otherwise.astype(common))
         if isinstance(e, Call):
             args = [self.value(a) for a in e.args]
             if e.fn in _FLOAT_FNS:
@@ -498,6 +521,29 @@ class _Eval:
             fn = np.maximum if e.fn is Fn.MAX else np.minimum
             return fn(args[0].astype(common), args[1].astype(common))
         raise InternalError(f"unknown value expression {e!r}")
+
+    def condition(self, c) -> np.ndarray:
+        """A condition's truth per lane (a bool array): comparisons in the promotion of
+        their operands, as in C (NaN compares unequal to everything)."""
+        if isinstance(c, Compare):
+            a, b = self.value(c.lhs), self.value(c.rhs)
+            common = _promote(a.dtype, b.dtype)
+            return np.asarray(_COMPARE[c.op](a.astype(common), b.astype(common)))
+        if isinstance(c, Not):
+            return ~self.condition(c.operand)
+        lhs = self.condition(c.lhs)
+        if c.op is LogicOp.AND:
+            return lhs & self.only_where(lhs, self.condition, c.rhs)
+        return lhs | self.only_where(~lhs, self.condition, c.rhs)
+
+    def only_where(self, chosen: np.ndarray, evaluate, e):
+        """``evaluate(e)`` where C computes ``e`` only on the lanes ``chosen``."""
+        outer = self.chosen
+        self.chosen = chosen if outer is None else outer & chosen
+        try:
+            return evaluate(e)
+        finally:
+            self.chosen = outer
 
     def read(self, r: Read):
         storage = self.buffers[r.buffer]
@@ -514,6 +560,8 @@ class _Eval:
         zero = b == 0
         if self.lanes.mask is not None:
             zero = zero & self.lanes.mask
+        if self.chosen is not None:
+            zero = zero & self.chosen
         if np.any(zero):
             raise ArgumentError(
                 f"statement {self.stmt.name} ({self.stmt}): i32 division by zero at run time",

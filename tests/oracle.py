@@ -28,6 +28,8 @@ from polymap.ir.nodes import (
     Binary,
     BufferKind,
     Call,
+    CmpOp,
+    Compare,
     Const,
     DType,
     Fn,
@@ -37,10 +39,13 @@ from polymap.ir.nodes import (
     IndexValue,
     INeg,
     IVar,
+    LogicOp,
     Loop,
     Neg,
     New,
+    Not,
     Read,
+    Select,
     ValueOp,
     reads_of,
 )
@@ -203,6 +208,12 @@ class Oracle:
             q = abs(int(a)) // abs(int(b))
             q = q if (int(a) < 0) == (int(b) < 0) else -q
             return np.array(q, dtype=np.int64).astype(np.int32)[()]  # wraps like C on x86
+        if isinstance(e, Select):  # only the chosen operand is evaluated, as in C
+            chosen = e.then if self.holds(e.cond, env, memory, ctype, name) else e.otherwise
+            other = e.otherwise if chosen is e.then else e.then
+            x = self.value(chosen, env, memory, ctype, name)
+            # the result has the promoted type of both operands, whichever is chosen
+            return convert(x, wider(dtype_of(x), self.type_of(other, memory, ctype)))
         assert isinstance(e, Call)
         args = [self.value(a, env, memory, ctype, name) for a in e.args]
         if e.fn is Fn.ABS:
@@ -216,6 +227,46 @@ class Oracle:
             x = convert(x, DType.F32)
         fn = {Fn.EXP: np.exp, Fn.LOG: np.log, Fn.SQRT: np.sqrt, Fn.TANH: np.tanh}[e.fn]
         return fn(x)
+
+    def holds(self, c, env, memory, ctype: DType, name: str) -> bool:
+        if isinstance(c, Not):
+            return not self.holds(c.operand, env, memory, ctype, name)
+        if isinstance(c, Compare):
+            a = self.value(c.lhs, env, memory, ctype, name)
+            b = self.value(c.rhs, env, memory, ctype, name)
+            t = wider(dtype_of(a), dtype_of(b))
+            a, b = convert(a, t), convert(b, t)
+            return {
+                CmpOp.LT: a < b,
+                CmpOp.LE: a <= b,
+                CmpOp.GT: a > b,
+                CmpOp.GE: a >= b,
+                CmpOp.EQ: a == b,
+                CmpOp.NE: a != b,
+            }[c.op]
+        first = self.holds(c.lhs, env, memory, ctype, name)
+        if c.op is LogicOp.AND:
+            return first and self.holds(c.rhs, env, memory, ctype, name)
+        return first or self.holds(c.rhs, env, memory, ctype, name)
+
+    def type_of(self, e, memory, ctype: DType) -> DType:
+        """The type of a value expression without evaluating it (C's static type)."""
+        if isinstance(e, Read):
+            return dtype_of(memory[e.buffer].dtype.type(0))
+        if isinstance(e, Const):
+            return DType.F32 if ctype is DType.I32 and not float(e.value).is_integer() else ctype
+        if isinstance(e, IndexValue):
+            return ctype
+        if isinstance(e, Neg):
+            return self.type_of(e.operand, memory, ctype)
+        if isinstance(e, Binary):
+            return wider(self.type_of(e.lhs, memory, ctype), self.type_of(e.rhs, memory, ctype))
+        if isinstance(e, Select):
+            return wider(self.type_of(e.then, memory, ctype), self.type_of(e.otherwise, memory, ctype))
+        args = [self.type_of(a, memory, ctype) for a in e.args]
+        if e.fn in (Fn.ABS, Fn.MAX, Fn.MIN):
+            return wider(*args) if len(args) > 1 else args[0]
+        return DType.F32 if args[0] is DType.I32 else args[0]
 
 
 def is_nan(x) -> bool:

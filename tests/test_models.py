@@ -124,6 +124,12 @@ def _softmax_rows(i, s):
     return {"Y": e / e.sum(axis=1, keepdims=True)}
 
 
+def _masked_softmax(i, s):
+    x = np.where(np.tril(np.ones((s["N"], s["N"]), dtype=bool)), i["X"].astype(np.float64), -np.inf)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return {"Y": e / e.sum(axis=1, keepdims=True)}
+
+
 def _syrk_lower(i, s):
     a, c = i["A"].astype(np.float64), i["C"].astype(np.float64)
     lower = np.tril(np.ones_like(c, dtype=bool))
@@ -163,6 +169,8 @@ NUMERIC = {
     "jacobi1d": ({"T": 3, "N": 10}, _jacobi1d),
     "softmax_rows": ({"M": 5, "N": 7}, _softmax_rows),
     "syrk_lower": ({"N": 6, "M": 4}, _syrk_lower),
+    "argmax_rows": ({"M": 5, "N": 7}, lambda i, s: {"best": np.argmax(i["X"], axis=1)}),
+    "masked_softmax": ({"N": 7}, _masked_softmax),
 }
 
 

@@ -36,6 +36,7 @@ from polymap.ir.nodes import (
     Binary,
     BufferDecl,
     Call,
+    Compare,
     Const,
     DType,
     Fn,
@@ -46,8 +47,11 @@ from polymap.ir.nodes import (
     IndexValue,
     INeg,
     IVar,
+    LogicOp,
     Neg,
+    Not,
     Read,
+    Select,
     ValueExpr,
     ValueOp,
     reads_of,
@@ -166,7 +170,38 @@ class StatementPrinter:
             return f"{paren(lhs, lp, level)} {e.op.value} {paren(rhs, rp, level + 1)}", common, level
         if isinstance(e, Call):
             return self.call(e, compute)
+        if isinstance(e, Select):
+            cond, cp = self.condition(e.cond, compute)
+            then, tt, tp = self.value(e.then, compute)
+            other, ot, op = self.value(e.otherwise, compute)
+            common = widest(tt, ot)
+            then, tp = convert(then, tp, tt, common), (tp if tt is common else _UNARY)
+            other, op = convert(other, op, ot, common), (op if ot is common else _UNARY)
+            # C evaluates only the chosen operand, as the reference counts it (``_Eval``)
+            return (
+                f"{paren(cond, cp, _OR)} ? {paren(then, tp, _OR)} : {paren(other, op, _COND)}",
+                common,
+                _COND,
+            )
         raise InternalError(f"unknown value expression {e!r}")
+
+    def condition(self, c, compute: DType) -> tuple[str, int]:
+        """C text of a condition and its precedence: a comparison in the promotion of its
+        operands; ``and``, ``or`` short-circuit (``&&``, ``||``), as the reference does."""
+        if isinstance(c, Compare):
+            lhs, lt, lp = self.value(c.lhs, compute)
+            rhs, rt, rp = self.value(c.rhs, compute)
+            common = widest(lt, rt)
+            lhs, lp = convert(lhs, lp, lt, common), (lp if lt is common else _UNARY)
+            rhs, rp = convert(rhs, rp, rt, common), (rp if rt is common else _UNARY)
+            return f"{paren(lhs, lp, _CMP + 1)} {c.op.value} {paren(rhs, rp, _CMP + 1)}", _CMP
+        if isinstance(c, Not):
+            text, prec = self.condition(c.operand, compute)
+            return f"!{paren(text, prec, _UNARY)}", _UNARY
+        level = _AND if c.op is LogicOp.AND else _OR
+        lhs, lp = self.condition(c.lhs, compute)
+        rhs, rp = self.condition(c.rhs, compute)
+        return f"{paren(lhs, lp, level)} {'&&' if level == _AND else '||'} {paren(rhs, rp, level + 1)}", level
 
     def call(self, e: Call, compute: DType) -> tuple[str, DType, int]:
         args = [self.value(a, compute) for a in e.args]
@@ -232,7 +267,7 @@ def literal(value: float, dtype: DType) -> str:
         return str(int(np.asarray(value).astype(np.int32)))
     exact = float(np.asarray(value).astype(dtype.numpy))
     if not np.isfinite(exact):
-        text = "INFINITY" if exact > 0 else "-INFINITY" if exact < 0 else "NAN"
+        text = "PM_INF" if exact > 0 else "-PM_INF" if exact < 0 else "PM_NAN"  # polymap_helpers.cuh
         return text if dtype is DType.F32 else f"(double){text}"
     # repr is the shortest decimal that reads back as this double; the double is exactly
     # a float32 value for f32, so the f-suffixed decimal reads back as that float.

@@ -32,7 +32,7 @@ _WORDS = """
 # spelled like one must be renamed.
 RESERVED = frozenset(_WORDS.split()) | cmacros.HOST | cmacros.NVRTC
 # prefixes of polymap's helpers and of CUDA's own names
-RESERVED_PREFIXES = ("pm_", "polymap", "POLYMAP", "cuda", "CUDA", "NVRTC")
+RESERVED_PREFIXES = ("pm_", "PM_", "polymap", "POLYMAP", "cuda", "CUDA", "NVRTC")
 # Names the C++ standard reserves for the implementation (any header may define them as
 # macros, in any version): they get a prefix, since a suffix would leave them reserved.
 _IMPLEMENTATION = re.compile(r"__|_[A-Z]")

@@ -34,6 +34,9 @@ from polymap.ir.nodes import (
     BufferDecl,
     BufferKind,
     Call,
+    CmpOp,
+    Compare,
+    Condition,
     Const,
     DType,
     Fn,
@@ -44,13 +47,17 @@ from polymap.ir.nodes import (
     IndexValue,
     INeg,
     IVar,
+    Logic,
+    LogicOp,
     Loop,
     LoopKind,
     Neg,
     New,
+    Not,
     Param,
     Program,
     Read,
+    Select,
     Stmt,
     ValueExpr,
     ValueOp,
@@ -68,6 +75,11 @@ _INDEX_OPS = {
 }
 _VALUE_OPS = {"+": ValueOp.ADD, "-": ValueOp.SUB, "*": ValueOp.MUL, "/": ValueOp.DIV}
 _FUNCTIONS = {fn.value: fn for fn in Fn}
+SELECT = "select"  # select(condition, a, b): a value, not a function of values
+_COMPARISONS = {op.value: op for op in CmpOp}
+# the literals of the float values a number cannot spell, unless a size or index takes the name
+FLOAT_NAMES = {"inf": math.inf, "nan": math.nan}
+_CONDITION_WORD = {S.SCompare: "a comparison", S.SLogic: "and/or", S.SNot: "not"}
 _DTYPES = {dt.value: dt for dt in DType}
 
 
@@ -262,6 +274,12 @@ class _Lowering:
             )
         if isinstance(expr, S.SCall):
             raise self.error(NotAffineError, f"function '{expr.fn}' cannot appear in {what}", expr.loc)
+        if isinstance(expr, (S.SCompare, S.SLogic, S.SNot)):
+            raise self.error(
+                NotAffineError,
+                f"a condition ('{_CONDITION_WORD[type(expr)]}') cannot appear in {what}",
+                expr.loc,
+            )
         if isinstance(expr, S.SNeg):
             inner = self.index(expr.operand, scope, free, what=what)
             return IConst(-inner.value) if isinstance(inner, IConst) else INeg(inner)
@@ -297,15 +315,38 @@ class _Lowering:
                         expr.loc,
                     )
                 return Read(decl.name, (), expr.loc)
+            if expr.name in FLOAT_NAMES and expr.name not in scope.indices and expr.name not in self.params:
+                return Const(FLOAT_NAMES[expr.name], expr.loc)
             return IndexValue(self.index(expr, scope, free, what="a value"))
         if isinstance(expr, S.SSubscript):
             if expr.name not in scope.buffers:
                 raise self.undeclared_buffer(expr.name, expr.loc, scope)
             return Read(expr.name, tuple(self.index(a, scope, free) for a in expr.args), expr.loc)
+        if isinstance(expr, S.SCall) and expr.fn == SELECT:
+            if len(expr.args) != 3:
+                raise self.error(
+                    ArityError,
+                    f"select() takes 3 arguments (a condition, the value where it holds, the value "
+                    f"where it does not), got {len(expr.args)}",
+                    expr.loc,
+                )
+            cond, then, otherwise = expr.args
+            return Select(
+                self.condition(cond, scope, free),
+                self.value(then, scope, free),
+                self.value(otherwise, scope, free),
+            )
+        if isinstance(expr, (S.SCompare, S.SLogic, S.SNot)):
+            raise self.error(
+                ProgramError,
+                f"a condition ('{_CONDITION_WORD[type(expr)]}') is not a value: it chooses between two "
+                f"values, select(condition, a, b)",
+                expr.loc,
+            )
         if isinstance(expr, S.SCall):
             fn = _FUNCTIONS.get(expr.fn)
             if fn is None:
-                known = ", ".join(_FUNCTIONS)
+                known = ", ".join([*_FUNCTIONS, SELECT])
                 raise self.error(UndeclaredError, f"unknown function '{expr.fn}' (known: {known})", expr.loc)
             if len(expr.args) != fn.arity:
                 raise self.error(
@@ -321,4 +362,22 @@ class _Lowering:
             )
         return Binary(
             _VALUE_OPS[expr.op], self.value(expr.lhs, scope, free), self.value(expr.rhs, scope, free)
+        )
+
+    def condition(self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None) -> Condition:
+        """A condition: comparisons of values, joined by ``and``, ``or``, ``not``."""
+        if isinstance(expr, S.SCompare):
+            return Compare(
+                _COMPARISONS[expr.op], self.value(expr.lhs, scope, free), self.value(expr.rhs, scope, free)
+            )
+        if isinstance(expr, S.SLogic):
+            op = LogicOp(expr.op)
+            return Logic(op, self.condition(expr.lhs, scope, free), self.condition(expr.rhs, scope, free))
+        if isinstance(expr, S.SNot):
+            return Not(self.condition(expr.operand, scope, free))
+        raise self.error(
+            ProgramError,
+            "select's first argument must be a condition: a comparison of values (< <= > >= == !=), "
+            "or conditions joined by and, or, not",
+            expr.loc,
         )

@@ -92,6 +92,20 @@ class ValueOp(enum.Enum):
     DIV = "/"  # true division for floats, C division (toward zero) for i32
 
 
+class CmpOp(enum.Enum):
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+    EQ = "=="
+    NE = "!="
+
+
+class LogicOp(enum.Enum):
+    AND = "and"
+    OR = "or"
+
+
 class Fn(enum.Enum):
     MAX = "max"
     MIN = "min"
@@ -286,9 +300,99 @@ class Call:
         return f"{self.fn.value}({', '.join(map(str, self.args))})"
 
 
-ValueExpr = Const | Read | IndexValue | Neg | Binary | Call
+@dataclass(frozen=True, slots=True)
+class Compare:
+    """``lhs op rhs`` of two values, compared in the promotion of their types: a condition
+    (``Condition``), never a value of its own."""
+
+    op: CmpOp
+    lhs: ValueExpr
+    rhs: ValueExpr
+
+    def __str__(self) -> str:
+        return f"{self.lhs} {self.op.value} {self.rhs}"
+
+
+@dataclass(frozen=True, slots=True)
+class Logic:
+    """``lhs and rhs``, ``lhs or rhs`` of two conditions."""
+
+    op: LogicOp
+    lhs: Condition
+    rhs: Condition
+
+    def __str__(self) -> str:
+        prec = _LOGIC_PREC[self.op]
+        return f"{_cparen(self.lhs, prec)} {self.op.value} {_cparen(self.rhs, prec + 1)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    operand: Condition
+
+    def __str__(self) -> str:
+        return f"not {_cparen(self.operand, 3)}"
+
+
+Condition = Compare | Logic | Not
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    """``select(cond, then, otherwise)``: ``then`` where the condition holds, else
+    ``otherwise``, in the promotion of their types. Both are reads of the statement for the
+    model (every instance's reads of both are proved in bounds); only the chosen one is
+    computed (C's ``?:``), so an i32 division in the other never faults."""
+
+    cond: Condition
+    then: ValueExpr
+    otherwise: ValueExpr
+
+    def __str__(self) -> str:
+        return f"select({self.cond}, {self.then}, {self.otherwise})"
+
+
+ValueExpr = Const | Read | IndexValue | Neg | Binary | Call | Select
 
 _VALUE_PREC = {ValueOp.ADD: 1, ValueOp.SUB: 1, ValueOp.MUL: 2, ValueOp.DIV: 2}
+_LOGIC_PREC = {LogicOp.OR: 1, LogicOp.AND: 2}
+
+
+def _cparen(cond: Condition, prec: int) -> str:
+    own = _LOGIC_PREC[cond.op] if isinstance(cond, Logic) else 3
+    return f"({cond})" if own < prec else str(cond)
+
+
+def value_children(expr: ValueExpr | Condition) -> tuple:
+    """The value and condition operands of a value expression or condition, in order (a
+    read's indices and an index value's expression are not values: none)."""
+    if isinstance(expr, (Neg, Not)):
+        return (expr.operand,)
+    if isinstance(expr, (Binary, Compare, Logic)):
+        return (expr.lhs, expr.rhs)
+    if isinstance(expr, Call):
+        return expr.args
+    if isinstance(expr, Select):
+        return (expr.cond, expr.then, expr.otherwise)
+    return ()
+
+
+def map_values(expr, leaf):
+    """``expr`` (a value expression or condition) rebuilt with every leaf (read, constant,
+    index value) replaced by ``leaf(it)``."""
+    if isinstance(expr, Neg):
+        return Neg(map_values(expr.operand, leaf))
+    if isinstance(expr, Not):
+        return Not(map_values(expr.operand, leaf))
+    if isinstance(expr, (Binary, Compare, Logic)):
+        return type(expr)(expr.op, map_values(expr.lhs, leaf), map_values(expr.rhs, leaf))
+    if isinstance(expr, Call):
+        return Call(expr.fn, tuple(map_values(a, leaf) for a in expr.args))
+    if isinstance(expr, Select):
+        return Select(
+            map_values(expr.cond, leaf), map_values(expr.then, leaf), map_values(expr.otherwise, leaf)
+        )
+    return leaf(expr)
 
 
 def _vparen(expr: ValueExpr, prec: int) -> str:
@@ -305,14 +409,11 @@ def _vparen(expr: ValueExpr, prec: int) -> str:
 
 def leaves_of(expr: ValueExpr) -> tuple[ValueExpr, ...]:
     """The leaves of a value expression (reads, constants, indices used as values), left
-    to right."""
-    if isinstance(expr, Neg):
-        return leaves_of(expr.operand)
-    if isinstance(expr, Binary):
-        return leaves_of(expr.lhs) + leaves_of(expr.rhs)
-    if isinstance(expr, Call):
-        return tuple(leaf for arg in expr.args for leaf in leaves_of(arg))
-    return (expr,)
+    to right, those of its conditions included."""
+    children = value_children(expr)
+    if not children:
+        return (expr,)
+    return tuple(leaf for child in children for leaf in leaves_of(child))
 
 
 def reads_of(expr: ValueExpr) -> tuple[Read, ...]:
@@ -544,17 +645,14 @@ def _subst_decl(decl: BufferDecl, values: dict[str, IndexExpr]) -> BufferDecl:
 
 
 def _subst_value(expr: ValueExpr, values: dict[str, IndexExpr]) -> ValueExpr:
-    if isinstance(expr, Read):
-        return Read(expr.buffer, tuple(substitute_index(i, values) for i in expr.indices), expr.loc)
-    if isinstance(expr, IndexValue):
-        return IndexValue(substitute_index(expr.expr, values))
-    if isinstance(expr, Neg):
-        return Neg(_subst_value(expr.operand, values))
-    if isinstance(expr, Binary):
-        return Binary(expr.op, _subst_value(expr.lhs, values), _subst_value(expr.rhs, values))
-    if isinstance(expr, Call):
-        return Call(expr.fn, tuple(_subst_value(a, values) for a in expr.args))
-    return expr
+    def leaf(e):
+        if isinstance(e, Read):
+            return Read(e.buffer, tuple(substitute_index(i, values) for i in e.indices), e.loc)
+        if isinstance(e, IndexValue):
+            return IndexValue(substitute_index(e.expr, values))
+        return e
+
+    return map_values(expr, leaf)
 
 
 def _subst_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:

@@ -46,11 +46,14 @@ from polymap.ir.syntax import (
     SAssign,
     SBinary,
     SCall,
+    SCompare,
     SDecl,
     SExpr,
+    SLogic,
     SLoop,
     SName,
     SNeg,
+    SNot,
     SNum,
     SParam,
     SStmt,
@@ -59,7 +62,8 @@ from polymap.ir.syntax import (
 
 ASSIGN_OPS = ("=", "+=", "-=", "*=", "max=", "min=")
 DECL_KINDS = ("in", "out", "inout", "new")
-KEYWORDS = frozenset(("param", "par", "seq", "anchor", *DECL_KINDS))
+KEYWORDS = frozenset(("param", "par", "seq", "anchor", "and", "or", "not", *DECL_KINDS))
+COMPARISONS = frozenset(("<", "<=", ">", ">=", "==", "!="))
 
 # 2**63 has 19 digits: a longer literal can be neither an i32 nor a 64-bit index constant,
 # and Python refuses to convert a string of more than 4300 digits at all.
@@ -269,6 +273,45 @@ class _Parser:
     # is checked where a node is built, at the token that crosses it, in constant time.
 
     def expr_height(self) -> tuple[SExpr, int]:
+        """``or`` binds loosest, then ``and``, ``not``, one comparison, ``+ -``, ``* / // %``;
+        where a condition may stand is for lowering to say (``select``'s first argument)."""
+        node, height = self.conjunction()
+        while self.at("or"):
+            op = self.advance()
+            rhs, rhs_height = self.conjunction()
+            node, height = SLogic(op.text, node, rhs, op.loc), self.grown(max(height, rhs_height), op)
+        return node, height
+
+    def conjunction(self) -> tuple[SExpr, int]:
+        node, height = self.negation()
+        while self.at("and"):
+            op = self.advance()
+            rhs, rhs_height = self.negation()
+            node, height = SLogic(op.text, node, rhs, op.loc), self.grown(max(height, rhs_height), op)
+        return node, height
+
+    def negation(self) -> tuple[SExpr, int]:
+        if self.at("not"):
+            with self.nested():
+                op = self.advance()
+                operand, height = self.negation()
+            return SNot(operand, op.loc), self.grown(height, op)
+        return self.comparison()
+
+    def comparison(self) -> tuple[SExpr, int]:
+        node, height = self.sum()
+        if self.tok.kind is Tok.OP and self.tok.text in COMPARISONS:
+            op = self.advance()
+            rhs, rhs_height = self.sum()
+            node, height = SCompare(op.text, node, rhs, op.loc), self.grown(max(height, rhs_height), op)
+            if self.tok.kind is Tok.OP and self.tok.text in COMPARISONS:
+                raise self.error(
+                    f"comparisons do not chain: write 'a {op.text} b and b {self.tok.text} c', "
+                    f"not 'a {op.text} b {self.tok.text} c'"
+                )
+        return node, height
+
+    def sum(self) -> tuple[SExpr, int]:
         node, height = self.term()
         while self.tok.kind is Tok.OP and self.tok.text in ("+", "-"):
             op = self.advance()

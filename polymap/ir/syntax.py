@@ -56,7 +56,30 @@ class SNeg:
     loc: SourceLoc
 
 
-SExpr = SNum | SName | SSubscript | SCall | SBinary | SNeg
+@dataclass(frozen=True, slots=True)
+class SCompare:
+    op: str  # < <= > >= == !=
+    lhs: SExpr
+    rhs: SExpr
+    loc: SourceLoc  # the operator
+
+
+@dataclass(frozen=True, slots=True)
+class SLogic:
+    op: str  # and or
+    lhs: SExpr
+    rhs: SExpr
+    loc: SourceLoc  # the operator
+
+
+@dataclass(frozen=True, slots=True)
+class SNot:
+    operand: SExpr
+    loc: SourceLoc
+
+
+SExpr = SNum | SName | SSubscript | SCall | SBinary | SNeg | SCompare | SLogic | SNot
+SCondition = SCompare | SLogic | SNot
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from polymap.ir.nodes import (
     BufferDecl,
     BufferKind,
     Call,
+    Compare,
     Const,
     DType,
     IBin,
@@ -48,15 +49,19 @@ from polymap.ir.nodes import (
     IndexOp,
     IndexValue,
     INeg,
+    Logic,
     Loop,
     Neg,
     New,
+    Not,
     Program,
     Read,
+    Select,
     Stmt,
     ValueExpr,
     index_vars,
     reads_of,
+    value_children,
 )
 
 
@@ -148,6 +153,8 @@ class _Validator:
                 self.decl_limits(stmt.decl)
                 dtypes[stmt.decl.name] = stmt.decl.dtype
             elif isinstance(stmt, (Assign, Anchor)):
+                if isinstance(stmt.value, CONDITIONS):
+                    raise self.error(ProgramError, _as_value(f"statement {stmt.name}", stmt.value), stmt.loc)
                 target = (Read(stmt.buffer, stmt.indices),) if isinstance(stmt, Assign) else ()
                 for part in (*target, stmt.value):
                     self.expression_limits(part, f"statement {stmt.name}", stmt.loc, False)
@@ -180,6 +187,9 @@ class _Validator:
                     f"{what}: an expression nests more than {MAX_EXPR_NESTING} levels deep (polymap's limit)",
                     loc,
                 )
+            misplaced = _misplaced(expr, what)
+            if misplaced:
+                raise self.error(ProgramError, misplaced, loc)
             if isinstance(expr, IConst) and not INDEX_MIN <= expr.value <= INDEX_MAX:
                 raise self.error(
                     RangeError,
@@ -284,7 +294,11 @@ class _Validator:
         return decl
 
     def value(self, expr: ValueExpr, indices: tuple[str, ...], label: str, loc: SourceLoc | None) -> None:
-        if isinstance(expr, IndexValue):
+        if isinstance(expr, Select):  # the roles of its operands are checked by ``limits``
+            self.condition(expr.cond, indices, label, loc)
+            self.value(expr.then, indices, label, loc)
+            self.value(expr.otherwise, indices, label, loc)
+        elif isinstance(expr, IndexValue):
             unknown = index_vars(expr.expr) - self.params - set(indices)
             if unknown:
                 raise self.error(UndeclaredError, f"{label}: unknown name {', '.join(sorted(unknown))}", loc)
@@ -303,6 +317,14 @@ class _Validator:
             ):
                 if child is not None:
                     self.value(child, indices, label, loc)
+
+    def condition(self, cond, indices: tuple[str, ...], label: str, loc: SourceLoc | None) -> None:
+        """A condition: comparisons of values joined by ``and``, ``or``, ``not``."""
+        for child in value_children(cond):
+            if isinstance(cond, Compare):
+                self.value(child, indices, label, loc)
+            else:
+                self.condition(child, indices, label, loc)
 
     # -- index expressions
 
@@ -339,18 +361,48 @@ class _Validator:
 
 
 def _children(expr) -> tuple:
-    """The sub-expressions of an index or value expression (a read's indices included)."""
-    if isinstance(expr, (IBin, Binary)):
+    """The sub-expressions of an index or value expression or condition (a read's indices
+    included)."""
+    if isinstance(expr, IBin):
         return (expr.lhs, expr.rhs)
-    if isinstance(expr, (INeg, Neg)):
+    if isinstance(expr, INeg):
         return (expr.operand,)
-    if isinstance(expr, Call):
-        return expr.args
     if isinstance(expr, Read):
         return expr.indices
     if isinstance(expr, IndexValue):
         return (expr.expr,)
-    return ()
+    return value_children(expr)
+
+
+CONDITIONS = (Compare, Logic, Not)
+
+
+def _as_value(what: str, cond) -> str:
+    return (
+        f"{what}: the condition '{cond}' is used as a value; a condition chooses between two values: "
+        f"select({cond}, a, b)"
+    )
+
+
+def _misplaced(expr, what: str) -> str | None:
+    """What is wrong where a condition stands for a value or a value for a condition among
+    ``expr``'s operands (a program built in Python; the parser's lowering says it at the
+    text's line:col), or None."""
+    if isinstance(expr, Select):
+        conditions, values = (expr.cond,), (expr.then, expr.otherwise)
+    elif isinstance(expr, (Logic, Not)):
+        conditions, values = value_children(expr), ()
+    elif isinstance(expr, (Compare, Binary, Neg, Call)):
+        conditions, values = (), value_children(expr)
+    else:
+        return None
+    for cond in conditions:
+        if not isinstance(cond, CONDITIONS):
+            return f"{what}: '{cond}' is not a condition: a comparison of values (< <= > >= == !=), or conditions joined by and, or, not"
+    for value in values:
+        if isinstance(value, CONDITIONS):
+            return _as_value(what, value)
+    return None
 
 
 def _computes_in_i32(stmt: Assign | Anchor, dtypes: dict[str, DType]) -> bool:

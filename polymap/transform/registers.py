@@ -71,19 +71,17 @@ from polymap.ir.nodes import (
     Anchor,
     Assign,
     AssignOp,
-    Binary,
     BufferDecl,
     BufferKind,
-    Call,
     IndexExpr,
     Loop,
-    Neg,
     New,
     Program,
     Read,
     Stmt,
     ValueExpr,
     index_vars,
+    map_values,
     reads_of,
 )
 from polymap.poly.model import analyze as analyze_program
@@ -312,14 +310,7 @@ def _replace_stmt(stmt: Stmt, buffer: str, register: str) -> Stmt:
 
 
 def _replace_value(expr: ValueExpr, buffer: str, register: str) -> ValueExpr:
-    if isinstance(expr, Read):
-        return Read(register, (), expr.loc) if expr.buffer == buffer else expr
-    if isinstance(expr, Neg):
-        return Neg(_replace_value(expr.operand, buffer, register))
-    if isinstance(expr, Binary):
-        return Binary(
-            expr.op, _replace_value(expr.lhs, buffer, register), _replace_value(expr.rhs, buffer, register)
-        )
-    if isinstance(expr, Call):
-        return Call(expr.fn, tuple(_replace_value(a, buffer, register) for a in expr.args))
-    return expr
+    def leaf(e):
+        return Read(register, (), e.loc) if isinstance(e, Read) and e.buffer == buffer else e
+
+    return map_values(expr, leaf)

@@ -88,6 +88,16 @@ __device__ __forceinline__ void pm_store_vec(T* p, const pm_vec<T, N>& v) {
 }
 #endif
 
+// Infinity and NaN as float literals: NVRTC has no <math.h>, so no INFINITY or NAN; the
+// GPU gets them from their bits, the host compiler from its builtins.
+#ifdef POLYMAP_HOST
+#define PM_INF __builtin_huge_valf()
+#define PM_NAN __builtin_nanf("")
+#else
+#define PM_INF __int_as_float(0x7f800000)
+#define PM_NAN __int_as_float(0x7fffffff)
+#endif
+
 // A float stored into i32: truncated toward zero, saturated at the i32 range, NaN -> 0.
 // C leaves an out-of-range conversion undefined (x86 gives INT_MIN, a GPU saturates); this
 // is the GPU's answer, defined on the host too, and what the reference executor computes.

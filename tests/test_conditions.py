@@ -1,0 +1,213 @@
+"""Conditions and selects (issue 13): ``select(cond, a, b)`` with comparisons joined by
+``and``, ``or``, ``not``, and the ``inf`` and ``nan`` literals, through every stage: the
+parser and its errors, validation, the reference executor (against NumPy and the scalar
+oracle of ``tests/oracle.py``), the model, the emitted C on the host and NVRTC."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from oracle import run_oracle
+
+import polymap
+from polymap.errors import ArityError, NotAffineError, ParseError, ProgramError
+from polymap.ir.flops import statement_flops
+from polymap.ir.nodes import (
+    Assign,
+    AssignOp,
+    BufferDecl,
+    BufferKind,
+    CmpOp,
+    Compare,
+    Const,
+    DType,
+    IConst,
+    IVar,
+    Loop,
+    LoopKind,
+    Program,
+    Read,
+    Select,
+)
+from polymap.ir.parse import parse
+from polymap.reference import reference
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _statement(program: Program, *path: int):
+    node = program.body[path[0]]
+    for k in path[1:]:
+        node = node.body[k]
+    return node
+
+
+# -- the language
+
+
+def test_select_parses_to_a_select_of_a_condition_and_prints_back():
+    text = (
+        "param N = 4\nin x: f32[N]\nout y: f32[N]\n"
+        "par N i { y[i] = select(not x[i] < 0 and i > 1 or x[i] == inf, x[i], -inf) }"
+    )
+    program = parse(text)
+    stmt = _statement(program, 0, 0)
+    assert isinstance(stmt.value, Select)
+    # or binds loosest, then and, then not, then the comparison
+    assert str(stmt.value) == "select(not x[i] < 0 and i > 1 or x[i] == inf, x[i], -inf)"
+    assert stmt.value.cond.op.value == "or" and stmt.value.cond.lhs.op.value == "and"
+    assert parse(str(program)) == program  # the printed text reads back as the same program
+    assert stmt.value.otherwise == Const(-math.inf)
+
+
+def test_nan_reads_as_a_literal_and_a_size_named_inf_stays_a_size():
+    program = parse("param inf = 3\nout y: f32[inf]\npar inf i { y[i] = select(y[i] != nan, inf, nan) }")
+    value = _statement(program, 0, 0).value
+    assert str(value.then) == "inf" and value.then.expr == IVar("inf")  # the size, as a value
+    assert isinstance(value.otherwise, Const) and math.isnan(value.otherwise.value)
+
+
+@pytest.mark.parametrize(
+    "body, cls, position, message",
+    [
+        ("y[i] = x[i] > 0", ProgramError, "4:23", r"a condition \('a comparison'\) is not a value.*select"),
+        ("y[i] = not x[i] > 0", ProgramError, "4:18", r"a condition \('not'\) is not a value"),
+        (
+            "y[x[i] > 0] = 1",
+            NotAffineError,
+            "4:18",
+            r"a condition \('a comparison'\) cannot appear in an index",
+        ),
+        ("y[i > 0] = 1", NotAffineError, "4:15", r"a condition \('a comparison'\) cannot appear in an index"),
+        ("y[i] = select(x[i], 1, 2)", ProgramError, "4:25", r"select's first argument must be a condition"),
+        ("y[i] = select(x[i] > 0, 1)", ArityError, "4:18", r"select\(\) takes 3 arguments"),
+        ("y[i] = select(0 < x[i] < 1, 1, 2)", ParseError, "4:34", r"comparisons do not chain"),
+        ("y[i] = x[i] == 1 + 2", ProgramError, "4:23", r"is not a value"),
+        ("y[i] == x[i]", ParseError, "4:16", r"expected an assignment"),
+    ],
+)
+def test_a_condition_where_a_value_or_index_belongs_is_an_error_at_its_position(body, cls, position, message):
+    text = f"param N = 4\nin x: f32[N]\nout y: f32[N]\npar N i {{ {body} }}"
+    with pytest.raises(cls, match=message) as info:
+        parse(text, source="t.te")
+    assert f"t.te:{position}:" in str(info.value)
+
+
+def test_and_or_not_are_keywords():
+    with pytest.raises(ParseError, match=r"'and' is a keyword"):
+        parse("out and: f32[4]")
+
+
+def test_a_condition_built_in_python_where_a_value_belongs_is_rejected_by_validation():
+    decls = (
+        BufferDecl("x", BufferKind.IN, DType.F32, (IConst(4),)),
+        BufferDecl("y", BufferKind.OUT, DType.F32, ()),
+    )
+    x0 = Read("x", (IVar("i"),))
+    bad = Assign("S0", "y", (), AssignOp.MAX, Compare(CmpOp.GT, x0, Const(0)))
+    with pytest.raises(ProgramError, match=r"the condition 'x\[i\] > 0' is used as a value"):
+        polymap.analyze(Program("p", (), decls, (Loop(LoopKind.SEQ, "i", IConst(4), (bad,)),)))
+
+
+def test_a_select_costs_one_operation_and_each_comparison_one():
+    program = parse(
+        "out y: f32[4]\nin x: f32[4]\npar 4 i { y[i] = select(x[i] > 0 and x[i] < 1, x[i] * 2, 0) }"
+    )
+    assert statement_flops(_statement(program, 0, 0)) == 1 + 3 + 1  # select; >, <, and; *
+
+
+# -- what it computes
+
+
+def _run_everywhere(text: str, **arrays) -> dict:
+    """The program's outputs from the reference, checked against the scalar oracle and the
+    emitted code on the host (and compiled by NVRTC)."""
+    program = parse(text).bind_defaults()
+    want = reference(program, **arrays)
+    oracle, _ = run_oracle(program, arrays)
+    kernel = polymap.compile(program)
+    host = kernel.run_host(**arrays)
+    kernel.ptx()  # NVRTC compiles it for sm_90
+    for name, value in want.items():
+        np.testing.assert_array_equal(value, oracle[name], err_msg=f"reference against the oracle: {name}")
+        np.testing.assert_array_equal(host[name], value, err_msg=f"host run against the reference: {name}")
+    return want
+
+
+def test_select_with_and_or_not_computes_what_numpy_computes():
+    x = np.array([-2.0, -0.5, 0.0, 0.25, 0.5, 1.0, 3.0, np.nan, np.inf, -np.inf, 7.0, -7.0], np.float32)
+    text = (
+        "param N = 12\nin x: f32[N]\nout y: f32[N]\nout k: i32[N]\n"
+        "par N i {\n"
+        "  y[i] = select(x[i] >= 0 and not x[i] > 1 or x[i] == -inf, x[i] * 2, select(x[i] != x[i], 0, -1))\n"
+        "  k[i] = select(i >= 9 or x[i] < -1, i, -i)\n"
+        "}"
+    )
+    got = _run_everywhere(text, x=x)
+    inner = np.where(x != x, 0, -1).astype(np.float32)
+    want = np.where(((x >= 0) & ~(x > 1)) | (x == -np.inf), x * 2, inner)
+    np.testing.assert_array_equal(got["y"], want)
+    i = np.arange(12)
+    np.testing.assert_array_equal(got["k"], np.where((i >= 9) | (x < -1), i, -i))
+
+
+def test_a_select_computes_only_its_chosen_operand_so_an_i32_division_there_never_faults():
+    # d[i] = 0 where the condition fails: the division is in the operand not taken, and in
+    # the right side of an `and` whose left side is false (C short-circuits it)
+    n = np.array([7, -7, 9, 4, 0], np.int32)
+    d = np.array([2, 0, -2, 0, 3], np.int32)
+    text = (
+        "param N = 5\nin n: i32[N]\nin d: i32[N]\nout q: i32[N]\nout big: i32[N]\n"
+        "par N i {\n"
+        "  q[i] = select(d[i] != 0, n[i] / d[i], 0)\n"
+        "  big[i] = select(d[i] != 0 and n[i] / d[i] > 1, 1, 0)\n"
+        "}"
+    )
+    got = _run_everywhere(text, n=n, d=d)
+    np.testing.assert_array_equal(got["q"], [3, 0, -4, 0, 0])  # C truncates toward zero
+    np.testing.assert_array_equal(got["big"], [1, 0, 0, 0, 0])
+
+
+def test_the_operands_of_a_select_are_promoted_together_and_the_result_converted_on_store():
+    x = np.array([1.5, -2.5, 3.75], np.float32)
+    text = "param N = 3\nin x: f32[N]\nout k: i32[N]\npar N i { k[i] = select(x[i] > 0, x[i], i) }"
+    got = _run_everywhere(text, x=x)
+    np.testing.assert_array_equal(got["k"], [1, 1, 3])  # 1.5 -> 1, i = 1, 3.75 -> 3
+
+
+def test_the_emitted_select_is_cs_conditional_operator_with_polymaps_infinity():
+    program = parse(
+        "param N = 4\nin x: f32[N]\nout y: f32[N]\npar N i { y[i] = select(x[i] > 0 or i == 2, x[i], -inf) }"
+    )
+    source = polymap.compile(program).source
+    kernel = source[source.index("__global__") :]
+    statement = next(line for line in kernel.splitlines() if " ? " in line)
+    assert "> 0.0f || " in statement and statement.endswith(" : -PM_INF;"), statement
+
+
+# -- the models that use it
+
+
+@pytest.mark.parametrize("sizes", [{"M": 37, "N": 29}, {"M": 8, "N": 1}])
+def test_argmax_rows_is_numpys_argmax_first_of_equals_and_rows_of_minus_infinity(sizes):
+    program = polymap.load(ROOT / "models/argmax_rows.te").bind(**sizes)
+    rng = np.random.default_rng(7)
+    x = rng.integers(-3, 4, size=(sizes["M"], sizes["N"])).astype(np.float32)  # many ties
+    x[1] = -np.inf
+    got = reference(program, X=x)["best"]
+    np.testing.assert_array_equal(got, np.argmax(x, axis=1))
+    np.testing.assert_array_equal(polymap.compile(program).run_host(X=x)["best"], got)
+
+
+def test_masked_softmax_is_the_softmax_of_each_rows_unmasked_prefix():
+    program = polymap.load(ROOT / "models/masked_softmax.te").bind(N=33)
+    x = np.random.default_rng(3).standard_normal((33, 33)).astype(np.float32)
+    got = reference(program, X=x)["Y"]
+    masked = np.where(np.tril(np.ones((33, 33), bool)), x.astype(np.float64), -np.inf)
+    e = np.exp(masked - masked.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-8)
+    assert np.all(got[np.triu_indices(33, 1)] == 0)  # exactly zero above the diagonal
+    np.testing.assert_allclose(polymap.compile(program).run_host(X=x)["Y"], got, rtol=1e-5, atol=1e-7)
