@@ -326,7 +326,25 @@ _ASSIGN_OPS = {
     AssignOp.MAX: np.maximum,
     AssignOp.MIN: np.minimum,
 }
-_FLOAT_FNS = {Fn.EXP: np.exp, Fn.LOG: np.log, Fn.SQRT: np.sqrt, Fn.TANH: np.tanh}
+_erf = np.vectorize(math.erf, otypes=[np.float64])  # NumPy has no erf; the C library's, per element
+
+
+def _sigmoid(x):
+    return np.reciprocal(1 + np.exp(-x))
+
+
+# functions of a float (an i32 argument is converted to f32 first), in the argument's type
+_FLOAT_FNS = {
+    Fn.EXP: np.exp,
+    Fn.LOG: np.log,
+    Fn.SQRT: np.sqrt,
+    Fn.TANH: np.tanh,
+    Fn.SIN: np.sin,
+    Fn.COS: np.cos,
+    Fn.ERF: lambda x: _erf(x).astype(x.dtype),
+    Fn.RSQRT: lambda x: np.reciprocal(np.sqrt(x)),
+    Fn.SIGMOID: _sigmoid,
+}
 
 
 def _index(expr: IndexExpr, env: dict[str, Index]) -> Index:
@@ -503,6 +521,8 @@ class _Eval:
             a, b = a.astype(common), b.astype(common)
             if e.op is ValueOp.DIV:
                 return self.c_divide(a, b) if common == _I32 else np.true_divide(a, b)
+            if e.op is ValueOp.MOD:
+                return self.floored_mod(a, b) if common == _I32 else np.mod(a, b)
             return _VALUE_OPS[e.op](a, b)
         if isinstance(e, Select):
             cond = self.condition(e.cond)
@@ -517,7 +537,15 @@ class _Eval:
                 return _FLOAT_FNS[e.fn](x.astype(_F32) if x.dtype == _I32 else x)
             if e.fn is Fn.ABS:
                 return np.abs(args[0])
+            if e.fn.cast is not None:
+                return to_dtype(args[0], np.dtype(e.fn.cast.numpy))
+            if e.fn in (Fn.FLOOR, Fn.CEIL):
+                x = args[0]
+                return x if x.dtype == _I32 else (np.floor if e.fn is Fn.FLOOR else np.ceil)(x)
             common = _promote(args[0].dtype, args[1].dtype)
+            if e.fn is Fn.POW:
+                common = _F32 if common == _I32 else common
+                return np.power(args[0].astype(common), args[1].astype(common))
             fn = np.maximum if e.fn is Fn.MAX else np.minimum
             return fn(args[0].astype(common), args[1].astype(common))
         raise InternalError(f"unknown value expression {e!r}")
@@ -557,6 +585,19 @@ class _Eval:
 
     def c_divide(self, a, b):
         """i32 division truncating toward zero, as in C."""
+        b = self.nonzero(b)
+        q = np.floor_divide(a, b)
+        # Floor and truncation differ by one when the division is inexact and the signs differ.
+        return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(_I32)
+
+    def floored_mod(self, a, b):
+        """i32 ``%`` with the sign of the divisor (NumPy's mod; pm_imod in C)."""
+        return np.mod(a, self.nonzero(b)).astype(_I32)
+
+    def nonzero(self, b):
+        """``b`` where an i32 division or modulo by it is computed (a zero there is the
+        data's fault, raised: a modulo by zero is a division by zero, and the emitted code
+        reports both alike), any nonzero value elsewhere."""
         zero = b == 0
         if self.lanes.mask is not None:
             zero = zero & self.lanes.mask
@@ -568,10 +609,7 @@ class _Eval:
                 loc=self.stmt.loc,
                 **self.ex.ctx,
             )
-        b = np.where(b == 0, 1, b).astype(_I32)  # masked-off lanes: any nonzero divisor
-        q = np.floor_divide(a, b)
-        # Floor and truncation differ by one when the division is inexact and the signs differ.
-        return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(_I32)
+        return np.where(b == 0, 1, b).astype(_I32)  # masked-off lanes: any nonzero divisor
 
 
 def _accumulation(loop: Loop) -> Assign | None:

@@ -201,6 +201,15 @@ class Oracle:
                 return a - b
             if e.op is ValueOp.MUL:
                 return a * b
+            if e.op is ValueOp.MOD:
+                if t is not DType.I32:
+                    r = math.fmod(float(a), float(b)) if float(b) != 0 else math.nan
+                    if r != 0 and (r < 0) != (float(b) < 0):
+                        r += float(b)
+                    return convert(np.float64(r), t)
+                if int(b) == 0:
+                    raise ArgumentError(f"statement {name}: i32 modulo by zero")
+                return np.int32(int(a) - (int(a) // int(b)) * int(b))  # Python's // floors
             if t is not DType.I32:
                 return a / b
             if int(b) == 0:
@@ -218,6 +227,21 @@ class Oracle:
         args = [self.value(a, env, memory, ctype, name) for a in e.args]
         if e.fn is Fn.ABS:
             return abs(args[0])
+        if e.fn.cast is not None:
+            return convert(args[0], e.fn.cast)
+        if e.fn in (Fn.FLOOR, Fn.CEIL):
+            x = args[0]
+            if dtype_of(x) is DType.I32:
+                return x
+            return (
+                convert(np.float64(math.floor(x) if e.fn is Fn.FLOOR else math.ceil(x)), dtype_of(x))
+                if math.isfinite(x)
+                else x
+            )
+        if e.fn is Fn.POW:
+            t = wider(wider(dtype_of(args[0]), dtype_of(args[1])), DType.F32)
+            with np.errstate(all="ignore"):
+                return convert(args[0], t) ** convert(args[1], t)
         if e.fn in (Fn.MAX, Fn.MIN):
             t = wider(dtype_of(args[0]), dtype_of(args[1]))
             a, b = convert(args[0], t), convert(args[1], t)
@@ -225,7 +249,17 @@ class Oracle:
         x = args[0]
         if dtype_of(x) is DType.I32:
             x = convert(x, DType.F32)
-        fn = {Fn.EXP: np.exp, Fn.LOG: np.log, Fn.SQRT: np.sqrt, Fn.TANH: np.tanh}[e.fn]
+        fn = {
+            Fn.EXP: np.exp,
+            Fn.LOG: np.log,
+            Fn.SQRT: np.sqrt,
+            Fn.TANH: np.tanh,
+            Fn.SIN: np.sin,
+            Fn.COS: np.cos,
+            Fn.ERF: lambda v: convert(np.float64(math.erf(float(v))), dtype_of(v)),
+            Fn.RSQRT: lambda v: type(v)(1) / np.sqrt(v),
+            Fn.SIGMOID: lambda v: type(v)(1) / (type(v)(1) + np.exp(-v)),
+        }[e.fn]
         return fn(x)
 
     def holds(self, c, env, memory, ctype: DType, name: str) -> bool:
@@ -264,9 +298,12 @@ class Oracle:
         if isinstance(e, Select):
             return wider(self.type_of(e.then, memory, ctype), self.type_of(e.otherwise, memory, ctype))
         args = [self.type_of(a, memory, ctype) for a in e.args]
-        if e.fn in (Fn.ABS, Fn.MAX, Fn.MIN):
+        if e.fn.cast is not None:
+            return e.fn.cast
+        if e.fn in (Fn.ABS, Fn.MAX, Fn.MIN, Fn.FLOOR, Fn.CEIL):
             return wider(*args) if len(args) > 1 else args[0]
-        return DType.F32 if args[0] is DType.I32 else args[0]
+        widest = wider(*args) if len(args) > 1 else args[0]
+        return DType.F32 if widest is DType.I32 else widest
 
 
 def is_nan(x) -> bool:

@@ -353,9 +353,9 @@ def test_syntax_errors_name_line_and_column_with_a_caret(text, position, message
             r"indirect access through 'I",
         ),
         (
-            "out Y: f32[4]\npar 4 i { Y[i] = 1 % 2 }",
+            "out Y: f32[4]\npar 4 i { Y[i] = 7 // 2 }",
             ProgramError,
-            r"'%' is allowed in index expressions only",
+            r"'//' is allowed in index expressions only",
         ),
         ("out Y: f32[4]\npar 4 i { Y[i + 0.5] = 1 }", NotAffineError, r"must be an integer expression"),
         (

@@ -60,7 +60,18 @@ from polymap.schedule.ranges import index_intervals, require64
 
 C_TYPE = {DType.F32: "float", DType.F64: "double", DType.I32: "int"}
 _RANK = {DType.I32: 0, DType.F32: 1, DType.F64: 2}
-_FLOAT_FN = {Fn.EXP: "exp", Fn.LOG: "log", Fn.SQRT: "sqrt", Fn.TANH: "tanh"}
+# functions of a float: C's name for a double (the float one adds ``f``), or polymap's
+# helper (overloaded for both)
+_FLOAT_FN = {
+    Fn.EXP: "exp",
+    Fn.LOG: "log",
+    Fn.SQRT: "sqrt",
+    Fn.TANH: "tanh",
+    Fn.SIN: "sin",
+    Fn.COS: "cos",
+    Fn.ERF: "erf",
+}
+_HELPER_FN = {Fn.RSQRT: "pm_rsqrt", Fn.SIGMOID: "pm_sigmoid"}
 _UPDATE = {AssignOp.ADD: "+", AssignOp.SUB: "-", AssignOp.MUL: "*"}
 
 # C precedence levels (higher binds tighter): what needs parentheses inside what.
@@ -166,6 +177,10 @@ class StatementPrinter:
             rhs, rp = convert(rhs, rp, rt, common), (rp if rt is common else _UNARY)
             if e.op is ValueOp.DIV and common is DType.I32:  # never traps; records a division by zero
                 return f"pm_idiv({lhs}, {rhs}, __LINE__)", common, _ATOM
+            if e.op is ValueOp.MOD:  # floored, as NumPy's mod
+                if common is DType.I32:
+                    return f"pm_imod({lhs}, {rhs}, __LINE__)", common, _ATOM
+                return f"pm_fmod({lhs}, {rhs})", common, _ATOM
             level = _ADD if e.op in (ValueOp.ADD, ValueOp.SUB) else _MUL
             return f"{paren(lhs, lp, level)} {e.op.value} {paren(rhs, rp, level + 1)}", common, level
         if isinstance(e, Call):
@@ -205,18 +220,33 @@ class StatementPrinter:
 
     def call(self, e: Call, compute: DType) -> tuple[str, DType, int]:
         args = [self.value(a, compute) for a in e.args]
-        if e.fn in _FLOAT_FN:
+        if e.fn.cast is not None:
+            text, dtype, prec = args[0]
+            return convert(text, prec, dtype, e.fn.cast), e.fn.cast, (prec if dtype is e.fn.cast else _UNARY)
+        if e.fn in _FLOAT_FN or e.fn in _HELPER_FN:
             text, dtype, prec = args[0]
             if dtype is DType.I32:
                 text, dtype = convert(text, prec, DType.I32, DType.F32), DType.F32
+            if e.fn in _HELPER_FN:
+                return f"{_HELPER_FN[e.fn]}({text})", dtype, _ATOM
             suffix = "f" if dtype is DType.F32 else ""
             return f"{_FLOAT_FN[e.fn]}{suffix}({text})", dtype, _ATOM
+        if e.fn in (Fn.FLOOR, Fn.CEIL):
+            text, dtype, prec = args[0]
+            if dtype is DType.I32:
+                return text, dtype, prec
+            suffix = "f" if dtype is DType.F32 else ""
+            return f"{e.fn.value}{suffix}({text})", dtype, _ATOM
         if e.fn is Fn.ABS:
             text, dtype, _ = args[0]
             fn = {DType.I32: "pm_abs", DType.F32: "fabsf", DType.F64: "fabs"}[dtype]
             return f"{fn}({text})", dtype, _ATOM
         (a, at, ap), (b, bt, bp) = args
         common = widest(at, bt)
+        if e.fn is Fn.POW:
+            common = DType.F32 if common is DType.I32 else common
+            fn = "powf" if common is DType.F32 else "pow"
+            return f"{fn}({convert(a, ap, at, common)}, {convert(b, bp, bt, common)})", common, _ATOM
         fn = "pm_max" if e.fn is Fn.MAX else "pm_min"
         return f"{fn}({convert(a, ap, at, common)}, {convert(b, bp, bt, common)})", common, _ATOM
 
@@ -298,10 +328,10 @@ def _is_atom(text: str) -> bool:
     return text.replace("_", "a").isalnum()
 
 
-_DIVISION = re.compile(r"\bpm_idiv\(.*__LINE__\)")
+_DIVISION = re.compile(r"\bpm_i(div|mod)\(.*__LINE__\)")
 
 
 def records_faults(source: str) -> bool:
-    """Whether emitted text divides an i32 value anywhere (``pm_idiv``, which records a
+    """Whether emitted text divides an i32 value anywhere (``pm_idiv``, ``pm_imod``: each records a
     division by zero in the fault word instead of trapping: ``runtime/faults.py``)."""
     return any(_DIVISION.search(line) for line in source.splitlines())

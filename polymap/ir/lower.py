@@ -73,7 +73,7 @@ _INDEX_OPS = {
     "//": IndexOp.FLOORDIV,
     "%": IndexOp.MOD,
 }
-_VALUE_OPS = {"+": ValueOp.ADD, "-": ValueOp.SUB, "*": ValueOp.MUL, "/": ValueOp.DIV}
+_VALUE_OPS = {"+": ValueOp.ADD, "-": ValueOp.SUB, "*": ValueOp.MUL, "/": ValueOp.DIV, "%": ValueOp.MOD}
 _FUNCTIONS = {fn.value: fn for fn in Fn}
 SELECT = "select"  # select(condition, a, b): a value, not a function of values
 _COMPARISONS = {op.value: op for op in CmpOp}

@@ -90,6 +90,7 @@ class ValueOp(enum.Enum):
     SUB = "-"
     MUL = "*"
     DIV = "/"  # true division for floats, C division (toward zero) for i32
+    MOD = "%"  # floored: the sign of the divisor, as NumPy's mod (C's fmod and % truncate)
 
 
 class CmpOp(enum.Enum):
@@ -114,10 +115,28 @@ class Fn(enum.Enum):
     SQRT = "sqrt"
     ABS = "abs"
     TANH = "tanh"
+    SIN = "sin"
+    COS = "cos"
+    ERF = "erf"
+    RSQRT = "rsqrt"  # 1 / sqrt(x), rounded twice (not the GPU's approximate rsqrtf)
+    SIGMOID = "sigmoid"  # 1 / (1 + exp(-x))
+    FLOOR = "floor"
+    CEIL = "ceil"
+    POW = "pow"
+    # conversions: f32(x), f64(x), i32(x) (float to i32 truncates toward zero, saturating,
+    # NaN -> 0, as a store does)
+    F32 = "f32"
+    F64 = "f64"
+    I32 = "i32"
 
     @property
     def arity(self) -> int:
-        return 2 if self in (Fn.MAX, Fn.MIN) else 1
+        return 2 if self in (Fn.MAX, Fn.MIN, Fn.POW) else 1
+
+    @property
+    def cast(self) -> DType | None:
+        """The type a conversion gives; None for the other functions."""
+        return {Fn.F32: DType.F32, Fn.F64: DType.F64, Fn.I32: DType.I32}.get(self)
 
 
 # --------------------------------------------------------------- index expressions
@@ -354,7 +373,7 @@ class Select:
 
 ValueExpr = Const | Read | IndexValue | Neg | Binary | Call | Select
 
-_VALUE_PREC = {ValueOp.ADD: 1, ValueOp.SUB: 1, ValueOp.MUL: 2, ValueOp.DIV: 2}
+_VALUE_PREC = {ValueOp.ADD: 1, ValueOp.SUB: 1, ValueOp.MUL: 2, ValueOp.DIV: 2, ValueOp.MOD: 2}
 _LOGIC_PREC = {LogicOp.OR: 1, LogicOp.AND: 2}
 
 

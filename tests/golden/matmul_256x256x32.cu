@@ -91,6 +91,22 @@ __device__ __forceinline__ void pm_store_vec(T* p, const pm_vec<T, N>& v) {
 }
 #endif
 
+// Float ``%``, floored (the sign of the divisor) as NumPy's mod: C's fmod truncates.
+__host__ __device__ __forceinline__ float pm_fmod(float a, float b) {
+  const float r = fmodf(a, b);
+  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
+__host__ __device__ __forceinline__ double pm_fmod(double a, double b) {
+  const double r = fmod(a, b);
+  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+// 1 / sqrt(x) and 1 / (1 + exp(-x)), each operation rounded as the reference rounds it
+// (not the GPU's approximate rsqrtf).
+__host__ __device__ __forceinline__ float pm_rsqrt(float x) { return 1.0f / sqrtf(x); }
+__host__ __device__ __forceinline__ double pm_rsqrt(double x) { return 1.0 / sqrt(x); }
+__host__ __device__ __forceinline__ float pm_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__host__ __device__ __forceinline__ double pm_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
 // Infinity and NaN as float literals: NVRTC has no <math.h>, so no INFINITY or NAN; the
 // GPU gets them from their bits, the host compiler from its builtins.
 #ifdef POLYMAP_HOST
@@ -135,6 +151,18 @@ __device__ __forceinline__ int pm_idiv(int a, int b, int line) {
   }
   if (b == -1) return (int)(0u - (unsigned)a);
   return a / b;
+}
+
+// i32 ``%`` as the reference defines it: floored (the sign of the divisor, as NumPy's
+// mod), a modulo by zero gives 0 and records ``line``, like pm_idiv.
+__device__ __forceinline__ int pm_imod(int a, int b, int line) {
+  if (b == 0) {
+    atomicMax(&pm_fault, line);
+    return 0;
+  }
+  if (b == -1) return 0;
+  const int r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
 #ifndef POLYMAP_HOST

@@ -1,0 +1,97 @@
+"""The value functions of issue 13: ``sin cos erf rsqrt sigmoid floor ceil pow``, ``%`` on
+values (floored, as NumPy's mod) and the conversions ``f32(x) f64(x) i32(x)``: the
+reference against NumPy written independently here, against the scalar oracle, and the
+emitted code on the host (NVRTC compiles it too)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from oracle import run_oracle
+
+import polymap
+from polymap.codegen.cexpr import records_faults
+from polymap.errors import ArgumentError, ArityError, UndeclaredError
+from polymap.ir.parse import parse
+from polymap.reference import reference
+
+X = np.array([-7.25, -2.5, -1.0, -0.3, 0.0, 0.4, 1.0, 2.75, 6.5, 12.0], np.float32)
+
+
+def _program(body: str, out: str = "f32"):
+    return parse(f"param N = 10\nin x: f32[N]\nout y: {out}[N]\npar N i {{ y[i] = {body} }}", name="fn")
+
+
+def _check(body: str, want: np.ndarray, *, out: str = "f32", rtol: float = 0.0) -> None:
+    """The reference equals ``want`` (within ``rtol``), the oracle equals the reference, and
+    the host run equals it within one float32 rounding of a libm function (``rtol`` or 2 ulp)."""
+    program = _program(body, out).bind_defaults()
+    got = reference(program, x=X)["y"]
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+    oracle, _ = run_oracle(program, {"x": X})
+    np.testing.assert_array_equal(oracle["y"], got)
+    kernel = polymap.compile(program)
+    np.testing.assert_allclose(kernel.run_host(x=X)["y"], got, rtol=max(rtol, 2.5e-7), atol=1e-30)
+    kernel.ptx()
+
+
+x64 = X.astype(np.float64)
+
+
+@pytest.mark.parametrize(
+    "body, want, rtol",
+    [
+        ("sin(x[i])", np.sin(x64), 1e-7),
+        ("cos(x[i])", np.cos(x64), 1e-7),
+        ("erf(x[i])", np.array([math.erf(v) for v in x64]), 1e-7),
+        ("rsqrt(abs(x[i]) + 1)", 1 / np.sqrt(np.abs(x64) + 1), 2e-7),
+        ("sigmoid(x[i])", 1 / (1 + np.exp(-x64)), 2e-7),
+        ("pow(abs(x[i]), 1.5)", np.abs(x64) ** 1.5, 2e-7),
+        ("floor(x[i]) + ceil(x[i])", np.floor(x64) + np.ceil(x64), 0),
+        ("x[i] % 2.5", x64 - np.floor(x64 / 2.5) * 2.5, 1e-6),
+        ("x[i] % -2.5", x64 - np.floor(x64 / -2.5) * -2.5, 1e-6),
+    ],
+)
+def test_a_function_computes_its_mathematical_value(body, want, rtol):
+    _check(body, want, rtol=rtol)
+
+
+def test_the_conversions_truncate_saturate_and_widen_as_a_store_does():
+    # i32 of a float truncates toward zero; 3e9 saturates; f64 keeps the f32 value exactly
+    _check("i32(x[i] * 10) + i32(2.9)", np.trunc(x64 * 10) + 2, out="i32")
+    in_f32 = (X * np.float32(1e9)).astype(np.float64)  # the product is an f32 one
+    _check("i32(x[i] * 1e9)", np.clip(np.trunc(in_f32), -(2**31), 2**31 - 1), out="i32")
+    program = parse("param N = 2\nin x: f32[N]\nout y: f64[N]\npar N i { y[i] = f64(x[i]) * f64(x[i]) }")
+    x = np.array([16777217 / 3, 0.1], np.float32)
+    got = polymap.compile(program.bind_defaults()).run_host(x=x)["y"]
+    np.testing.assert_array_equal(got, x.astype(np.float64) ** 2)  # computed in f64, not rounded to f32
+
+
+def test_i32_modulo_is_floored_and_a_modulo_by_zero_is_the_datas_error_on_the_host_too():
+    text = "param N = 6\nin a: i32[N]\nin b: i32[N]\nout r: i32[N]\npar N i { r[i] = a[i] % b[i] }"
+    program = parse(text, name="mod").bind_defaults()
+    a = np.array([7, -7, 7, -7, -2147483648, 5], np.int32)
+    b = np.array([3, 3, -3, -3, -1, 5], np.int32)
+    kernel = polymap.compile(program)
+    np.testing.assert_array_equal(kernel.run_host(a=a, b=b)["r"], [1, 2, -2, -1, 0, 0])
+    np.testing.assert_array_equal(reference(program, a=a, b=b)["r"], np.mod(a, b))
+    assert records_faults(kernel.source)
+    b[2] = 0
+    with pytest.raises(ArgumentError) as want:
+        reference(program, a=a, b=b)
+    with pytest.raises(ArgumentError) as got:
+        kernel.run_host(a=a, b=b)
+    assert str(got.value) == str(want.value)
+    assert re.search(r"statement S0 \(r\[i\] = a\[i\] % b\[i\]\): i32 division by zero", str(got.value))
+
+
+def test_function_errors_name_the_function_and_its_position():
+    with pytest.raises(ArityError, match=r"t.te:4:18: pow\(\) takes 2 argument"):
+        parse("param N = 4\nin x: f32[N]\nout y: f32[N]\npar N i { y[i] = pow(x[i]) }", source="t.te")
+    with pytest.raises(
+        UndeclaredError, match=r"unknown function 'sinh' \(known: .*erf.*sigmoid.*i32, select\)"
+    ):
+        parse("param N = 4\nin x: f32[N]\nout y: f32[N]\npar N i { y[i] = sinh(x[i]) }")
