@@ -218,7 +218,7 @@ class _Emitter:
         if program.bindings:
             lines.append("sizes bound: " + ", ".join(f"{n} = {v}" for n, v in program.bindings))
         if program.params:
-            context = m.context or "every size >= 1"
+            context = program.sizes_in_words(m.context)
             lines.append(f"sizes as arguments: {', '.join(program.param_names)}; proved for {context}")
         for km, cost in zip(m.kernels, m.costs):
             name = self.function_names[km.kernel.name]

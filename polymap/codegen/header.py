@@ -27,7 +27,7 @@ def launcher_header(cuda: CudaProgram, source_name: str = "the emitted .cu file"
     program = cuda.program
     guard = "POLYMAP_" + re.sub(r"[^A-Za-z0-9]", "_", cuda.launcher).upper() + "_H"
     decls = {d.name: d for d in program.all_buffers()}
-    context = cuda.mapping.context or "every size >= 1"
+    context = cuda.program.sizes_in_words(cuda.mapping.context)
     notes = []
     for argument in cuda.arguments:
         if argument.kind == "buffer":

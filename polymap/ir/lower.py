@@ -30,6 +30,7 @@ from polymap.ir.nodes import (
     Anchor,
     Assign,
     AssignOp,
+    Assume,
     Binary,
     BufferDecl,
     BufferKind,
@@ -130,7 +131,8 @@ class _Lowering:
                 decl = self.decl(item, _Scope((), buffers))
                 buffers[decl.name] = decl
         scope = _Scope((), buffers)
-        body = self.block([i for i in items if not isinstance(i, (S.SParam, S.SDecl))], scope)
+        assumptions = tuple(self.assumption(i) for i in items if isinstance(i, S.SAssume))
+        body = self.block([i for i in items if not isinstance(i, (S.SParam, S.SDecl, S.SAssume))], scope)
         program = Program(
             name=name,
             params=tuple(self.params.values()),
@@ -138,8 +140,29 @@ class _Lowering:
             body=body,
             source=self.source,
             text=self.text,
+            assumptions=assumptions,
         )
         return validate(program)
+
+    def assumption(self, item: S.SAssume) -> Assume:
+        return Assume(self.size_condition(item.cond, "an assumption"), item.loc)
+
+    def size_condition(self, expr: S.SExpr, what: str) -> Condition:
+        """A condition on the sizes: comparisons of index expressions over them."""
+        if isinstance(expr, S.SCompare):
+            scope = _Scope((), {})
+            lhs, rhs = (IndexValue(self.index(e, scope, None, what=what)) for e in (expr.lhs, expr.rhs))
+            return Compare(_COMPARISONS[expr.op], lhs, rhs)
+        if isinstance(expr, S.SLogic):
+            lhs, rhs = (self.size_condition(e, what) for e in (expr.lhs, expr.rhs))
+            return Logic(LogicOp(expr.op), lhs, rhs)
+        if isinstance(expr, S.SNot):
+            return Not(self.size_condition(expr.operand, what))
+        raise self.error(
+            ProgramError,
+            "'assume' takes a condition on the sizes, e.g. 'assume K >= M and N % 4 == 0'",
+            expr.loc,
+        )
 
     def declare_param(self, item: S.SParam) -> None:
         if item.name in self.params:

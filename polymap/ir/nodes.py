@@ -373,6 +373,20 @@ class Select:
 
 ValueExpr = Const | Read | IndexValue | Neg | Binary | Call | Select
 
+
+@dataclass(frozen=True, slots=True)
+class Assume:
+    """``assume cond``: the sizes the program is valid for. The condition compares index
+    expressions over the sizes (``IndexValue`` operands); it is the context of every proof
+    and of the mapping, and every run checks it."""
+
+    cond: Condition
+    loc: SourceLoc | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return f"assume {self.cond}"
+
+
 _VALUE_PREC = {ValueOp.ADD: 1, ValueOp.SUB: 1, ValueOp.MUL: 2, ValueOp.DIV: 2, ValueOp.MOD: 2}
 _LOGIC_PREC = {LogicOp.OR: 1, LogicOp.AND: 2}
 
@@ -424,6 +438,34 @@ def _vparen(expr: ValueExpr, prec: int) -> str:
     else:
         own = 3
     return f"({expr})" if own < prec else str(expr)
+
+
+def settle(cond: Condition) -> bool | Condition:
+    """A condition over index values with what its constants decide folded away: True or
+    False where it no longer depends on a size, else the condition that is left (an
+    ``assume`` as sizes get bound)."""
+    if isinstance(cond, Not):
+        inner = settle(cond.operand)
+        return (not inner) if isinstance(inner, bool) else Not(inner)
+    if isinstance(cond, Logic):
+        lhs, rhs = settle(cond.lhs), settle(cond.rhs)
+        deciding = cond.op is LogicOp.OR  # what decides an `or` alone; an `and`, its negation
+        for side, other in ((lhs, rhs), (rhs, lhs)):
+            if isinstance(side, bool):
+                return deciding if side is deciding else other
+        return Logic(cond.op, lhs, rhs)
+    a, b = cond.lhs.expr, cond.rhs.expr
+    if not (isinstance(a, IConst) and isinstance(b, IConst)):
+        return cond
+    a, b = a.value, b.value
+    return {
+        CmpOp.LT: a < b,
+        CmpOp.LE: a <= b,
+        CmpOp.GT: a > b,
+        CmpOp.GE: a >= b,
+        CmpOp.EQ: a == b,
+        CmpOp.NE: a != b,
+    }[cond.op]
 
 
 def leaves_of(expr: ValueExpr) -> tuple[ValueExpr, ...]:
@@ -562,6 +604,7 @@ class Program:
     bindings: tuple[tuple[str, int], ...] = ()
     source: str | None = field(default=None, compare=False)  # file name, for messages
     text: str | None = field(default=None, compare=False, repr=False)  # source text
+    assumptions: tuple[Assume, ...] = ()  # ``assume`` lines: the sizes it is valid for
 
     # -- lookup
 
@@ -604,6 +647,17 @@ class Program:
     def sizes(self) -> dict[str, int]:
         return dict(self.bindings)
 
+    def sizes_in_words(self, context: str | None) -> str:
+        """The sizes a proof of this program holds for: ``context`` (the caller's isl
+        constraints, else every size >= 1) under the program's own ``assume`` lines."""
+        words = context or "every size >= 1"
+        if self.assumptions:
+            words += " with " + " and ".join(
+                f"({a.cond})" if isinstance(a.cond, Logic) and len(self.assumptions) > 1 else str(a.cond)
+                for a in self.assumptions
+            )
+        return words
+
     def error_context(self) -> dict:
         """Keyword arguments that place an error in this program's text."""
         return {"source": self.source or self.name, "text": self.text}
@@ -641,12 +695,32 @@ class Program:
             bindings=self.bindings + tuple((n, int(v)) for n, v in sizes.items()),
             source=self.source,
             text=self.text,
+            assumptions=self._bound_assumptions(values, sizes),
         )
         from polymap.ir.validate import check_limits
 
         # Folding the bound values can make a constant that no 64-bit index can hold (N * N).
         check_limits(bound)
         return bound
+
+    def _bound_assumptions(self, values: dict[str, IndexExpr], sizes: dict) -> tuple[Assume, ...]:
+        """The assumptions with ``values`` substituted: one that no longer mentions a size is
+        checked (ArgumentError naming it if the sizes violate it) and dropped."""
+        kept = []
+        for a in self.assumptions:
+            cond = settle(_subst_value(a.cond, values))
+            if not isinstance(cond, bool):
+                kept.append(Assume(cond, a.loc))
+            elif not cond:
+                from polymap.errors import ArgumentError
+
+                bound = ", ".join(f"{n} = {v}" for n, v in sizes.items())
+                raise ArgumentError(
+                    f"the sizes {bound} violate '{a}': program '{self.name}' is valid only where it holds",
+                    loc=a.loc,
+                    **self.error_context(),
+                )
+        return tuple(kept)
 
     def bind_defaults(self) -> Program:
         """Bind every size parameter that has a default value."""

@@ -44,6 +44,7 @@ from polymap.ir.nodes import MAX_EXPR_NESTING, MAX_LOOP_NESTING, MAX_RANK, Progr
 from polymap.ir.syntax import (
     SAnchor,
     SAssign,
+    SAssume,
     SBinary,
     SCall,
     SCompare,
@@ -62,7 +63,7 @@ from polymap.ir.syntax import (
 
 ASSIGN_OPS = ("=", "+=", "-=", "*=", "max=", "min=")
 DECL_KINDS = ("in", "out", "inout", "new")
-KEYWORDS = frozenset(("param", "par", "seq", "anchor", "and", "or", "not", *DECL_KINDS))
+KEYWORDS = frozenset(("param", "par", "seq", "anchor", "assume", "and", "or", "not", *DECL_KINDS))
 COMPARISONS = frozenset(("<", "<=", ">", ">=", "==", "!="))
 
 # 2**63 has 19 digits: a longer literal can be neither an i32 nor a 64-bit index constant,
@@ -196,6 +197,11 @@ class _Parser:
         if word == "anchor":
             loc = self.advance().loc
             return [SAnchor(self.expr(), loc)]
+        if word == "assume":
+            if not top_level:
+                raise self.error("'assume' states the sizes a program is valid for: it belongs at top level")
+            loc = self.advance().loc
+            return [SAssume(self.expr(), loc)]
         return [self.assign()]
 
     def params(self) -> list[SStmt]:

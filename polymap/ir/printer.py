@@ -22,6 +22,7 @@ def format_program(program: Program) -> str:
             "param "
             + ", ".join(p.name if p.default is None else f"{p.name} = {p.default}" for p in program.params)
         )
+    lines.extend(str(a) for a in program.assumptions)
     for decl in program.buffers:
         lines.append(f"{decl.kind.value} {decl.name}: {decl.dtype.value}{format_decl_shape(decl.shape)}")
     lines.extend(format_block(program.body, 0))

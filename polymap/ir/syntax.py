@@ -123,4 +123,12 @@ class SAnchor:
     loc: SourceLoc
 
 
-SStmt = SParam | SDecl | SLoop | SAssign | SAnchor
+@dataclass(frozen=True, slots=True)
+class SAssume:
+    """``assume cond`` at top level: the sizes the program is valid for."""
+
+    cond: SExpr
+    loc: SourceLoc
+
+
+SStmt = SParam | SDecl | SLoop | SAssign | SAnchor | SAssume

@@ -36,6 +36,7 @@ from polymap.ir.nodes import (
     MAX_RANK,
     Anchor,
     Assign,
+    Assume,
     Binary,
     BufferDecl,
     BufferKind,
@@ -60,6 +61,7 @@ from polymap.ir.nodes import (
     Stmt,
     ValueExpr,
     index_vars,
+    leaves_of,
     reads_of,
     value_children,
 )
@@ -109,6 +111,8 @@ class _Validator:
         for decl in self.program.all_buffers():
             self.declare(decl.name, decl.loc, seen)
             self.check_shape(decl)
+        for assumption in self.program.assumptions:
+            self.check_assumption(assumption)
         self.block(self.program.body, (), {b.name: b for b in self.program.buffers})
 
     def declare(self, name: str, loc: SourceLoc | None, seen: dict[str, SourceLoc | None]) -> None:
@@ -128,6 +132,25 @@ class _Validator:
                     decl.loc,
                 )
             self.affine(extent, frozenset(), f"the shape of buffer '{decl.name}'", decl.loc)
+
+    def check_assumption(self, assumption: Assume) -> None:
+        """An ``assume``: comparisons of index expressions over the sizes only."""
+        what = f"'{assumption}'"
+        for leaf in leaves_of(assumption.cond):
+            if not isinstance(leaf, IndexValue):
+                raise self.error(
+                    ProgramError,
+                    f"{what}: an assumption compares index expressions over the sizes",
+                    assumption.loc,
+                )
+            unknown = index_vars(leaf.expr) - self.params
+            if unknown:
+                raise self.error(
+                    UndeclaredError,
+                    f"{what} uses {', '.join(sorted(unknown))}: an assumption may use declared sizes only",
+                    assumption.loc,
+                )
+            self.affine(leaf.expr, frozenset(), what, assumption.loc)
 
     # -- limits (iterative: the recursive checks below are safe only once these hold)
 

@@ -111,7 +111,7 @@ class VerificationReport:
         """The sizes the proof holds for, in words."""
         if not self.program.params:
             return "the bound sizes"
-        return self.context or "every size >= 1"
+        return self.program.sizes_in_words(self.context)
 
     def lines(self) -> tuple[str, ...]:
         between = tuple(p.text for p in self.launch_order)

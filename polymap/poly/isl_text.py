@@ -179,3 +179,17 @@ def _bindable(a: IndexExpr, b: IndexExpr | None, params: Collection[str]) -> tup
         if names and names <= set(params):
             found |= names
     return tuple(sorted(found))
+
+
+def condition_isl(cond, names: Mapping[str, str], params: Collection[str] = ()) -> str:
+    """A condition over index values (an ``assume``) in isl syntax."""
+    from polymap.ir.nodes import CmpOp, Compare, Logic, Not
+
+    if isinstance(cond, Not):
+        return f"not ({condition_isl(cond.operand, names, params)})"
+    if isinstance(cond, Logic):
+        lhs, rhs = (condition_isl(c, names, params) for c in (cond.lhs, cond.rhs))
+        return f"({lhs}) {cond.op.value} ({rhs})"
+    assert isinstance(cond, Compare)
+    op = "=" if cond.op is CmpOp.EQ else cond.op.value
+    return f"{isl_expr(cond.lhs.expr, names, params)} {op} {isl_expr(cond.rhs.expr, names, params)}"

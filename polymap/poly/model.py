@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from polymap.errors import ArgumentError, InternalError, NotAffineError, SourceLoc
+from polymap.errors import ArgumentError, InternalError, NotAffineError, ProgramError, SourceLoc
 from polymap.ir import walk
 from polymap.ir.nodes import (
     Anchor,
@@ -41,7 +41,7 @@ from polymap.ir.nodes import (
 from polymap.ir.validate import check_program_argument
 from polymap.poly.checks import ParLoop, check_bounds, check_races
 from polymap.poly.deps import Dependences, dependences
-from polymap.poly.isl_text import ISL_KEYWORDS, IslNames, NonAffine, evaluate_index, isl_expr
+from polymap.poly.isl_text import ISL_KEYWORDS, IslNames, NonAffine, condition_isl, evaluate_index, isl_expr
 
 # --------------------------------------------------------------------------- model
 
@@ -243,6 +243,7 @@ def _context(program: Program, names: IslNames, text: str | None) -> isl.Set:
         + " and ".join(f"{names[p]} >= 1" for p in program.param_names)
         + " }"
     )
+    base = _assumed(program, names, base)
     if text is None or not text.strip():
         return base
     sizes = ", ".join(program.param_names) or "none"
@@ -278,6 +279,24 @@ def _context(program: Program, names: IslNames, text: str | None) -> isl.Set:
             f"{'; bound: ' + fixed if fixed else ''})"
         )
     return context
+
+
+def _assumed(program: Program, names: IslNames, base: isl.Set) -> isl.Set:
+    """``base`` under the program's ``assume`` lines (ProgramError where they admit no size)."""
+    env = {p: names[p] for p in program.param_names}
+    for assumption in program.assumptions:
+        try:
+            text = condition_isl(assumption.cond, env, program.param_names)
+        except NonAffine as problem:
+            raise _not_affine(program, problem, f"'{assumption}'", assumption.loc) from None
+        base = base.intersect(isl.Set(f"{_prefix(program, names)}{{ : {text} }}"))
+        if base.is_empty():
+            raise ProgramError(
+                f"'{assumption}' admits no sizes together with the assumptions before it (every size >= 1)",
+                loc=assumption.loc,
+                **program.error_context(),
+            )
+    return base
 
 
 def _not_affine(program: Program, problem: NonAffine, what: str, loc: SourceLoc | None) -> NotAffineError:

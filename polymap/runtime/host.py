@@ -148,7 +148,7 @@ def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
     if status == ERROR_CONTEXT:
         raise ArgumentError(
             f"sizes {bound.sizes} are outside the context the kernel of '{program.name}' was proved for "
-            f"({cuda.mapping.context or 'every size >= 1'})",
+            f"({cuda.program.sizes_in_words(cuda.mapping.context)})",
             **program.error_context(),
         )
     if status == ERROR_GRID:

@@ -28,7 +28,7 @@ def launches(cuda: CudaProgram, sizes: dict[str, int]) -> Iterator[Launch]:
     if not cuda.model.in_context(sizes):
         raise ArgumentError(
             f"sizes {sizes} are outside the context the kernels of '{cuda.program.name}' were proved for "
-            f"({cuda.mapping.context or 'every size >= 1'})"
+            f"({cuda.program.sizes_in_words(cuda.mapping.context)})"
         )
     yield from _walk(cuda, list(cuda.launches), (), dict(sizes))
 
