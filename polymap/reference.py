@@ -275,6 +275,16 @@ def _undefined(shape: tuple[int, ...], dtype: DType) -> np.ndarray:
     return np.full(shape, fill, dtype.numpy)
 
 
+def _holds(cond, env: dict):
+    """An if's condition (comparisons of index values) per lane: a bool or a bool array."""
+    if isinstance(cond, Not):
+        return np.logical_not(_holds(cond.operand, env))
+    if isinstance(cond, Compare):
+        return _COMPARE[cond.op](_index(cond.lhs.expr, env), _index(cond.rhs.expr, env))
+    join = np.logical_and if cond.op is LogicOp.AND else np.logical_or
+    return join(_holds(cond.lhs, env), _holds(cond.rhs, env))
+
+
 def _and(mask: np.ndarray | None, more: np.ndarray) -> np.ndarray:
     return more if mask is None else mask & more
 
@@ -444,6 +454,13 @@ class _Executor:
         target[idx] = acc
 
     def statement(self, stmt: Assign | Anchor, env: dict, lanes: _Lanes, buffers: dict) -> None:
+        if stmt.guard is not None:  # the if around it: only the lanes where it holds run it
+            holds = np.asarray(_holds(stmt.guard, env))
+            if holds.ndim == 0:
+                if not holds:
+                    return
+            else:
+                lanes = replace(lanes, mask=_and(lanes.mask, holds))
         active = lanes.active()
         if active == 0:  # also keeps masked-off reads from touching an empty buffer
             return
@@ -616,7 +633,7 @@ def _accumulation(loop: Loop) -> Assign | None:
     """The statement of a seq loop that only updates one element per lane, the same in every
     iteration: one ``+= -= *= max= min=`` whose target indices do not mention the loop and
     whose value does not read the buffer it writes. None for any other loop."""
-    if len(loop.body) != 1 or not isinstance(loop.body[0], Assign):
+    if len(loop.body) != 1 or not isinstance(loop.body[0], Assign) or loop.body[0].guard is not None:
         return None
     stmt = loop.body[0]
     if not stmt.op.is_update or any(loop.index in index_vars(e) for e in stmt.indices):

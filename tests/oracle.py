@@ -140,6 +140,8 @@ class Oracle:
                 self.instance(stmt, env, memory)
 
     def instance(self, stmt, env: dict, memory: dict) -> None:
+        if stmt.guard is not None and not self.guard_holds(stmt.guard, env):
+            return  # the if around it: this instance does not exist
         self.instances[stmt.name] = self.instances.get(stmt.name, 0) + 1
         reads = [self.dtypes[r.buffer] for r in reads_of(stmt.value)]
         if reads:
@@ -261,6 +263,19 @@ class Oracle:
             Fn.SIGMOID: lambda v: type(v)(1) / (type(v)(1) + np.exp(-v)),
         }[e.fn]
         return fn(x)
+
+    def guard_holds(self, c, env) -> bool:
+        """An if's condition: comparisons of index expressions, exact integers."""
+        if isinstance(c, Not):
+            return not self.guard_holds(c.operand, env)
+        if isinstance(c, Compare):
+            a, b = index(c.lhs.expr, env), index(c.rhs.expr, env)
+            ops = {CmpOp.LT: a < b, CmpOp.LE: a <= b, CmpOp.GT: a > b, CmpOp.GE: a >= b}
+            return {**ops, CmpOp.EQ: a == b, CmpOp.NE: a != b}[c.op]
+        first = self.guard_holds(c.lhs, env)
+        if c.op is LogicOp.AND:
+            return first and self.guard_holds(c.rhs, env)
+        return first or self.guard_holds(c.rhs, env)
 
     def holds(self, c, env, memory, ctype: DType, name: str) -> bool:
         if isinstance(c, Not):

@@ -130,6 +130,12 @@ def _masked_softmax(i, s):
     return {"Y": e / e.sum(axis=1, keepdims=True)}
 
 
+def _conv2d_padded(i, s):
+    padded = np.pad(i["X"].astype(np.float64), 1)
+    h, w = s["H"], s["W"]
+    return {"Y": sum(i["K"][a, b] * padded[a : a + h, b : b + w] for a in range(3) for b in range(3))}
+
+
 def _syrk_lower(i, s):
     a, c = i["A"].astype(np.float64), i["C"].astype(np.float64)
     lower = np.tril(np.ones_like(c, dtype=bool))
@@ -171,6 +177,7 @@ NUMERIC = {
     "syrk_lower": ({"N": 6, "M": 4}, _syrk_lower),
     "argmax_rows": ({"M": 5, "N": 7}, lambda i, s: {"best": np.argmax(i["X"], axis=1)}),
     "masked_softmax": ({"N": 7}, _masked_softmax),
+    "conv2d_padded": ({"H": 6, "W": 5}, _conv2d_padded),
 }
 
 

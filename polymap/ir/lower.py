@@ -10,7 +10,7 @@ programs built in Python.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from polymap.errors import (
     ArityError,
@@ -75,6 +75,32 @@ _INDEX_OPS = {
     "%": IndexOp.MOD,
 }
 _VALUE_OPS = {"+": ValueOp.ADD, "-": ValueOp.SUB, "*": ValueOp.MUL, "/": ValueOp.DIV, "%": ValueOp.MOD}
+
+
+def _guarded(stmt: Stmt, cond: Condition) -> Stmt:
+    """``stmt`` (and every statement in it) under ``cond`` as well as its own guard."""
+    if isinstance(stmt, Loop):
+        return replace(stmt, body=tuple(_guarded(s, cond) for s in stmt.body))
+    if isinstance(stmt, (Assign, Anchor)):
+        return replace(stmt, guard=cond if stmt.guard is None else Logic(LogicOp.AND, cond, stmt.guard))
+    return stmt  # a New: only in a loop inside the if, where its block scopes it
+
+
+def _data_read(expr: S.SExpr, scope: _Scope):
+    """The first buffer that ``expr`` reads (a subscript or a 0-d buffer's name), or None."""
+    if isinstance(expr, S.SSubscript):
+        return expr
+    if isinstance(expr, S.SName):
+        return expr if expr.name in scope.buffers else None
+    for child in (getattr(expr, "operand", None), getattr(expr, "lhs", None), getattr(expr, "rhs", None)):
+        if child is not None and (found := _data_read(child, scope)) is not None:
+            return found
+    for arg in getattr(expr, "args", ()):
+        if (found := _data_read(arg, scope)) is not None:
+            return found
+    return None
+
+
 _FUNCTIONS = {fn.value: fn for fn in Fn}
 SELECT = "select"  # select(condition, a, b): a value, not a function of values
 _COMPARISONS = {op.value: op for op in CmpOp}
@@ -210,9 +236,57 @@ class _Lowering:
                 out.append(self.loop(item, scope))
             elif isinstance(item, S.SAnchor):
                 out.append(Anchor(self.next_name(), self.value(item.value, scope, None), item.loc))
+            elif isinstance(item, S.SIf):
+                out.extend(self.if_block(item, scope))
             else:
                 out.append(self.assign(item, scope))
         return tuple(out)
+
+    def if_block(self, item: S.SIf, scope: _Scope) -> list[Stmt]:
+        """``if cond { then } else { otherwise }``: the statements of both, in order, each
+        with the condition (or its negation) as its guard, anded with its own: the IR has
+        no if node; a guard restricts a statement's domain."""
+        for body in (item.then, item.otherwise):
+            for inner in body:
+                if isinstance(inner, S.SDecl):
+                    raise self.error(
+                        ProgramError,
+                        f"'new {inner.name}' inside an if: declare it before the if, in the enclosing block",
+                        inner.loc,
+                    )
+        cond = self.guard_condition(item.cond, scope)
+        then = self.block(list(item.then), scope)
+        otherwise = self.block(list(item.otherwise), scope)
+        return [*(_guarded(s, cond) for s in then), *(_guarded(s, Not(cond)) for s in otherwise)]
+
+    def guard_condition(self, expr: S.SExpr, scope: _Scope) -> Condition:
+        """An if's condition: comparisons of index expressions over the enclosing loops'
+        indices and the sizes; a condition on data is a select's."""
+        if isinstance(expr, S.SCompare):
+            for side in (expr.lhs, expr.rhs):
+                read = _data_read(side, scope)
+                if read is not None:
+                    raise self.error(
+                        ProgramError,
+                        f"an if's condition compares loop indices and sizes; it reads '{read.name}', which "
+                        f"is data: choose between values with select(condition, a, b) instead",
+                        read.loc,
+                    )
+            lhs, rhs = (
+                IndexValue(self.index(e, scope, None, what="an if's condition")) for e in (expr.lhs, expr.rhs)
+            )
+            return Compare(_COMPARISONS[expr.op], lhs, rhs)
+        if isinstance(expr, S.SLogic):
+            lhs, rhs = (self.guard_condition(e, scope) for e in (expr.lhs, expr.rhs))
+            return Logic(LogicOp(expr.op), lhs, rhs)
+        if isinstance(expr, S.SNot):
+            return Not(self.guard_condition(expr.operand, scope))
+        raise self.error(
+            ProgramError,
+            "'if' takes a condition: a comparison of loop indices and sizes (< <= > >= == !=), or "
+            "conditions joined by and, or, not",
+            expr.loc,
+        )
 
     def loop(self, item: S.SLoop, scope: _Scope) -> Loop:
         index = item.index

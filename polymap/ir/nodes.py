@@ -523,6 +523,9 @@ class Assign:
     op: AssignOp
     value: ValueExpr
     loc: SourceLoc | None = field(default=None, compare=False)
+    # ``if cond { .. }`` around it: a condition on the loop indices and sizes (comparisons
+    # of ``IndexValue``s) that restricts the statement's domain; None: every instance runs
+    guard: Condition | None = None
 
     @property
     def target(self) -> Read:
@@ -547,6 +550,7 @@ class Anchor:
     name: str
     value: ValueExpr
     loc: SourceLoc | None = field(default=None, compare=False)
+    guard: Condition | None = None  # as ``Assign.guard``
 
     def reads(self) -> tuple[Read, ...]:
         return reads_of(self.value)
@@ -751,9 +755,12 @@ def _subst_value(expr: ValueExpr, values: dict[str, IndexExpr]) -> ValueExpr:
 def _subst_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:
     if isinstance(stmt, Assign):
         indices = tuple(substitute_index(i, values) for i in stmt.indices)
-        return Assign(stmt.name, stmt.buffer, indices, stmt.op, _subst_value(stmt.value, values), stmt.loc)
+        guard = None if stmt.guard is None else _subst_value(stmt.guard, values)
+        value = _subst_value(stmt.value, values)
+        return Assign(stmt.name, stmt.buffer, indices, stmt.op, value, stmt.loc, guard)
     if isinstance(stmt, Anchor):
-        return Anchor(stmt.name, _subst_value(stmt.value, values), stmt.loc)
+        guard = None if stmt.guard is None else _subst_value(stmt.guard, values)
+        return Anchor(stmt.name, _subst_value(stmt.value, values), stmt.loc, guard)
     if isinstance(stmt, New):
         return New(_subst_decl(stmt.decl, values))
     body = tuple(_subst_stmt(s, values) for s in stmt.body)

@@ -50,6 +50,7 @@ from polymap.ir.syntax import (
     SCompare,
     SDecl,
     SExpr,
+    SIf,
     SLogic,
     SLoop,
     SName,
@@ -63,7 +64,9 @@ from polymap.ir.syntax import (
 
 ASSIGN_OPS = ("=", "+=", "-=", "*=", "max=", "min=")
 DECL_KINDS = ("in", "out", "inout", "new")
-KEYWORDS = frozenset(("param", "par", "seq", "anchor", "assume", "and", "or", "not", *DECL_KINDS))
+KEYWORDS = frozenset(
+    ("param", "par", "seq", "anchor", "assume", "if", "else", "and", "or", "not", *DECL_KINDS)
+)
 COMPARISONS = frozenset(("<", "<=", ">", ">=", "==", "!="))
 
 # 2**63 has 19 digits: a longer literal can be neither an i32 nor a 64-bit index constant,
@@ -194,6 +197,10 @@ class _Parser:
             return [self.decl()]
         if word in ("par", "seq"):
             return [self.loop()]
+        if word == "if":
+            return [self.if_block()]
+        if word == "else":
+            raise self.error("'else' without an 'if' just before it")
         if word == "anchor":
             loc = self.advance().loc
             return [SAnchor(self.expr(), loc)]
@@ -256,6 +263,23 @@ class _Parser:
         self.loop_nesting -= 1
         self.expect("}", f" to close {kind.text} loop '{index.text}' opened at {kind.loc}")
         return SLoop(kind.text, extent, index.text, index.loc, body, kind.loc)
+
+    def if_block(self) -> SIf:
+        start = self.advance()
+        cond = self.expr()
+        self.expect("{", " to open the body of 'if'")
+        then = self.block(top_level=False)
+        self.expect("}", f" to close the 'if' opened at {start.loc}")
+        otherwise: tuple[SStmt, ...] = ()
+        if self.at("else"):
+            self.advance()
+            if self.at("if"):
+                otherwise = (self.if_block(),)
+            else:
+                self.expect("{", " to open the body of 'else'")
+                otherwise = self.block(top_level=False)
+                self.expect("}", f" to close the 'else' of the 'if' at {start.loc}")
+        return SIf(cond, then, otherwise, start.loc)
 
     def assign(self) -> SAssign:
         start = self.tok

@@ -40,6 +40,9 @@ def format_block(stmts: tuple[Stmt, ...], depth: int) -> list[str]:
         elif isinstance(stmt, New):
             d = stmt.decl
             lines.append(f"{pad}new {d.name}: {d.dtype.value}{format_decl_shape(d.shape)}")
+        elif getattr(stmt, "guard", None) is not None:
+            # the IR keeps an if as the guard of each statement in it: one if per statement
+            lines.append(f"{pad}if {stmt.guard} {{ {stmt} }}")
         else:
             lines.append(f"{pad}{stmt}")
     return lines

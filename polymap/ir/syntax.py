@@ -131,4 +131,14 @@ class SAssume:
     loc: SourceLoc
 
 
-SStmt = SParam | SDecl | SLoop | SAssign | SAnchor | SAssume
+@dataclass(frozen=True, slots=True)
+class SIf:
+    """``if cond { then } else { otherwise }`` (``else`` optional; ``else if`` nests)."""
+
+    cond: SExpr
+    then: tuple[SStmt, ...]
+    otherwise: tuple[SStmt, ...]
+    loc: SourceLoc
+
+
+SStmt = SParam | SDecl | SLoop | SAssign | SAnchor | SAssume | SIf

@@ -133,6 +133,21 @@ class _Validator:
                 )
             self.affine(extent, frozenset(), f"the shape of buffer '{decl.name}'", decl.loc)
 
+    def guard(self, guard, indices: tuple[str, ...], label: str, loc: SourceLoc | None) -> None:
+        """The condition of an if around a statement: comparisons of index expressions over
+        the enclosing loops' indices and the sizes."""
+        if not isinstance(guard, CONDITIONS) or _misplaced(guard, label):
+            raise self.error(ProgramError, f"{label}: its guard '{guard}' is not a condition", loc)
+        for leaf in leaves_of(guard):
+            if not isinstance(leaf, IndexValue):
+                raise self.error(
+                    ProgramError,
+                    f"{label}: the condition of its if, '{guard}', compares loop indices and sizes, not data "
+                    f"(choose between values with select)",
+                    loc,
+                )
+            self.index(leaf.expr, indices, f"the condition of the if around {label}", loc)
+
     def check_assumption(self, assumption: Assume) -> None:
         """An ``assume``: comparisons of index expressions over the sizes only."""
         what = f"'{assumption}'"
@@ -179,7 +194,8 @@ class _Validator:
                 if isinstance(stmt.value, CONDITIONS):
                     raise self.error(ProgramError, _as_value(f"statement {stmt.name}", stmt.value), stmt.loc)
                 target = (Read(stmt.buffer, stmt.indices),) if isinstance(stmt, Assign) else ()
-                for part in (*target, stmt.value):
+                guard = () if stmt.guard is None else (stmt.guard,)
+                for part in (*target, stmt.value, *guard):
                     self.expression_limits(part, f"statement {stmt.name}", stmt.loc, False)
                 # Only now that the depth is known to be safe: the compute type walks the value.
                 if _computes_in_i32(stmt, dtypes):
@@ -293,6 +309,8 @@ class _Validator:
         for read in reads_of(stmt.value):
             self.access(read, indices, buffers, label, read.loc or stmt.loc)
         self.value(stmt.value, indices, label, stmt.loc)
+        if stmt.guard is not None:
+            self.guard(stmt.guard, indices, label, stmt.loc)
 
     def access(
         self,

@@ -395,6 +395,13 @@ def _statement(
         env[loop.index] = dim
         dims.append(dim)
         constraints.append(f"0 <= {dim} and {dim} < {extent}")
+    if stmt.guard is not None:  # an if around the statement restricts its domain
+        try:
+            constraints.append(f"({condition_isl(stmt.guard, env, params)})")
+        except NonAffine as problem:
+            raise _not_affine(
+                program, problem, f"the condition of the if around {ctx.name} `{stmt}`", stmt.loc
+            ) from None
     prefix = _prefix(program, names)
     tuple_name = tuples[ctx.name]
     space = f"{tuple_name}[{', '.join(dims)}]"

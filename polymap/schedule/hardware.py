@@ -207,6 +207,8 @@ def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int,
     relation = isl.Map(
         f"{prefix}{{ [{', '.join(hw)}] -> {tuple_name}[{', '.join(s.dims)}] : {' and '.join(cons)} }}"
     ).intersect_params(model.context)
+    if s.stmt.guard is not None:  # the if around it: only the instances of its domain run
+        relation = relation.intersect_range(s.domain)
     position = s.ctx.position
     order = [str(position[outer])]
     for n, p in zip(body, position[outer + 1 :]):

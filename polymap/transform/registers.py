@@ -198,10 +198,15 @@ def _accesses(stmts: tuple[Stmt, ...], buffer: str) -> tuple[list[tuple[IndexExp
                 indices.add(stmt.index)
                 visit(stmt.body)
             elif isinstance(stmt, (Assign, Anchor)):
-                found.extend(r.indices for r in reads_of(stmt.value) if r.buffer == buffer)
+                touched = [r.indices for r in reads_of(stmt.value) if r.buffer == buffer]
                 if isinstance(stmt, Assign) and stmt.buffer == buffer:
-                    found.append(stmt.indices)
+                    touched.append(stmt.indices)
                     written = True
+                if touched and stmt.guard is not None:
+                    # under an if: the element is not touched in every iteration, so a
+                    # register's load and store around the loop would add accesses
+                    touched.append(None)
+                found.extend(touched)
 
     visit(stmts)
     return found, written, indices
@@ -210,7 +215,7 @@ def _accesses(stmts: tuple[Stmt, ...], buffer: str) -> tuple[list[tuple[IndexExp
 def _element(loop: Loop, buffer: str) -> tuple[IndexExpr, ...] | None:
     """The one element of ``buffer`` that ``loop`` works on, if it qualifies."""
     found, written, indices = _accesses((loop,), buffer)
-    if not written or any(e != found[0] for e in found):
+    if not written or None in found or any(e != found[0] for e in found):
         return None
     if any(index_vars(e) & indices for e in found[0]):
         return None
@@ -288,6 +293,7 @@ def _sets(stmt: Stmt | None, buffer: str, element: tuple[IndexExpr, ...]) -> boo
     ``buffer[element]`` with the value the two stores gave it."""
     return (
         isinstance(stmt, Assign)
+        and stmt.guard is None
         and stmt.buffer == buffer
         and stmt.indices == element
         and stmt.op is AssignOp.SET
