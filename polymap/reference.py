@@ -339,6 +339,15 @@ _ASSIGN_OPS = {
 _erf = np.vectorize(math.erf, otypes=[np.float64])  # NumPy has no erf; the C library's, per element
 
 
+def _c_pow(x, y):
+    """C's pow (C99 Annex F): NumPy's power except where the base is a zero or -inf and the
+    exponent positive but not an odd integer, where C gives +0 and +inf (NumPy -0 or NaN)."""
+    result = np.power(x, y)
+    odd = (np.mod(y, 2) == 1) & (np.floor(y) == y)
+    special = ((x == 0) | (x == -np.inf)) & (y > 0) & ~odd
+    return np.where(special, np.where(x == 0, 0, np.inf).astype(result.dtype), result)
+
+
 def _sigmoid(x):
     return np.reciprocal(1 + np.exp(-x))
 
@@ -562,7 +571,7 @@ class _Eval:
             common = _promote(args[0].dtype, args[1].dtype)
             if e.fn is Fn.POW:
                 common = _F32 if common == _I32 else common
-                return np.power(args[0].astype(common), args[1].astype(common))
+                return _c_pow(args[0].astype(common), args[1].astype(common))
             fn = np.maximum if e.fn is Fn.MAX else np.minimum
             return fn(args[0].astype(common), args[1].astype(common))
         raise InternalError(f"unknown value expression {e!r}")

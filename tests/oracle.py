@@ -204,9 +204,12 @@ class Oracle:
             if e.op is ValueOp.MUL:
                 return a * b
             if e.op is ValueOp.MOD:
-                if t is not DType.I32:
-                    r = math.fmod(float(a), float(b)) if float(b) != 0 else math.nan
-                    if r != 0 and (r < 0) != (float(b) < 0):
+                if t is not DType.I32:  # floored: a zero result takes the divisor's sign
+                    with np.errstate(all="ignore"):
+                        r = float(np.fmod(np.float64(a), np.float64(b)))
+                    if r == 0:
+                        r = math.copysign(0.0, float(b))
+                    elif (r < 0) != (float(b) < 0):
                         r += float(b)
                     return convert(np.float64(r), t)
                 if int(b) == 0:
@@ -242,8 +245,11 @@ class Oracle:
             )
         if e.fn is Fn.POW:
             t = wider(wider(dtype_of(args[0]), dtype_of(args[1])), DType.F32)
+            x, y = convert(args[0], t), convert(args[1], t)
+            if (x == 0 or x == -math.inf) and y > 0 and not (float(y).is_integer() and int(y) % 2 == 1):
+                return convert(np.float64(0.0 if x == 0 else math.inf), t)  # C99 F.9.4.4
             with np.errstate(all="ignore"):
-                return convert(args[0], t) ** convert(args[1], t)
+                return x**y
         if e.fn in (Fn.MAX, Fn.MIN):
             t = wider(dtype_of(args[0]), dtype_of(args[1]))
             a, b = convert(args[0], t), convert(args[1], t)

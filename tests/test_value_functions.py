@@ -95,3 +95,41 @@ def test_function_errors_name_the_function_and_its_position():
         UndeclaredError, match=r"unknown function 'sinh' \(known: .*erf.*sigmoid.*i32, select\)"
     ):
         parse("param N = 4\nin x: f32[N]\nout y: f32[N]\npar N i { y[i] = sinh(x[i]) }")
+
+
+def test_ieee_special_values_come_out_alike_signed_zeros_included():
+    # a floored % gives its zero the divisor's sign (C's fmod the dividend's); pow follows
+    # C99 where NumPy differs (pow(-inf, 0.5) = +inf, pow(-0, 0.5) = +0); and the host
+    # compiler must not fold 0 - x into -x (x = 0 gives +0, whose reciprocal is +inf)
+    text = (
+        "param N = 12\nin x: f32[N]\nin e: f32[N]\nin k: i32[N]\nin z: f32[N]\n"
+        "out p: f32[N]\nout m: f32[N]\nout r: f32[N]\n"
+        "par N i {\n  p[i] = pow(x[i], e[i])\n  m[i] = x[i] % e[i]\n  r[i] = 1 / (-3 * (0 - k[i])) + z[i]\n}"
+    )
+    program = parse(text).bind_defaults()
+    x = np.array([-np.inf, -0.0, 0.0, -5, 5, -2.5, 3, np.inf, -1, 2, np.nan, -np.inf], np.float32)
+    e = np.array([0.5, 0.5, 0.5, 2.5, -2.5, 2.5, 0, 2, np.inf, -1, 0, 3], np.float32)
+    k = np.zeros(12, np.int32)
+    inputs = {"x": x, "e": e, "k": k, "z": np.zeros(12, np.float32)}
+    want = reference(program, **inputs)
+    assert want["p"][0] == np.inf and want["p"][1] == 0 and not np.signbit(want["p"][1])
+    assert not np.signbit(want["m"][3]) and np.signbit(want["m"][4])  # -5 % 2.5, 5 % -2.5
+    assert np.all(want["r"] == -np.inf)  # -3 * (0 - 0) is -0
+    oracle, _ = run_oracle(program, inputs)
+    host = polymap.compile(program).run_host(**inputs)
+    for name, value in want.items():
+        for other in (oracle[name], host[name]):
+            np.testing.assert_array_equal(other, value)
+            np.testing.assert_array_equal(np.signbit(other), np.signbit(value))
+
+
+def test_run_compares_infinities_and_nans_exactly_and_scales_its_tolerance_by_finite_values():
+    from polymap.cli import _compare
+    from polymap.ir.nodes import DType
+
+    inf = np.inf
+    assert _compare("y", DType.F32, [5, -3, inf, np.nan], [5, -3, inf, np.nan])["ok"]
+    # an infinite reference value must not widen the tolerance of the others
+    assert not _compare("y", DType.F32, [0, 1e6, inf], [5, -3, inf])["ok"]
+    assert not _compare("y", DType.F32, [5, -3, -inf], [5, -3, inf])["ok"]
+    assert not _compare("y", DType.F32, [5, -3, 1e30], [5, -3, inf])["ok"]

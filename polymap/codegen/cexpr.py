@@ -295,7 +295,8 @@ def literal(value: float, dtype: DType) -> str:
     """An exact C literal of ``value`` converted to ``dtype`` (as NumPy converts it)."""
     if dtype is DType.I32:
         return str(int(np.asarray(value).astype(np.int32)))
-    exact = float(np.asarray(value).astype(dtype.numpy))
+    with np.errstate(over="ignore"):  # a value beyond the type's range is its infinity
+        exact = float(np.asarray(value).astype(dtype.numpy))
     if not np.isfinite(exact):
         text = "PM_INF" if exact > 0 else "-PM_INF" if exact < 0 else "PM_NAN"  # polymap_helpers.cuh
         return text if dtype is DType.F32 else f"(double){text}"

@@ -31,7 +31,7 @@ from polymap.runtime.arguments import bind_arguments, is_device_array
 from polymap.runtime.faults import ERROR_FAULT, FAULT_WORD, fault_error
 
 # -fwrapv: i32 overflow wraps, as in NumPy (and in practice on the GPU)
-FLAGS = ("-std=c++20", "-O2", "-fwrapv", "-fPIC", "-shared", "-pthread", "-w")
+FLAGS = ("-std=c++20", "-O2", "-fwrapv", "-frounding-math", "-fPIC", "-shared", "-pthread", "-w")
 HEADER = TEMPLATES / "polymap_host.h"
 
 

@@ -93,14 +93,17 @@ __device__ __forceinline__ void pm_store_vec(T* p, const pm_vec<T, N>& v) {
 }
 #endif
 
-// Float ``%``, floored (the sign of the divisor) as NumPy's mod: C's fmod truncates.
+// Float ``%``, floored (the sign of the divisor) as NumPy's mod: C's fmod truncates, and
+// its zero has the dividend's sign, NumPy's the divisor's.
 __host__ __device__ __forceinline__ float pm_fmod(float a, float b) {
   const float r = fmodf(a, b);
-  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+  if (r == 0.0f) return copysignf(0.0f, b);
+  return ((r < 0.0f) != (b < 0.0f)) ? r + b : r;
 }
 __host__ __device__ __forceinline__ double pm_fmod(double a, double b) {
   const double r = fmod(a, b);
-  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+  if (r == 0.0) return copysign(0.0, b);
+  return ((r < 0.0) != (b < 0.0)) ? r + b : r;
 }
 // 1 / sqrt(x) and 1 / (1 + exp(-x)), each operation rounded as the reference rounds it
 // (not the GPU's approximate rsqrtf).
