@@ -108,10 +108,13 @@ def libm_dependent(program) -> set[str]:
 
 
 def _has_call(expr) -> bool:
-    from polymap.ir.nodes import Binary, Call, Fn, Neg
+    from polymap.ir.nodes import Binary, Call, Fn, Neg, Select
 
     if isinstance(expr, Call):
-        return expr.fn in (Fn.TANH, Fn.EXP) or any(_has_call(a) for a in expr.args)
+        rounded = (Fn.TANH, Fn.EXP, Fn.SIN, Fn.COS, Fn.SIGMOID, Fn.ERF, Fn.POW)  # libm's and NumPy's
+        return expr.fn in rounded or any(_has_call(a) for a in expr.args)
+    if isinstance(expr, Select):
+        return any(_has_call(e) for e in (expr.then, expr.otherwise))
     if isinstance(expr, Binary):
         return _has_call(expr.lhs) or _has_call(expr.rhs)
     if isinstance(expr, Neg):

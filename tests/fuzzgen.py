@@ -93,6 +93,9 @@ class _Gen:
         self.s = _State(rng, mode, sizes)
         self.used: set[str] = set()
         self.seed = seed
+        # the language's later additions (select, conditions, functions, if) draw from their
+        # own stream, so that what the main stream generates keeps its shape
+        self.extra = random.Random(seed * 7919 + 1)
 
     # -- sizes and extents
 
@@ -203,6 +206,24 @@ class _Gen:
         def sub():
             return self.value(loops, depth - 1)
 
+        x = self.extra
+        if x.random() < 0.12:  # a select whose condition compares plain operands (no libm
+            # calls: both sides must round alike for the comparison to agree)
+            self.s.features.add("select")
+            plain = [self.read(loops, 0) if x.random() < 0.5 else self.read(loops)]
+            plain.append(x.choice(["0", "1", "-0.5"]) if x.random() < 0.5 else self.read(loops))
+            cond = f"{plain[0]} {x.choice(['<', '<=', '>', '>=', '==', '!='])} {plain[1]}"
+            if loops and x.random() < 0.3:
+                cond = f"{cond} {x.choice(['and', 'or'])} {x.choice(loops).name} % 2 == 0"
+            if x.random() < 0.2:
+                cond = f"not ({cond})"
+            return f"select({cond}, {sub()}, {sub()})"
+        if x.random() < 0.1:
+            self.s.features.add("functions")
+            fn = x.choice(["sin", "cos", "sigmoid", "erf", "pow"])
+            if fn == "pow":
+                return f"pow(abs({sub()}) + 0.5, 1.5)"
+            return f"{fn}({sub()})"
         if kind == "bin":
             op = r.choice(["+", "-", "*", "/"])
             if op == "/":
@@ -241,7 +262,25 @@ class _Gen:
         r = self.s.rng
         target, reduces = self.target(loops)
         ops = ["+=", "max=", "min="] if reduces else ["=", "=", "+=", "-=", "*=", "max=", "min="]
-        return f"{target} {r.choice(ops)} {self.value(loops)}"
+        text = f"{target} {r.choice(ops)} {self.value(loops)}"
+        x = self.extra
+        if loops and x.random() < 0.15:  # under an if on the indices: fewer instances run
+            self.s.features.add("if")
+            i = x.choice(loops)
+            guard = x.choice(
+                [
+                    f"{i.name} % 2 == 0",
+                    f"{i.name} >= 1",
+                    f"not {i.name} == 1",
+                    f"{i.name} < 2 or {i.name} > 3",
+                ]
+            )
+            if len(loops) > 1 and x.random() < 0.4:
+                j = x.choice(loops)
+                guard = f"{guard} and {i.name} {x.choice(['<=', '>=', '!='])} {j.name}"
+            else_ = f" else {{ {text} }}" if x.random() < 0.2 and not reduces else ""
+            text = f"if {guard} {{ {text} }}{else_}"
+        return text
 
     # -- fragments
 
