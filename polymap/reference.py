@@ -333,6 +333,7 @@ _ASSIGN_OPS = {
     AssignOp.ADD: np.add,
     AssignOp.SUB: np.subtract,
     AssignOp.MUL: np.multiply,
+    AssignOp.DIV: np.true_divide,
     AssignOp.MAX: np.maximum,
     AssignOp.MIN: np.minimum,
 }
@@ -459,8 +460,17 @@ class _Executor:
         acc = target[idx]
         for k in range(count):
             value = _Eval(self, stmt, {**env, loop.index: k}, lanes, buffers).value(stmt.value)
-            acc = _updated(stmt.op, acc, _per_active_lane(value, lanes), target.dtype)
+            acc = self.updated(stmt, acc, _per_active_lane(value, lanes), target.dtype)
         target[idx] = acc
+
+    def updated(self, stmt: Assign, old, value, dtype):
+        """``_updated`` for ``stmt``: an i32 ``/=`` by zero is its ArgumentError."""
+        try:
+            return _updated(stmt.op, old, value, dtype)
+        except _ZeroDivisor:
+            raise ArgumentError(
+                f"statement {stmt.name} ({stmt}): i32 division by zero at run time", loc=stmt.loc, **self.ctx
+            ) from None
 
     def statement(self, stmt: Assign | Anchor, env: dict, lanes: _Lanes, buffers: dict) -> None:
         if stmt.guard is not None:  # the if around it: only the lanes where it holds run it
@@ -499,7 +509,7 @@ class _Executor:
         # Race freedom: distinct active lanes write distinct elements, so this gather /
         # scatter equals a per-lane read-modify-write (no duplicate indices to collide).
         if stmt.op.is_update:
-            target[idx] = _updated(stmt.op, target[idx], value, target.dtype)
+            target[idx] = self.updated(stmt, target[idx], value, target.dtype)
         else:
             target[idx] = to_dtype(np.asarray(value), target.dtype)
 
@@ -513,10 +523,22 @@ def _per_active_lane(value, lanes: _Lanes) -> np.ndarray:
     return value
 
 
+class _ZeroDivisor(Exception):
+    """An i32 ``/=`` by zero on an active lane: the caller names the statement."""
+
+
 def _updated(op: AssignOp, old: np.ndarray, value: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``old op= value`` as a store does it: in the promotion of the two, cast to ``dtype``."""
+    """``old op= value`` as a store does it: in the promotion of the two, cast to ``dtype``
+    (``value`` holds the active lanes only; ``/=`` divides as ``/``)."""
     common = _promote(old.dtype, value.dtype)
-    return to_dtype(np.asarray(_ASSIGN_OPS[op](old.astype(common), value.astype(common))), dtype)
+    a, b = old.astype(common), value.astype(common)
+    if op is AssignOp.DIV and common == _I32:
+        if np.any(b == 0):
+            raise _ZeroDivisor
+        q = np.floor_divide(a, b)
+        # Floor and truncation differ by one when the division is inexact and the signs differ.
+        return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(_I32)
+    return to_dtype(np.asarray(_ASSIGN_OPS[op](a, b)), dtype)
 
 
 class _Eval:

@@ -166,6 +166,16 @@ class Oracle:
                 value = old - value
             elif stmt.op is AssignOp.MUL:
                 value = old * value
+            elif stmt.op is AssignOp.DIV:
+                if t is DType.I32:
+                    if int(value) == 0:
+                        raise ArgumentError(f"statement {stmt.name}: i32 division by zero")
+                    q = abs(int(old)) // abs(int(value))
+                    value = np.array(q if (int(old) < 0) == (int(value) < 0) else -q, np.int64).astype(
+                        np.int32
+                    )[()]
+                else:
+                    value = old / value
             elif stmt.op is AssignOp.MAX:
                 value = nan_max(old, value)
             else:

@@ -133,3 +133,32 @@ def test_run_compares_infinities_and_nans_exactly_and_scales_its_tolerance_by_fi
     assert not _compare("y", DType.F32, [0, 1e6, inf], [5, -3, inf])["ok"]
     assert not _compare("y", DType.F32, [5, -3, -inf], [5, -3, inf])["ok"]
     assert not _compare("y", DType.F32, [5, -3, 1e30], [5, -3, inf])["ok"]
+
+
+def test_divide_update_divides_as_slash_floats_truly_i32_toward_zero_and_faults_on_zero():
+    text = (
+        "param N = 6\nin a: i32[N]\nin b: i32[N]\nin x: f32[N]\nout q: i32[N]\nout y: f32[N]\n"
+        "par N i {\n  q[i] = a[i]\n  q[i] /= b[i]\n  y[i] = x[i]\n  seq 3 k { y[i] /= 2 }\n}"
+    )
+    program = parse(text, name="div").bind_defaults()
+    a = np.array([7, -7, 7, -7, -2147483648, 9], np.int32)
+    b = np.array([2, 2, -2, -2, -1, 3], np.int32)
+    x = np.array([1, -3, 8, 0.5, -0.0, 6], np.float32)
+    inputs = {"a": a, "b": b, "x": x}
+    want = reference(program, **inputs)
+    np.testing.assert_array_equal(want["q"], [3, -3, -3, 3, -2147483648, 3])
+    np.testing.assert_array_equal(want["y"], x / 8)
+    oracle, _ = run_oracle(program, inputs)
+    kernel = polymap.compile(program)
+    host = kernel.run_host(**inputs)
+    for name in want:
+        np.testing.assert_array_equal(oracle[name], want[name])
+        np.testing.assert_array_equal(host[name], want[name])
+    b[3] = 0
+    with pytest.raises(ArgumentError) as expected:
+        reference(program, **inputs)
+    with pytest.raises(ArgumentError) as got:
+        kernel.run_host(**inputs)
+    assert str(got.value) == str(expected.value) and "S1 (q[i] /= b[i]): i32 division by zero" in str(
+        got.value
+    )

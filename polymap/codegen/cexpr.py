@@ -72,7 +72,7 @@ _FLOAT_FN = {
     Fn.ERF: "erf",
 }
 _HELPER_FN = {Fn.RSQRT: "pm_rsqrt", Fn.SIGMOID: "pm_sigmoid"}
-_UPDATE = {AssignOp.ADD: "+", AssignOp.SUB: "-", AssignOp.MUL: "*"}
+_UPDATE = {AssignOp.ADD: "+", AssignOp.SUB: "-", AssignOp.MUL: "*", AssignOp.DIV: "/"}
 
 # C precedence levels (higher binds tighter): what needs parentheses inside what.
 _ATOM, _UNARY, _MUL, _ADD, _CMP, _AND, _OR, _COND = 16, 15, 13, 12, 10, 5, 4, 3
@@ -265,6 +265,8 @@ class StatementPrinter:
         common = widest(ttype, vtype)
         old = convert(target, _ATOM, ttype, common)
         new = convert(value, vprec, vtype, common)
+        if stmt.op is AssignOp.DIV and common is DType.I32:  # as ``/``: records a division by zero
+            return f"{target} = pm_idiv({target}, {value}, __LINE__);"
         if stmt.op in _UPDATE:
             if common is ttype is vtype:
                 return f"{target} {stmt.op.value} {value};"

@@ -68,6 +68,7 @@ class AssignOp(enum.Enum):
     ADD = "+="
     SUB = "-="
     MUL = "*="
+    DIV = "/="  # true division for floats, C's (toward zero) for i32, as ``/``
     MAX = "max="
     MIN = "min="
 

@@ -62,7 +62,7 @@ from polymap.ir.syntax import (
     SSubscript,
 )
 
-ASSIGN_OPS = ("=", "+=", "-=", "*=", "max=", "min=")
+ASSIGN_OPS = ("=", "+=", "-=", "*=", "/=", "max=", "min=")
 DECL_KINDS = ("in", "out", "inout", "new")
 KEYWORDS = frozenset(
     ("param", "par", "seq", "anchor", "assume", "if", "else", "and", "or", "not", *DECL_KINDS)
@@ -289,7 +289,9 @@ class _Parser:
         if not isinstance(target, (SName, SSubscript)):
             raise self.error("expected a buffer element to assign to, like C[i, j]", start)
         if self.tok.kind is not Tok.OP or self.tok.text not in ASSIGN_OPS:
-            raise self.error(f"expected an assignment (= += -= *= max= min=) but found {self.tok.describe()}")
+            raise self.error(
+                f"expected an assignment (= += -= *= /= max= min=) but found {self.tok.describe()}"
+            )
         op = self.advance().text
         return SAssign(target, op, self.expr(), start.loc)
 
