@@ -114,3 +114,27 @@ def test_a_bad_if_is_an_error_at_its_position(body, cls, message):
     text = f"param N = 4\nin x: f32[N]\nout y: f32[N]\npar N i {{\n{' ' * 10}{body}\n}}"
     with pytest.raises(cls, match=message):
         parse(text, source="t.te")
+
+
+@pytest.mark.parametrize(
+    "text, arrays",
+    [
+        # the if narrows the mapped loop: the grid must still cover the loop, and the proof
+        # must assume that grid (it assumed the few blocks the guarded rows need, while the
+        # launcher ran them all: every block added x[i] again)
+        ("param N = 200\nin x: f32[N]\nout y: f32[N]\npar N i { if i < 3 { y[i] += x[i] } }", {"x": (200,)}),
+        (
+            "param M = 33, N = 65, K = 17\nin B: f32[K, N]\nout C: f32[M, N]\n"
+            "par M i { par N j { if i <= 3 { C[i, j] = B[i % K, j] - 1 } } }",
+            {"B": (17, 65)},
+        ),
+    ],
+)
+def test_an_if_that_narrows_a_mapped_loop_of_a_bound_program_runs_each_instance_once(text, arrays):
+    program = parse(text).bind_defaults()
+    rng = np.random.default_rng(2)
+    inputs = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in arrays.items()}
+    want = reference(program, **inputs)
+    got = polymap.compile(program).run_host(**inputs)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])

@@ -307,11 +307,26 @@ class _Emitter:
             function,
             arguments,
             km.block_dim(),
-            grid_dims(self.model, km, host_params),
+            self.checked_grid(km, grid_dims(self.model, km, host_params), host_params),
             host_params,
             plan is not None,
         )
         return "\n".join(lines), launch
+
+    def checked_grid(self, km: KernelMapping, grid: tuple, host_params: tuple[str, ...]) -> tuple:
+        """The launch's grid, checked against the one the proof assumed where both are
+        numbers (sizes bound, no host loop): a larger one would run blocks that no proof
+        covers (the grid of a band narrowed by an if once was)."""
+        if self.program.params or host_params:
+            return grid
+        for axis, (launched, proved) in enumerate(zip(grid, km.grid_dim())):
+            blocks = launched if isinstance(launched, int) else launched.max_val().to_python()
+            if blocks > proved:
+                raise InternalError(
+                    f"{km.kernel.name}: the launcher's grid has {blocks} blocks on axis {'xyz'[axis]} where "
+                    f"the proof assumed {proved}"
+                )
+        return grid
 
     def check_barriers(self, schedule: KernelSchedule) -> None:
         threads = tuple(schedule.frame.hw[schedule.frame.host + 3 : schedule.frame.host + 6])

@@ -656,17 +656,18 @@ def _fragments(
 
 
 def _max_extents(kernel: Kernel, model: PolyModel) -> tuple[int, ...]:
-    """The largest extent of each band loop over the domains of the kernel's statements."""
+    """The largest extent of each band loop over the loops of the kernel's statements (not
+    narrowed by the ifs around them: the launcher's grid covers the loops' extents, and the
+    proof must assume that grid)."""
     out = []
     for position, loop in enumerate(kernel.band):
         depth = len(kernel.host_loops) + position  # statement dims: host loops, then the band
         best = 0
         for stmt in model.statements:
             if len(stmt.ctx.loops) > depth and stmt.ctx.loops[depth] is loop:
-                dim_max = stmt.domain.dim_max(depth)
-                if not stmt.domain.is_empty():
-                    value = dim_max.max_val().to_python()
-                    best = max(best, int(value) + 1)
+                domain = stmt.loops_domain
+                if not domain.is_empty():
+                    best = max(best, int(domain.dim_max(depth).max_val().to_python()) + 1)
         out.append(max(best, 1))
     return tuple(out)
 
@@ -680,9 +681,10 @@ def _loop_extent(loop, model: PolyModel) -> int:
     """The largest extent of a seq loop of a thread body over the domains of its statements."""
     best = 0
     for stmt in model.statements:
+        domain = stmt.loops_domain  # the loop's own extent: an if inside may narrow a statement's
         for depth, outer in enumerate(stmt.ctx.loops):
-            if outer is loop and not stmt.domain.is_empty():
-                best = max(best, int(stmt.domain.dim_max(depth).max_val().to_python()) + 1)
+            if outer is loop and not domain.is_empty():
+                best = max(best, int(domain.dim_max(depth).max_val().to_python()) + 1)
     return max(best, 1)
 
 

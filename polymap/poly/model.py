@@ -92,6 +92,13 @@ class StatementModel:
     reads: tuple[Access, ...]
     writes: tuple[Access, ...]
     dims: tuple[str, ...]
+    # the iterations of its loops, without the guard of an if around it: what the loops
+    # (and the grid that runs a band) span; ``domain`` where it has no guard
+    loop_domain: isl.Set | None = None
+
+    @property
+    def loops_domain(self) -> isl.Set:
+        return self.domain if self.loop_domain is None else self.loop_domain
 
     @property
     def stmt(self):
@@ -395,18 +402,21 @@ def _statement(
         env[loop.index] = dim
         dims.append(dim)
         constraints.append(f"0 <= {dim} and {dim} < {extent}")
-    if stmt.guard is not None:  # an if around the statement restricts its domain
-        try:
-            constraints.append(f"({condition_isl(stmt.guard, env, params)})")
-        except NonAffine as problem:
-            raise _not_affine(
-                program, problem, f"the condition of the if around {ctx.name} `{stmt}`", stmt.loc
-            ) from None
     prefix = _prefix(program, names)
     tuple_name = tuples[ctx.name]
     space = f"{tuple_name}[{', '.join(dims)}]"
     where = " : " + " and ".join(constraints) if constraints else ""
     domain = isl.Set(f"{prefix}{{ {space}{where} }}").intersect_params(context)
+    loop_domain = None
+    if stmt.guard is not None:  # an if around the statement restricts its domain
+        try:
+            guard = condition_isl(stmt.guard, env, params)
+        except NonAffine as problem:
+            raise _not_affine(
+                program, problem, f"the condition of the if around {ctx.name} `{stmt}`", stmt.loc
+            ) from None
+        loop_domain = domain
+        domain = domain.intersect(isl.Set(f"{prefix}{{ {space} : {guard} }}"))
 
     def access(buffer: str, indices: tuple[IndexExpr, ...], loc: SourceLoc | None, is_write: bool) -> Access:
         text = str(Read(buffer, indices))
@@ -429,7 +439,7 @@ def _statement(
 
     writes = (access(stmt.buffer, stmt.indices, stmt.loc, True),) if isinstance(stmt, Assign) else ()
     reads = tuple(access(r.buffer, r.indices, r.loc, False) for r in stmt.reads())
-    return StatementModel(ctx.name, ctx, domain, reads, writes, tuple(dims))
+    return StatementModel(ctx.name, ctx, domain, reads, writes, tuple(dims), loop_domain)
 
 
 def _schedule(statements: tuple[StatementModel, ...]) -> isl.UnionMap:
