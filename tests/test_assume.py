@@ -89,3 +89,13 @@ def test_binding_some_sizes_keeps_what_the_others_must_satisfy():
 def test_a_bad_assumption_is_an_error_at_its_position(text, cls, message):
     with pytest.raises(cls, match=message):
         polymap.analyze(parse(text, source="t.te"))
+
+
+def test_defaults_that_violate_an_assumption_are_an_error_at_the_default():
+    with pytest.raises(
+        polymap.errors.DeclarationError, match=r"t.te:1:7: the defaults N = 8 violate 'assume N < 4'"
+    ):
+        parse("param N = 8\nassume N < 4\nout y: f32[N]", source="t.te")
+    program = parse(DIAGONAL.replace("param M, K", "param M, K = 256"), name="diag")
+    with pytest.raises(ArgumentError, match=r"the sizes M = 300, K = 256 violate 'assume K >= 300"):
+        program.bind(M=300).bind(K=256)  # the message names every size bound, not the last only

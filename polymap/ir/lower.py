@@ -63,6 +63,11 @@ from polymap.ir.nodes import (
     ValueExpr,
     ValueOp,
     fold_index,
+    index_vars,
+    leaves_of,
+    map_values,
+    settle,
+    substitute_index,
 )
 from polymap.ir.validate import validate
 
@@ -75,6 +80,15 @@ _INDEX_OPS = {
     "%": IndexOp.MOD,
 }
 _VALUE_OPS = {"+": ValueOp.ADD, "-": ValueOp.SUB, "*": ValueOp.MUL, "/": ValueOp.DIV, "%": ValueOp.MOD}
+
+
+def _with(values: dict[str, IndexExpr]):
+    """A leaf map for ``map_values``: index values with ``values`` substituted."""
+
+    def leaf(e):
+        return IndexValue(substitute_index(e.expr, values)) if isinstance(e, IndexValue) else e
+
+    return leaf
 
 
 def _guarded(stmt: Stmt, cond: Condition) -> Stmt:
@@ -158,6 +172,7 @@ class _Lowering:
                 buffers[decl.name] = decl
         scope = _Scope((), buffers)
         assumptions = tuple(self.assumption(i) for i in items if isinstance(i, S.SAssume))
+        self.check_defaults(assumptions)
         body = self.block([i for i in items if not isinstance(i, (S.SParam, S.SDecl, S.SAssume))], scope)
         program = Program(
             name=name,
@@ -169,6 +184,20 @@ class _Lowering:
             assumptions=assumptions,
         )
         return validate(program)
+
+    def check_defaults(self, assumptions: tuple[Assume, ...]) -> None:
+        """The sizes' defaults, where an assumption mentions only sizes that have one, must
+        satisfy it: the program would otherwise fail at its first run."""
+        defaults = {n: IConst(p.default) for n, p in self.params.items() if p.default is not None}
+        for a in assumptions:
+            used = {v for leaf in leaves_of(a.cond) for v in index_vars(leaf.expr)}
+            if used and used <= defaults.keys() and settle(map_values(a.cond, _with(defaults))) is False:
+                shown = ", ".join(f"{n} = {defaults[n].value}" for n in sorted(used))
+                raise self.error(
+                    DeclarationError,
+                    f"the defaults {shown} violate '{a}': change a default or the assumption",
+                    self.params[sorted(used)[0]].loc,
+                )
 
     def assumption(self, item: S.SAssume) -> Assume:
         return Assume(self.size_condition(item.cond, "an assumption"), item.loc)

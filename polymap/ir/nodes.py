@@ -719,7 +719,7 @@ class Program:
             elif not cond:
                 from polymap.errors import ArgumentError
 
-                bound = ", ".join(f"{n} = {v}" for n, v in sizes.items())
+                bound = ", ".join(f"{n} = {v}" for n, v in (*self.bindings, *sizes.items()))
                 raise ArgumentError(
                     f"the sizes {bound} violate '{a}': program '{self.name}' is valid only where it holds",
                     loc=a.loc,

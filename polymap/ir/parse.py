@@ -200,7 +200,9 @@ class _Parser:
         if word == "if":
             return [self.if_block()]
         if word == "else":
-            raise self.error("'else' without an 'if' just before it")
+            raise self.error(
+                "'else' without an 'if' just before it: an else goes on the line of its if's closing '}'"
+            )
         if word == "anchor":
             loc = self.advance().loc
             return [SAnchor(self.expr(), loc)]
