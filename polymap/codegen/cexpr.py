@@ -170,11 +170,7 @@ class StatementPrinter:
             text, dtype, prec = self.value(e.operand, compute)
             return negate(text, prec), dtype, _UNARY
         if isinstance(e, Binary):
-            lhs, lt, lp = self.value(e.lhs, compute)
-            rhs, rt, rp = self.value(e.rhs, compute)
-            common = widest(lt, rt)
-            lhs, lp = convert(lhs, lp, lt, common), (lp if lt is common else _UNARY)
-            rhs, rp = convert(rhs, rp, rt, common), (rp if rt is common else _UNARY)
+            (lhs, lp), (rhs, rp), common = self.promoted(e.lhs, e.rhs, compute)
             if e.op is ValueOp.DIV and common is DType.I32:  # never traps; records a division by zero
                 return f"pm_idiv({lhs}, {rhs}, __LINE__)", common, _ATOM
             if e.op is ValueOp.MOD:  # floored, as NumPy's mod
@@ -187,11 +183,7 @@ class StatementPrinter:
             return self.call(e, compute)
         if isinstance(e, Select):
             cond, cp = self.condition(e.cond, compute)
-            then, tt, tp = self.value(e.then, compute)
-            other, ot, op = self.value(e.otherwise, compute)
-            common = widest(tt, ot)
-            then, tp = convert(then, tp, tt, common), (tp if tt is common else _UNARY)
-            other, op = convert(other, op, ot, common), (op if ot is common else _UNARY)
+            (then, tp), (other, op), common = self.promoted(e.then, e.otherwise, compute)
             # C evaluates only the chosen operand, as the reference counts it (``_Eval``)
             return (
                 f"{paren(cond, cp, _OR)} ? {paren(then, tp, _OR)} : {paren(other, op, _COND)}",
@@ -200,15 +192,19 @@ class StatementPrinter:
             )
         raise InternalError(f"unknown value expression {e!r}")
 
+    def promoted(self, a: ValueExpr, b: ValueExpr, compute: DType):
+        """Two operands converted to their promotion: ((text, precedence) of each, the type)."""
+        (at, atype, ap), (bt, btype, bp) = self.value(a, compute), self.value(b, compute)
+        common = widest(atype, btype)
+        first = (convert(at, ap, atype, common), ap if atype is common else _UNARY)
+        second = (convert(bt, bp, btype, common), bp if btype is common else _UNARY)
+        return first, second, common
+
     def condition(self, c, compute: DType) -> tuple[str, int]:
         """C text of a condition and its precedence: a comparison in the promotion of its
         operands; ``and``, ``or`` short-circuit (``&&``, ``||``), as the reference does."""
         if isinstance(c, Compare):
-            lhs, lt, lp = self.value(c.lhs, compute)
-            rhs, rt, rp = self.value(c.rhs, compute)
-            common = widest(lt, rt)
-            lhs, lp = convert(lhs, lp, lt, common), (lp if lt is common else _UNARY)
-            rhs, rp = convert(rhs, rp, rt, common), (rp if rt is common else _UNARY)
+            (lhs, lp), (rhs, rp), _ = self.promoted(c.lhs, c.rhs, compute)
             return f"{paren(lhs, lp, _CMP + 1)} {c.op.value} {paren(rhs, rp, _CMP + 1)}", _CMP
         if isinstance(c, Not):
             text, prec = self.condition(c.operand, compute)

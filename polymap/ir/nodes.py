@@ -18,6 +18,7 @@ return new trees.
 from __future__ import annotations
 
 import enum
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -101,6 +102,20 @@ class CmpOp(enum.Enum):
     GE = ">="
     EQ = "=="
     NE = "!="
+
+    def holds(self, a, b) -> bool:
+        """``a op b`` of two Python numbers."""
+        return _COMPARE[self](a, b)
+
+
+_COMPARE = {
+    CmpOp.LT: operator.lt,
+    CmpOp.LE: operator.le,
+    CmpOp.GT: operator.gt,
+    CmpOp.GE: operator.ge,
+    CmpOp.EQ: operator.eq,
+    CmpOp.NE: operator.ne,
+}
 
 
 class LogicOp(enum.Enum):
@@ -458,15 +473,7 @@ def settle(cond: Condition) -> bool | Condition:
     a, b = cond.lhs.expr, cond.rhs.expr
     if not (isinstance(a, IConst) and isinstance(b, IConst)):
         return cond
-    a, b = a.value, b.value
-    return {
-        CmpOp.LT: a < b,
-        CmpOp.LE: a <= b,
-        CmpOp.GT: a > b,
-        CmpOp.GE: a >= b,
-        CmpOp.EQ: a == b,
-        CmpOp.NE: a != b,
-    }[cond.op]
+    return cond.op.holds(a.value, b.value)
 
 
 def leaves_of(expr: ValueExpr) -> tuple[ValueExpr, ...]:
