@@ -176,7 +176,10 @@ def _global_access(
         deltas=tuple(deltas.values()),
         indices=access.indices,
         row_strides=strides,
-        domain=stmt.domain,
+        # the loops' iterations, an if's guard left out: the cost charges a guarded
+        # statement for every instance of its loops (an upper bound), which keeps its lane
+        # systems those of the loops (a guard's pieces made SCIP's model far harder)
+        domain=stmt.loops_domain,
         isl_names=tuple(isl_of.items()),
     )
 
@@ -202,12 +205,12 @@ def _lane_systems(
     systems: list[FarkasSystem] = []
     shift = {xs[index]: xs[index] + delta}
     if not here.rows:  # affine: diff = c_j delta_j with delta_j >= 0, whatever x is
-        for piece in stmt.domain.get_basic_sets():
+        for piece in stmt.loops_domain.get_basic_sets():
             domain = Polyhedron.from_isl(piece)
             stride = abs(diff.coeff(delta))  # diff is c_j delta_j: no x, no constant
             systems.append(farkas(domain, bound - stride * delta, prefix=f"lam_{tag}_up{len(systems)}"))
         return index, bound, tuple(systems)
-    for piece in stmt.domain.get_basic_sets():
+    for piece in stmt.loops_domain.get_basic_sets():
         domain = Polyhedron.from_isl(piece)
         fresh = {e: sympy.Symbol(f"{e.name}_{tag}_shift") for e in domain.existentials}
         rows = list(domain.rows) + here.rows + [r.subs(shift).subs(fresh) for r in domain.rows] + there.rows
