@@ -53,7 +53,6 @@ from polymap.ir.nodes import (
     BufferDecl,
     BufferKind,
     Call,
-    CmpOp,
     Compare,
     Const,
     DType,
@@ -280,7 +279,7 @@ def _holds(cond, env: dict):
     if isinstance(cond, Not):
         return np.logical_not(_holds(cond.operand, env))
     if isinstance(cond, Compare):
-        return _COMPARE[cond.op](_index(cond.lhs.expr, env), _index(cond.rhs.expr, env))
+        return cond.op.holds(_index(cond.lhs.expr, env), _index(cond.rhs.expr, env))
     join = np.logical_and if cond.op is LogicOp.AND else np.logical_or
     return join(_holds(cond.lhs, env), _holds(cond.rhs, env))
 
@@ -321,14 +320,6 @@ _INDEX_OPS = {
     IndexOp.MOD: lambda a, b: a % b,
 }
 _VALUE_OPS = {ValueOp.ADD: np.add, ValueOp.SUB: np.subtract, ValueOp.MUL: np.multiply}
-_COMPARE = {
-    CmpOp.LT: np.less,
-    CmpOp.LE: np.less_equal,
-    CmpOp.GT: np.greater,
-    CmpOp.GE: np.greater_equal,
-    CmpOp.EQ: np.equal,
-    CmpOp.NE: np.not_equal,
-}
 _ASSIGN_OPS = {
     AssignOp.ADD: np.add,
     AssignOp.SUB: np.subtract,
@@ -604,7 +595,7 @@ class _Eval:
         if isinstance(c, Compare):
             a, b = self.value(c.lhs), self.value(c.rhs)
             common = _promote(a.dtype, b.dtype)
-            return np.asarray(_COMPARE[c.op](a.astype(common), b.astype(common)))
+            return np.asarray(c.op.holds(a.astype(common), b.astype(common)))
         if isinstance(c, Not):
             return ~self.condition(c.operand)
         lhs = self.condition(c.lhs)

@@ -65,9 +65,8 @@ from polymap.ir.nodes import (
     fold_index,
     index_vars,
     leaves_of,
-    map_values,
     settle,
-    substitute_index,
+    substitute_value,
 )
 from polymap.ir.validate import validate
 
@@ -80,15 +79,6 @@ _INDEX_OPS = {
     "%": IndexOp.MOD,
 }
 _VALUE_OPS = {"+": ValueOp.ADD, "-": ValueOp.SUB, "*": ValueOp.MUL, "/": ValueOp.DIV, "%": ValueOp.MOD}
-
-
-def _with(values: dict[str, IndexExpr]):
-    """A leaf map for ``map_values``: index values with ``values`` substituted."""
-
-    def leaf(e):
-        return IndexValue(substitute_index(e.expr, values)) if isinstance(e, IndexValue) else e
-
-    return leaf
 
 
 def _guarded(stmt: Stmt, cond: Condition) -> Stmt:
@@ -191,7 +181,7 @@ class _Lowering:
         defaults = {n: IConst(p.default) for n, p in self.params.items() if p.default is not None}
         for a in assumptions:
             used = {v for leaf in leaves_of(a.cond) for v in index_vars(leaf.expr)}
-            if used and used <= defaults.keys() and settle(map_values(a.cond, _with(defaults))) is False:
+            if used and used <= defaults.keys() and settle(substitute_value(a.cond, defaults)) is False:
                 shown = ", ".join(f"{n} = {defaults[n].value}" for n in sorted(used))
                 raise self.error(
                     DeclarationError,
@@ -200,24 +190,8 @@ class _Lowering:
                 )
 
     def assumption(self, item: S.SAssume) -> Assume:
-        return Assume(self.size_condition(item.cond, "an assumption"), item.loc)
-
-    def size_condition(self, expr: S.SExpr, what: str) -> Condition:
-        """A condition on the sizes: comparisons of index expressions over them."""
-        if isinstance(expr, S.SCompare):
-            scope = _Scope((), {})
-            lhs, rhs = (IndexValue(self.index(e, scope, None, what=what)) for e in (expr.lhs, expr.rhs))
-            return Compare(_COMPARISONS[expr.op], lhs, rhs)
-        if isinstance(expr, S.SLogic):
-            lhs, rhs = (self.size_condition(e, what) for e in (expr.lhs, expr.rhs))
-            return Logic(LogicOp(expr.op), lhs, rhs)
-        if isinstance(expr, S.SNot):
-            return Not(self.size_condition(expr.operand, what))
-        raise self.error(
-            ProgramError,
-            "'assume' takes a condition on the sizes, e.g. 'assume K >= M and N % 4 == 0'",
-            expr.loc,
-        )
+        usage = "'assume' takes a condition on the sizes, e.g. 'assume K >= M and N % 4 == 0'"
+        return Assume(self.index_condition(item.cond, _Scope((), {}), "an assumption", usage), item.loc)
 
     def declare_param(self, item: S.SParam) -> None:
         if item.name in self.params:
@@ -283,39 +257,42 @@ class _Lowering:
                         f"'new {inner.name}' inside an if: declare it before the if, in the enclosing block",
                         inner.loc,
                     )
-        cond = self.guard_condition(item.cond, scope)
+        usage = (
+            "'if' takes a condition: a comparison of loop indices and sizes (< <= > >= == !=), or "
+            "conditions joined by and, or, not"
+        )
+        cond = self.index_condition(item.cond, scope, "an if's condition", usage, data_hint=True)
         then = self.block(list(item.then), scope)
         otherwise = self.block(list(item.otherwise), scope)
         return [*(_guarded(s, cond) for s in then), *(_guarded(s, Not(cond)) for s in otherwise)]
 
-    def guard_condition(self, expr: S.SExpr, scope: _Scope) -> Condition:
-        """An if's condition: comparisons of index expressions over the enclosing loops'
-        indices and the sizes; a condition on data is a select's."""
+    def index_condition(
+        self, expr: S.SExpr, scope: _Scope, what: str, usage: str, *, data_hint: bool = False
+    ) -> Condition:
+        """A condition on loop indices and sizes (an if's, an assume's): comparisons of
+        index expressions over ``scope``'s indices and the sizes, joined by and, or, not.
+        ``usage`` is the error where ``expr`` is no condition; with ``data_hint`` a read of
+        data is an error that points to select (else ``index`` reports it)."""
         if isinstance(expr, S.SCompare):
-            for side in (expr.lhs, expr.rhs):
+            for side in (expr.lhs, expr.rhs) if data_hint else ():
                 read = _data_read(side, scope)
                 if read is not None:
                     raise self.error(
                         ProgramError,
-                        f"an if's condition compares loop indices and sizes; it reads '{read.name}', which "
+                        f"{what} compares loop indices and sizes; it reads '{read.name}', which "
                         f"is data: choose between values with select(condition, a, b) instead",
                         read.loc,
                     )
-            lhs, rhs = (
-                IndexValue(self.index(e, scope, None, what="an if's condition")) for e in (expr.lhs, expr.rhs)
-            )
+            lhs, rhs = (IndexValue(self.index(e, scope, None, what=what)) for e in (expr.lhs, expr.rhs))
             return Compare(_COMPARISONS[expr.op], lhs, rhs)
         if isinstance(expr, S.SLogic):
-            lhs, rhs = (self.guard_condition(e, scope) for e in (expr.lhs, expr.rhs))
+            lhs, rhs = (
+                self.index_condition(e, scope, what, usage, data_hint=data_hint) for e in (expr.lhs, expr.rhs)
+            )
             return Logic(LogicOp(expr.op), lhs, rhs)
         if isinstance(expr, S.SNot):
-            return Not(self.guard_condition(expr.operand, scope))
-        raise self.error(
-            ProgramError,
-            "'if' takes a condition: a comparison of loop indices and sizes (< <= > >= == !=), or "
-            "conditions joined by and, or, not",
-            expr.loc,
-        )
+            return Not(self.index_condition(expr.operand, scope, what, usage, data_hint=data_hint))
+        raise self.error(ProgramError, usage, expr.loc)
 
     def loop(self, item: S.SLoop, scope: _Scope) -> Loop:
         index = item.index

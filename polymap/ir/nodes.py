@@ -103,8 +103,8 @@ class CmpOp(enum.Enum):
     EQ = "=="
     NE = "!="
 
-    def holds(self, a, b) -> bool:
-        """``a op b`` of two Python numbers."""
+    def holds(self, a, b):
+        """``a op b`` of two numbers (a bool), or elementwise of NumPy arrays."""
         return _COMPARE[self](a, b)
 
 
@@ -720,7 +720,7 @@ class Program:
         checked (ArgumentError naming it if the sizes violate it) and dropped."""
         kept = []
         for a in self.assumptions:
-            cond = settle(_subst_value(a.cond, values))
+            cond = settle(substitute_value(a.cond, values))
             if not isinstance(cond, bool):
                 kept.append(Assume(cond, a.loc))
             elif not cond:
@@ -749,7 +749,10 @@ def _subst_decl(decl: BufferDecl, values: dict[str, IndexExpr]) -> BufferDecl:
     return BufferDecl(decl.name, decl.kind, decl.dtype, shape, decl.loc)
 
 
-def _subst_value(expr: ValueExpr, values: dict[str, IndexExpr]) -> ValueExpr:
+def substitute_value(expr: ValueExpr | Condition, values: dict[str, IndexExpr]) -> ValueExpr | Condition:
+    """``expr`` (a value or a condition) with index variables replaced by expressions in its
+    reads' indices and its index values (constants folded)."""
+
     def leaf(e):
         if isinstance(e, Read):
             return Read(e.buffer, tuple(substitute_index(i, values) for i in e.indices), e.loc)
@@ -763,12 +766,12 @@ def _subst_value(expr: ValueExpr, values: dict[str, IndexExpr]) -> ValueExpr:
 def _subst_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:
     if isinstance(stmt, Assign):
         indices = tuple(substitute_index(i, values) for i in stmt.indices)
-        guard = None if stmt.guard is None else _subst_value(stmt.guard, values)
-        value = _subst_value(stmt.value, values)
+        guard = None if stmt.guard is None else substitute_value(stmt.guard, values)
+        value = substitute_value(stmt.value, values)
         return Assign(stmt.name, stmt.buffer, indices, stmt.op, value, stmt.loc, guard)
     if isinstance(stmt, Anchor):
-        guard = None if stmt.guard is None else _subst_value(stmt.guard, values)
-        return Anchor(stmt.name, _subst_value(stmt.value, values), stmt.loc, guard)
+        guard = None if stmt.guard is None else substitute_value(stmt.guard, values)
+        return Anchor(stmt.name, substitute_value(stmt.value, values), stmt.loc, guard)
     if isinstance(stmt, New):
         return New(_subst_decl(stmt.decl, values))
     body = tuple(_subst_stmt(s, values) for s in stmt.body)
