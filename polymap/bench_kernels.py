@@ -23,7 +23,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,8 @@ from polymap.kernel import compile as compile_program
 from polymap.poly.affinity import analyze_binding_defaults
 from polymap.reference import reference
 from polymap.runtime.arguments import random_inputs
+from polymap.runtime.host_sizes import host_run_sizes
+from polymap.runtime.timing import Timing, time_device
 
 NAIVE_STRIDED = r"""
 extern "C" __global__ void naive_strided(const float* A, const float* B, float* C, int M, int N, int K) {
@@ -53,26 +55,42 @@ class Case:
     name: str
     model: str  # file under models/
     sizes: dict[str, int]  # bound at run time (the kernel stays symbolic where it can)
-    host_sizes: dict[str, int]  # reduced sizes for the host correctness run
+    host_sizes: dict[str, int] | None  # reduced sizes for the host run (None: fitted to HOST_FLOPS)
     baselines: tuple[str, ...]
     bytes_moved: Callable[[dict[str, int]], int] = field(default=lambda s: 0)
+    given: bool = False  # a model named on the command line: checked by the reference executor
+
+
+def model_case(path: Path) -> Case:
+    """A model named to ``bench --kernels``: timed at its default sizes next to a
+    device-to-device copy of its compulsory bytes (each input read once, each output
+    written once: the floor of any kernel that is bound by memory), checked against the
+    reference executor at those sizes."""
+    return Case(path.stem, str(path), {}, None, ("copy",), given=True)
+
+
+def compulsory_bytes(inputs: dict, outputs: dict) -> int:
+    """Bytes every correct kernel moves at least: its inputs read, its outputs written."""
+    return sum(int(a.nbytes) for a in inputs.values()) + sum(int(a.nbytes) for a in outputs.values())
 
 
 CASES = (
-    Case("axpy 2^26", "axpy.te", {}, {"N": 1000}, ("copy",), lambda s: 3 * 4 * s["N"]),
-    Case("matmul 256x256x32", "matmul_256x256x32.te", {}, {"M": 40, "N": 33, "K": 7}, ("cublas",)),
-    Case("matmul 1024^3", "matmul_1024.te", {}, {"M": 33, "N": 65, "K": 9}, ("cublas",)),
+    Case("axpy 2^26", "models/axpy.te", {}, {"N": 1000}, ("copy",), lambda s: 3 * 4 * s["N"]),
+    Case("matmul 256x256x32", "models/matmul_256x256x32.te", {}, {"M": 40, "N": 33, "K": 7}, ("cublas",)),
+    Case("matmul 1024^3", "models/matmul_1024.te", {}, {"M": 33, "N": 65, "K": 9}, ("cublas",)),
     Case(
         "matmul 4096^3",
-        "matmul_1024.te",
+        "models/matmul_1024.te",
         {"M": 4096, "N": 4096, "K": 4096},
         {"M": 17, "N": 70, "K": 5},
         ("cublas",),
     ),
-    Case("matmul stride-32 A", "matmul_strided_a.te", {}, {"M": 9, "N": 40, "K": 6}, ("naive", "cublas")),
+    Case(
+        "matmul stride-32 A", "models/matmul_strided_a.te", {}, {"M": 9, "N": 40, "K": 6}, ("naive", "cublas")
+    ),
     Case(
         "transpose 4096^2",
-        "transpose.te",
+        "models/transpose.te",
         {},
         {"M": 33, "N": 47},
         ("copy",),
@@ -92,6 +110,7 @@ class Result:
     baselines: dict[str, tuple[float, ...]] = field(default_factory=dict)  # baseline -> samples
     machine_code: tuple = ()  # KernelMachineCode per launch of the full-size kernel
     machine_code_error: str = ""  # why there is none (cuobjdump or NVRTC missing)
+    methods: dict[str, str] = field(default_factory=dict)  # "polymap" or baseline -> how it was timed
 
     @property
     def median_s(self) -> float | None:
@@ -108,7 +127,7 @@ def _inputs(program, sizes: dict[str, int], xp=np, seed: int = 0) -> dict:
 
 
 def _compile(case: Case, root: Path) -> tuple[object, Kernel]:
-    program = load(root / "models" / case.model)
+    program = load(root / case.model)
     program, _, _ = analyze_binding_defaults(program)  # flat buffers need their sizes bound
     if case.sizes:
         program = program.bind(**{k: v for k, v in case.sizes.items() if k in program.param_names})
@@ -124,19 +143,33 @@ def _machine_code(kernel: Kernel) -> dict:
 
 
 def _max_error(got: dict, want: dict) -> float:
-    return max(float(np.max(np.abs(np.asarray(got[k], np.float64) - want[k]), initial=0.0)) for k in want)
+    return max(_max_difference(np.asarray(got[k]), np.asarray(want[k]), np) for k in want)
+
+
+def _max_difference(got, want, xp) -> float:
+    """The largest absolute difference, where equal values (infinities too) differ by 0 and
+    a NaN on one side only is an infinite difference."""
+    got, want = got.astype(xp.float64), want.astype(xp.float64)
+    same = (got == want) | (xp.isnan(got) & xp.isnan(want))
+    with np.errstate(invalid="ignore"):  # inf - inf where the sides differ: NaN, made inf below
+        diff = xp.where(same, 0.0, xp.abs(got - want))
+    return float(xp.where(xp.isnan(diff), xp.inf, diff).max()) if diff.size else 0.0
 
 
 def run_host_cases(root: Path, cases=CASES) -> list[Result]:
     """The correctness part, on the host, at each case's reduced sizes."""
     results = []
     for case in cases:
-        program = load(root / "models" / case.model)
+        program = load(root / case.model)
         bound_defaults, _, _ = analyze_binding_defaults(program)
         if bound_defaults is not program:  # flat indices: bind the small sizes instead
-            program = program.bind(**{k: v for k, v in case.host_sizes.items() if k in program.param_names})
+            program = program.bind(
+                **{k: v for k, v in (case.host_sizes or {}).items() if k in program.param_names}
+            )
         kernel = compile_program(program)
-        sizes = _sizes(program, case.host_sizes)
+        sizes = _sizes(program, case.host_sizes or {})
+        if case.host_sizes is None:  # a model given: sizes the host runs in seconds
+            sizes = host_run_sizes(kernel.cuda.model, sizes, given=set()).sizes
         inputs = _inputs(program, sizes)
         error = _max_error(kernel.run_host(**inputs), reference(program, **inputs))
         _, full = _compile(case, root)  # the mapping a GPU run would use: its prediction
@@ -158,11 +191,14 @@ def run_gpu_cases(root: Path, cases=CASES, *, repeat: int = 20) -> list[Result]:
         sizes = _sizes(program, case.sizes)
         inputs = _inputs(program, sizes, xp=cp)
         got = kernel(**inputs)
-        want = _device_reference(case, inputs, cp)
-        error = max(float(cp.abs(got[k] - want[k]).max()) for k in want)
-        samples = tuple(kernel.time(repeat=repeat, **inputs))
+        want = _device_reference(case, program, inputs, cp)
+        error = max(_max_difference(got[k], want[k], cp) for k in want)
+        timing = kernel.time(repeat=repeat, **inputs)
+        if case.given:
+            moved = compulsory_bytes(inputs, got)
+            case = replace(case, bytes_moved=lambda _sizes: moved)
         baselines = {
-            b: tuple(_time(_baseline(b, case, inputs, sizes, cp), cp, repeat)) for b in case.baselines
+            b: time_device(_baseline(b, case, inputs, sizes, cp), repeat=repeat) for b in case.baselines
         }
         result = Result(
             case.name,
@@ -170,40 +206,59 @@ def run_gpu_cases(root: Path, cases=CASES, *, repeat: int = 20) -> list[Result]:
             "gpu",
             error,
             kernel.mapping.predicted_time_s,
-            samples,
-            baselines,
+            timing.samples_s,
+            {b: t.samples_s for b, t in baselines.items()},
+            methods={"polymap": _method(timing), **{b: _method(t) for b, t in baselines.items()}},
             **_machine_code(kernel),
         )
         results.append(result)
         print(
             f"{case.name}: polymap {result.median_s * 1e6:.1f} us; "
-            + "; ".join(f"{b} {statistics.median(s) * 1e6:.1f} us" for b, s in baselines.items())
+            + "; ".join(f"{b} {statistics.median(t.samples_s) * 1e6:.1f} us" for b, t in baselines.items())
             + f"; error {error:.3g}",
             flush=True,
         )
     return results
 
 
-def _device_reference(case: Case, inputs: dict, cp) -> dict:
-    """What each case computes, by CuPy (cuBLAS, elementwise): the same ground truth as the
-    reference executor, which would take minutes at these sizes."""
-    if case.model == "axpy.te":
+def _method(timing: Timing) -> str:
+    """How a row was timed, for the record: the method and the runs per sample."""
+    text = f"{timing.method}, {timing.runs_per_sample} runs/sample"
+    return text + (f" (no graph: {timing.why_not_graph})" if timing.why_not_graph else "")
+
+
+def _device_reference(case: Case, program, inputs: dict, cp) -> dict:
+    """What each case computes: for the built-in cases by CuPy (cuBLAS, elementwise), the
+    same ground truth as the reference executor, which would take minutes at these sizes;
+    for a model given on the command line, the reference executor itself."""
+    name = Path(case.model).name
+    if case.given:
+        want = reference(program, **{k: cp.asnumpy(v) for k, v in inputs.items()})
+        return {k: cp.asarray(v) for k, v in want.items()}
+    if name == "axpy.te":
         return {"z": inputs["alpha"] * inputs["x"] + inputs["y"]}
-    if case.model == "transpose.te":
+    if name == "transpose.te":
         return {"B": inputs["A"].T}
-    if case.model == "matmul_strided_a.te":
+    if name == "matmul_strided_a.te":
         return {"C": cp.matmul(inputs["A"][:, ::32], inputs["B"])}
     return {"C": cp.matmul(inputs["A"], inputs["B"])}
 
 
 def _baseline(name: str, case: Case, inputs: dict, sizes: dict, cp) -> Callable[[], None]:
+    """The baseline's work as a call that only enqueues it on the current stream (its
+    buffers made here, once), so that it can be captured and replayed like polymap's."""
     if name == "copy":
         count = case.bytes_moved(sizes) // 8  # a copy reads and writes: same bytes as the kernel
-        src, dst = cp.empty(count, cp.float32), cp.empty(count, cp.float32)
-        return lambda: dst.__setitem__(slice(None), src)
+        src, dst = cp.ones(count, cp.float32), cp.empty(count, cp.float32)
+        return lambda: dst.data.copy_from_device_async(src.data, 4 * count)  # cudaMemcpyAsync, D2D
     if name == "cublas":
-        a = inputs["A"] if case.model != "matmul_strided_a.te" else cp.ascontiguousarray(inputs["A"][:, ::32])
-        return lambda: cp.matmul(a, inputs["B"])
+        a = (
+            inputs["A"]
+            if Path(case.model).name != "matmul_strided_a.te"
+            else cp.ascontiguousarray(inputs["A"][:, ::32])
+        )
+        c = cp.empty((a.shape[0], inputs["B"].shape[1]), cp.float32)
+        return lambda: cp.matmul(a, inputs["B"], out=c)
     if name == "naive":
         fn = cp.RawKernel(NAIVE_STRIDED, "naive_strided")
         m, n, k = sizes["M"], sizes["N"], sizes["K"]
@@ -213,20 +268,6 @@ def _baseline(name: str, case: Case, inputs: dict, sizes: dict, cp) -> Callable[
             grid, (128, 1, 1), (inputs["A"], inputs["B"], c, np.int32(m), np.int32(n), np.int32(k))
         )
     raise ValueError(name)
-
-
-def _time(run: Callable[[], None], cp, repeat: int) -> list[float]:
-    for _ in range(3):
-        run()
-    samples = []
-    for _ in range(repeat):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        samples.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
-    return samples
 
 
 def kernels_markdown(results: list[Result], *, device: str, command: str, machine: str) -> str:
@@ -250,7 +291,10 @@ def kernels_markdown(results: list[Result], *, device: str, command: str, machin
             lines.append(f"| {r.case} | {r.sizes} | {r.max_error:.3g} | {r.predicted_s * 1e6:.4g} |")
         return "\n".join(lines + machine_code_markdown(results)) + "\n"
     lines += [
-        "Median of the CUDA-event timings; ratio = baseline time / polymap time (1.0: as fast as the baseline).",
+        "Device time per run: the median over samples, each the CUDA-event time of a CUDA-graph replay of",
+        "back-to-back runs divided by their number (`polymap.runtime.timing`; the host's launch work is not",
+        "counted; inputs that fit stay in L2 between runs, for polymap and baselines alike). Ratio = baseline",
+        "time / polymap time (1.0: as fast as the baseline). How each row was timed is under the raw samples.",
         "",
         "| case | polymap (us) | predicted (us) | baseline | baseline (us) | ratio | max error |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -264,9 +308,10 @@ def kernels_markdown(results: list[Result], *, device: str, command: str, machin
             )
     lines += ["", "## Raw samples (us)", ""]
     for r in results:
-        lines.append(f"- {r.case} {r.sizes}: polymap {[round(s * 1e6, 2) for s in r.samples_s]}")
+        how = r.methods.get("polymap", "")
+        lines.append(f"- {r.case} {r.sizes}: polymap ({how}) {[round(s * 1e6, 2) for s in r.samples_s]}")
         for name, samples in r.baselines.items():
-            lines.append(f"  - {name}: {[round(s * 1e6, 2) for s in samples]}")
+            lines.append(f"  - {name} ({r.methods.get(name, '')}): {[round(s * 1e6, 2) for s in samples]}")
     return "\n".join(lines + machine_code_markdown(results)) + "\n"
 
 

@@ -152,7 +152,8 @@ def _parser() -> argparse.ArgumentParser:
         "--kernels",
         action="store_true",
         help="time the generated kernels against cuBLAS and copies on the GPU (on the host "
-        "without one: correctness only, GPU figures pending)",
+        "without one: correctness only, GPU figures pending); with models named, each model at its "
+        "default sizes against a device-to-device copy of its compulsory bytes",
     )
     bench.add_argument("--host", action="store_true", help="with --kernels: the host correctness run only")
     for command in (check, mapper, emit, run, inspect, bench):
@@ -508,14 +509,19 @@ def _run(args: argparse.Namespace) -> int:
         compared = [_unchecked(d.name) for d in program.outputs]
     ok = all(c["ok"] for c in compared if c["checked"])
     if on_gpu:
-        samples = kernel.time(repeat=args.repeats or 10, **inputs)
+        timing = kernel.time(repeat=args.repeats or 10, **inputs)
         ran = {
             "on": "gpu",
             "device": _gpu_name(),
-            "median_s": statistics.median(samples),
-            "runs": len(samples),
+            "median_s": statistics.median(timing.samples_s),
+            "samples": len(timing.samples_s),
+            "runs_per_sample": timing.runs_per_sample,
+            "method": timing.method,
         }
-        ran_text = f"ran on GPU {ran['device']}: median {ran['median_s'] * 1e6:.3g} us over {len(samples)} runs (kernel.time)"
+        ran_text = (
+            f"ran on GPU {ran['device']}: median {ran['median_s'] * 1e6:.3g} us per run over "
+            f"{len(timing.samples_s)} samples of {timing.runs_per_sample} runs ({timing.method}, kernel.time)"
+        )
     else:
         ran = {"on": "host", "seconds": seconds}
         ran_text = f"ran on the host (C++ emulation of the CUDA source): {seconds:.2f} s"
@@ -583,22 +589,30 @@ def _bench_kernels(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from polymap.bench import machine
-    from polymap.bench_kernels import kernels_markdown, run_gpu_cases, run_host_cases
+    from polymap.bench_kernels import CASES, kernels_markdown, model_case, run_gpu_cases, run_host_cases
+    from polymap.errors import ArgumentError
     from polymap.runtime.gpu import gpu_available
 
     root = Path(".")
-    if not (root / "models").is_dir():
+    if args.models:  # the named models, each next to a copy of its compulsory bytes
+        missing = [m for m in args.models if not Path(m).is_file()]
+        if missing:
+            raise ArgumentError(f"bench --kernels: no such model file: {', '.join(missing)}")
+        cases = tuple(model_case(Path(m)) for m in args.models)
+    elif not (root / "models").is_dir():
         print("error: run from the polymap checkout (models/ not found)", file=sys.stderr)
         return 1
+    else:
+        cases = CASES
     on_gpu = gpu_available() and not args.host
     if on_gpu:
         import cupy
 
-        results = run_gpu_cases(root)
+        results = run_gpu_cases(root, cases)
         device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     else:
         print("no GPU (or --host): correctness on the host only; GPU figures pending")
-        results = run_host_cases(root)
+        results = run_host_cases(root, cases)
         device = "none (host run)"
     text = kernels_markdown(
         results, device=device, command="polymap " + " ".join(sys.argv[1:]), machine=machine()

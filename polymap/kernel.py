@@ -53,8 +53,10 @@ class Kernel:
 
         return run_host(self.cuda, arrays)
 
-    def time(self, *, repeat: int = 20, **arrays: Any) -> list[float]:
-        """Seconds per run on the GPU, one CUDA-event sample per repetition."""
+    def time(self, *, repeat: int = 20, **arrays: Any):
+        """The GPU's time per run of all the kernels (:class:`polymap.runtime.timing.Timing`:
+        ``samples_s``, one per repetition, each the CUDA-event time of a graph replay of
+        back-to-back runs divided by their number, so the host's launch work is not counted)."""
         from polymap.runtime.gpu import time_gpu
 
         return time_gpu(self.cuda, arrays, repeat=repeat)

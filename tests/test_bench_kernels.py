@@ -33,11 +33,19 @@ def test_host_cases_match_the_reference_and_the_record_says_gpu_pending():
 
 def test_gpu_record_shows_ratio_to_the_baseline_and_every_sample():
     result = Result(
-        "matmul 1024^3", {"M": 1024}, "gpu", 1e-5, 2e-3, (1e-3, 3e-3, 2e-3), {"cublas": (1e-3, 1e-3, 1e-3)}
+        "matmul 1024^3",
+        {"M": 1024},
+        "gpu",
+        1e-5,
+        2e-3,
+        (1e-3, 3e-3, 2e-3),
+        {"cublas": (1e-3, 1e-3, 1e-3)},
+        methods={"polymap": "graph, 1 runs/sample", "cublas": "queued, 1 runs/sample (no graph: E)"},
     )
     text = kernels_markdown([result], device="H100", command="c", machine="m")
     assert "| matmul 1024^3 | 2000.00 | 2000 | cublas | 1000.00 | 0.500 |" in text
-    assert "polymap [1000.0, 3000.0, 2000.0]" in text
+    assert "polymap (graph, 1 runs/sample) [1000.0, 3000.0, 2000.0]" in text
+    assert "cublas (queued, 1 runs/sample (no graph: E)): [1000.0, 1000.0, 1000.0]" in text
 
 
 def test_a_record_without_machine_code_says_why():
@@ -46,3 +54,38 @@ def test_a_record_without_machine_code_says_why():
     )
     text = kernels_markdown([result], device="none", command="c", machine="m")
     assert "| axpy 2^26 | (not read: cuobjdump is not available) |" in text
+
+
+def test_a_model_named_to_bench_kernels_runs_on_the_host_against_the_reference(tmp_path, monkeypatch):
+    """``polymap bench --kernels --host MODEL``: the model's own case, at sizes the host runs
+    quickly, checked by the reference executor (a wrong kernel would show a large error)."""
+    from polymap.cli import main
+
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "record.md"
+    assert main(["bench", "--kernels", "--host", "-q", "models/matmul_256x256x32.te", "-o", str(out)]) == 0
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| matmul_256x256x32 |"))
+    sizes, error = row.split(" | ")[1], float(row.split(" | ")[2])
+    assert sizes == "{'M': 256, 'N': 256, 'K': 32}" and error < 1e-4
+
+
+def test_bench_kernels_names_a_missing_model(tmp_path, capsys, monkeypatch):
+    from polymap.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "--kernels", "--host", "-q", "nowhere.te"]) == 1
+    assert "bench --kernels: no such model file: nowhere.te" in capsys.readouterr().err
+
+
+def test_errors_count_equal_infinities_as_equal_and_a_lone_nan_as_infinite():
+    import numpy as np
+
+    from polymap.bench_kernels import _max_difference, compulsory_bytes
+
+    inf, nan = np.inf, np.nan
+    assert _max_difference(np.array([1.0, inf, nan, -inf]), np.array([1.5, inf, nan, -inf]), np) == 0.5
+    assert _max_difference(np.array([nan]), np.array([1.0]), np) == inf
+    assert _max_difference(np.array([inf]), np.array([-inf]), np) == inf
+    assert _max_difference(np.array([3], np.int32), np.array([5], np.int32), np) == 2.0
+    assert _max_difference(np.zeros(0), np.zeros(0), np) == 0.0
+    assert compulsory_bytes({"A": np.zeros((4, 8), np.float32)}, {"C": np.zeros(3, np.float64)}) == 128 + 24

@@ -248,4 +248,8 @@ def test_run_on_the_gpu_times_the_kernel(capsys):
     assert main(["run", MATMUL, *MATMUL_SIZES, "--repeat", "5"]) == 0
     out = capsys.readouterr().out
     assert _error_line(out, "C")[2] == "OK"
-    assert re.search(r"^ran on GPU .+: median \S+ us over 5 runs \(kernel\.time\)$", out, re.MULTILINE)
+    assert re.search(
+        r"^ran on GPU .+: median \S+ us per run over 5 samples of \d+ runs \(graph, kernel\.time\)$",
+        out,
+        re.MULTILINE,
+    )

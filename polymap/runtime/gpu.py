@@ -7,17 +7,19 @@ and the outputs are CuPy arrays."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from polymap.codegen.cuda import CudaProgram
-from polymap.errors import ArgumentError, CudaCompileError, PolymapError
+from polymap.errors import CudaCompileError, PolymapError
 from polymap.ir.nodes import BufferKind
 from polymap.runtime.arguments import bind_arguments, is_device_array
 from polymap.runtime.faults import FAULT_WORD, fault_error, records_faults
 from polymap.runtime.launches import launches
+from polymap.runtime.timing import Timing, time_device
 
 
 class DeviceUnavailableError(PolymapError):
@@ -81,11 +83,12 @@ def prepare_gpu(cuda: CudaProgram, arrays: dict[str, Any]):
     return storage, bound.sizes, on_device
 
 
-def launch_all(cuda: CudaProgram, storage: dict, sizes: dict[str, int]) -> None:
-    """Launch every kernel in order on the current stream."""
+def planned_launches(cuda: CudaProgram, storage: dict, sizes: dict[str, int]) -> Callable[[], None]:
+    """Every launch at ``sizes``, worked out once (grids from isl, arguments packed): the
+    returned call only enqueues the kernels, in order, on the current stream."""
     module = _module(cuda.source)
+    planned = []
     for launch in launches(cuda, sizes):
-        function = module.get_function(launch.kernel.function)
         args = []
         for a in launch.kernel.arguments:
             if a.kind == "buffer":
@@ -94,7 +97,20 @@ def launch_all(cuda: CudaProgram, storage: dict, sizes: dict[str, int]) -> None:
                 args.append(np.int32(sizes[a.name]))
             else:
                 args.append(np.int32(launch.host[a.name]))
-        function(launch.grid, launch.kernel.block, tuple(args))
+        planned.append(
+            (module.get_function(launch.kernel.function), launch.grid, launch.kernel.block, tuple(args))
+        )
+
+    def enqueue() -> None:
+        for function, grid, block, args in planned:
+            function(grid, block, args)
+
+    return enqueue
+
+
+def launch_all(cuda: CudaProgram, storage: dict, sizes: dict[str, int]) -> None:
+    """Launch every kernel in order on the current stream."""
+    planned_launches(cuda, storage, sizes)()
 
 
 def fault_word(cuda: CudaProgram):
@@ -120,27 +136,22 @@ def run_gpu(cuda: CudaProgram, arrays: dict[str, Any]) -> dict[str, Any]:
     return {name: array.get() for name, array in outputs.items()}
 
 
-def time_gpu(cuda: CudaProgram, arrays: dict[str, Any], *, repeat: int = 20, warmup: int = 3) -> list[float]:
-    """Seconds per run of the whole program (all launches), timed with CUDA events, one
-    sample per repetition. Outputs are re-zeroed outside the timed region."""
-    cupy = cupy_module()
-    if repeat < 1:
-        raise ArgumentError(f"repeat must be >= 1, got {repeat}")
+def time_gpu(cuda: CudaProgram, arrays: dict[str, Any], *, repeat: int = 20, warmup: int = 3) -> Timing:
+    """The device time of one run of the whole program (all launches), as
+    ``polymap.runtime.timing`` measures it: CUDA-graph replays of back-to-back runs, so the
+    host's launch work is not counted. Outputs are re-zeroed and inout buffers restored
+    before each sample, outside the timed region (the runs inside one sample repeat on the
+    buffers they left, which changes their values, not their work)."""
     storage, sizes, _ = prepare_gpu(cuda, arrays)
     outs = [d.name for d in cuda.program.buffers if d.kind is BufferKind.OUT]
-    # inout buffers are read and written: every repetition starts from the caller's values
     initial = {d.name: storage[d.name].copy() for d in cuda.program.buffers if d.kind is BufferKind.INOUT}
-    samples = []
-    for k in range(warmup + repeat):
+
+    def restore() -> None:
         for name in outs:
             storage[name].fill(0)
         for name, values in initial.items():
             storage[name][...] = values
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        launch_all(cuda, storage, sizes)
-        stop.record()
-        stop.synchronize()
-        if k >= warmup:
-            samples.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-    return samples
+
+    return time_device(
+        planned_launches(cuda, storage, sizes), repeat=repeat, warmup=warmup, before_sample=restore
+    )
