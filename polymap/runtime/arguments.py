@@ -9,6 +9,7 @@ stand-in of its shape and dtype, so nothing is copied to the host for the check.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,9 +59,8 @@ def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
             raise ArgumentError(f"missing input '{name}' ({decl}) of program '{program.name}'", **ctx)
     views = {name: _as_array(inputs[name], _stand_in(value), ctx) for name, value in arrays.items()}
     sizes = _infer_sizes(program, views, ctx)
-    bound = program.bind(**sizes)
-    decls = {d.name: d for d in bound.all_buffers()}
-    shapes = {d.name: _shape(decls[d.name], ctx) for d in buffers}
+    every_shape = _shapes_at(program, tuple(sorted(sizes.items())))
+    shapes = {d.name: every_shape[d.name] for d in buffers}
     for name, view in views.items():
         if view.shape != shapes[name]:
             raise ArgumentError(
@@ -75,6 +75,16 @@ def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
                 **ctx,
             )
     return BoundArguments(buffers, sizes, shapes, dict(arrays))
+
+
+@lru_cache(maxsize=256)
+def _shapes_at(program: Program, sizes: tuple[tuple[str, int], ...]) -> dict[str, tuple[int, ...]]:
+    """Every buffer's shape at ``sizes``, once per program and sizes: binding validates the
+    whole program, which a kernel called in a loop at the same sizes need not pay each time.
+    (Callers copy out of the returned dict, never into it.)"""
+    bound = program.bind(**dict(sizes))
+    ctx = program.error_context()
+    return {d.name: _shape(d, ctx) for d in bound.all_buffers()}
 
 
 def _stand_in(value: Any) -> Any:
