@@ -57,7 +57,12 @@ MIB = 1024 * KIB
 _MOST_INT = 2**40  # counts and bytes per SM, block or device: beyond any GPU, and exact in SCIP's doubles
 # rates in bytes, FLOP or cycles per second: a real GPU lies well inside, and the model's times
 # (microseconds) stay coefficients SCIP computes with
-_RATE_RANGES = {"dram_bandwidth": (1e9, 1e16), "peak_fp32_flops": (1e9, 1e17), "clock_hz": (1e7, 1e11)}
+_RATE_RANGES = {
+    "dram_bandwidth": (1e9, 1e16),
+    "peak_fp32_flops": (1e9, 1e17),
+    "clock_hz": (1e7, 1e11),
+    "memory_latency_s": (1e-8, 1e-4),  # 10 ns to 100 us: DRAM latencies are near 0.5-2 us
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +142,13 @@ class GpuTarget:
     """Largest gridDim.y [CC90]."""
     max_grid_dim_z: int = 65535
     """Largest gridDim.z [CC90]."""
+    memory_latency_s: float = 1.3e-6
+    """Seconds a thread waits for its first global load under load: with at most
+    ``sm_count * max_threads_per_sm`` threads resident, a launch of more threads than that
+    takes at least this long per wave of them (Little's law: the bytes in flight bound the
+    bandwidth). Calibrated on an H100 80GB HBM3 from pinned axpy and transpose mappings whose
+    time fell as their threads took more points each (docs/benchmarks/2026-11-24-h100.md,
+    run 6); not measured on the other targets, which take the same value."""
 
     def __post_init__(self) -> None:
         self.check()

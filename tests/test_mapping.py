@@ -23,6 +23,7 @@ from polymap.mapping.cost_model import (
     MAX_LOG_TILE,
     PADDING,
     REGISTERS_BASE,
+    interleavable,
     shared_capacity,
 )
 from polymap.mapping.outcome import Outcome
@@ -347,6 +348,9 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
         list(Axis), list(Axis), range(MAX_LOG_THREADS + 1), range(MAX_LOG_SEQ + 1), list(Distribution)
     )
     best = best_any = math.inf
+    # the order of a thread's points is a decision only where the body has a loop (the model's
+    # space: ``interleavable``); elsewhere the points run one after another
+    orders = (False, True) if interleavable(problem.kernel) else (False,)
     for combo in itertools.product(list(choices), repeat=len(band)):
         if not _feasible(problem.extents, combo):
             continue
@@ -357,7 +361,7 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
                 for loop, (t, b, lt, ls, d), n in zip(band, combo, problem.extents)
             ),
         )
-        for staging, interleaved in itertools.product(_stagings(problem, mapped), (False, True)):
+        for staging, interleaved in itertools.product(_stagings(problem, mapped), orders):
             staged = KernelMapping(mapped.kernel, mapped.loops, staging, interleaved)
             objective = problem.cost(staged).objective_s * 1e6
             best_any = min(best_any, objective)
@@ -487,6 +491,14 @@ ORACLE_PROGRAMS = {
         out C: f32[32, 32]
         par 32 i { par 32 j { seq 16 k { C[i, j] += A[i, k] * B[k, j] } } }
     """,
+    # 2^22 threads at a point each: 15.5 waves of the GPU's thread slots, so the first-load
+    # roof (the memory latency per wave) decides, and SCIP's tangents of 1/prod S must be
+    # exact where the enumeration's division is
+    "first-loads": """
+        in R: f32[4194304]
+        out W: f32[4194304]
+        par 4194304 i { W[i] = R[i] * 2 }
+    """,
 }
 
 
@@ -498,3 +510,18 @@ def test_scip_optimum_equals_enumeration_beyond_affine_par_loops(name):
         model = analyze(program)
         problem = KernelProblem.build(kernels(program)[0], model, H100, Pins(), None)
         assert best_any < problem.solve(Pins())[0].objective - 1e-4
+
+
+def test_the_first_load_roof_is_a_latency_per_wave_of_threads_and_only_for_reads():
+    from polymap.mapping.cost_model import latency_time
+
+    slots = H100.sm_count * H100.max_threads_per_sm  # 132 * 2048
+    assert latency_time(H100, 4 * slots, 1, True) == pytest.approx(4 * H100.memory_latency_s)
+    assert latency_time(H100, 4 * slots, 4, True) == pytest.approx(H100.memory_latency_s)
+    assert latency_time(H100, 10, 1, True) == pytest.approx(H100.memory_latency_s)  # at least one wave
+    assert latency_time(H100, 4 * slots, 1, False) == 0.0  # stores do not wait
+    # the report names it, and a program that only writes has none
+    copy = optimize(parse("in R: f32[4194304]\nout W: f32[4194304]\npar 4194304 i { W[i] = R[i] }"))
+    assert "first loads" in copy.report() and copy.costs[0].latency_s > 0
+    fill = optimize(parse("out W: f32[4194304]\npar 4194304 i { W[i] = 1 }"))
+    assert "first loads" not in fill.report() and fill.costs[0].latency_s == 0.0

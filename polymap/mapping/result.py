@@ -51,7 +51,7 @@ class KernelCost:
     fill: float  # fraction of the GPU's resident threads the launch fills (<= 1)
     memory_s: float
     compute_s: float
-    time_s: float  # max(memory, compute, shared, issue) / fill: the predicted time
+    time_s: float  # max(max(memory, compute, shared, issue) / fill, latency): the predicted time
     launches: int  # host-loop iterations launching it
     shared_bytes: int = 0  # shared memory per block (staged tiles, padding included)
     registers: int = 0  # the model's estimate of registers per thread
@@ -62,6 +62,8 @@ class KernelCost:
     # warp instructions issued (an FMA per two flops, a load or store per warp request, the
     # copies' loads and stores) at the GPU's issue rate: one per scheduler and clock
     issue_s: float = 0.0
+    # the first-load roof (cost_model.latency_time): the memory latency per wave of threads
+    latency_s: float = 0.0
 
     @property
     def objective_s(self) -> float:

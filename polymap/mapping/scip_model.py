@@ -421,6 +421,16 @@ class ScipModel:
         steps = self._loop_steps()
         scip.addCons(issue >= u * (base + steps + quicksum(self.instructions)) * (1e6 / issue_rate(t)))
         scip.addCons(time >= issue)
+        if p.reads_global:
+            # the first-load roof (cost_model.latency_time): L * max(1, extents / (cap * prod S)).
+            # prod S is a power of two, and c / x is convex: its tangents at x = 2^k, each
+            # exact at its own point, bound it from below, and together they meet it at every
+            # power of two: linear, with no binaries of their own (a one-hot of log2 prod S
+            # tripled SCIP's time on tests/test_fold.py's band; measured)
+            scip.addCons(time >= t.memory_latency_s * 1e6)  # at least one wave
+            c = t.memory_latency_s * 1e6 * extents / capacity
+            for k in range(MAX_LOG_SEQ_TOTAL + 1):
+                scip.addCons(time >= c / 2**k - c / 4**k * (prod_s - 2**k))
         if not self.wavefronts:
             return time, memory
         shared = scip.addVar("shared_us", vtype="C", lb=0.0)

@@ -37,6 +37,7 @@ from polymap.mapping.cost_model import (
     fma_instructions,
     interleavable,
     issue_rate,
+    latency_time,
     log2_floor,
     loop_step_instructions,
     mentioned_loops,
@@ -387,6 +388,12 @@ class KernelProblem:
             caps,
         )
 
+    @property
+    def reads_global(self) -> bool:
+        """Whether the kernel loads from global memory (a read, or a staged tile's copy of
+        one): only then does it wait for the memory's latency (``latency_time``)."""
+        return any(not a.is_write for a in self.accesses)
+
     def copy_width(self, candidate: StageCandidate) -> int:
         """The widest copy of a candidate's tile (``staging.copy_vector``), within the program
         as written (``copy_caps``) and a ``copy`` pin on its tiled loop."""
@@ -613,6 +620,7 @@ class KernelProblem:
         compute_s = self.flops / t.peak_fp32_flops
         shared_s = wavefronts / shared_wavefront_rate(t)
         issue_s = instructions / issue_rate(t)
+        latency_s = latency_time(t, math.prod(self.extents), mapping.points, self.reads_global)
         return KernelCost(
             self.kernel.name,
             tuple(rows),
@@ -623,13 +631,14 @@ class KernelProblem:
             fill,
             memory_s,
             compute_s,
-            max(memory_s, compute_s, shared_s, issue_s) / fill,
+            max(max(memory_s, compute_s, shared_s, issue_s) / fill, latency_s),
             self.launches,
             shared,
             self.registers(mapping),
             shared_s,
             RANKING_WEIGHT * (memory_s + shared_s) / fill,
             issue_s,
+            latency_s,
         )
 
     def _staged(self, mapping: KernelMapping) -> list[StagedBuffer]:

@@ -59,7 +59,7 @@ def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
             raise ArgumentError(f"missing input '{name}' ({decl}) of program '{program.name}'", **ctx)
     views = {name: _as_array(inputs[name], _stand_in(value), ctx) for name, value in arrays.items()}
     sizes = _infer_sizes(program, views, ctx)
-    every_shape = _shapes_at(program, tuple(sorted(sizes.items())))
+    every_shape = _shapes_at(program, tuple(sizes.items()))
     shapes = {d.name: every_shape[d.name] for d in buffers}
     for name, view in views.items():
         if view.shape != shapes[name]:
