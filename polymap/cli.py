@@ -598,6 +598,15 @@ def _bench_kernels(args: argparse.Namespace) -> int:
         missing = [m for m in args.models if not Path(m).is_file()]
         if missing:
             raise ArgumentError(f"bench --kernels: no such model file: {', '.join(missing)}")
+        from polymap.ir.parse import load
+
+        for m in args.models:  # bench times models at their default sizes: each needs one
+            missing = [q.name for q in load(Path(m)).params if q.default is None]
+            if missing:
+                raise ArgumentError(
+                    f"bench --kernels: {m}: size {', '.join(missing)} has no default "
+                    f"(write 'param {missing[0]} = <size>'); models are timed at their default sizes"
+                )
         cases = tuple(model_case(Path(m)) for m in args.models)
     elif not (root / "models").is_dir():
         print("error: run from the polymap checkout (models/ not found)", file=sys.stderr)

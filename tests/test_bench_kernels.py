@@ -77,6 +77,15 @@ def test_bench_kernels_names_a_missing_model(tmp_path, capsys, monkeypatch):
     assert "bench --kernels: no such model file: nowhere.te" in capsys.readouterr().err
 
 
+def test_bench_kernels_asks_for_default_sizes(tmp_path, capsys):
+    from polymap.cli import main
+
+    model = tmp_path / "nodef.te"
+    model.write_text("param N\nin x: f32[N]\nout y: f32[N]\npar N i { y[i] = x[i] * 2 }\n")
+    assert main(["bench", "--kernels", "--host", "-q", str(model)]) == 1
+    assert "nodef.te: size N has no default (write 'param N = <size>')" in capsys.readouterr().err
+
+
 def test_errors_count_equal_infinities_as_equal_and_a_lone_nan_as_infinite():
     import numpy as np
 
