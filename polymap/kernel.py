@@ -42,7 +42,10 @@ class Kernel:
         return self.cuda.launcher
 
     def __call__(self, **arrays: Any) -> dict[str, Any]:
-        """Run on the GPU (CuPy): NumPy inputs give NumPy outputs, CuPy inputs CuPy outputs."""
+        """Run on the GPU (CuPy): NumPy inputs give NumPy outputs; GPU arrays of any library
+        (``__cuda_array_interface__`` or DLPack: CuPy, PyTorch, JAX) stay on the device, and the
+        outputs come back as the caller's array type where its library has ``from_dlpack``
+        (else as CuPy arrays)."""
         from polymap.runtime.gpu import run_gpu
 
         return run_gpu(self.cuda, arrays)

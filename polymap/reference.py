@@ -155,13 +155,25 @@ def _prepare(program: Program, arrays: dict) -> tuple[Program, dict[str, np.ndar
     return bound, {name: np.array(arr) for name, arr in given.items()}
 
 
+def _from_dlpack(value) -> np.ndarray:
+    """A host DLPack producer's array (no copy); one that NumPy cannot take that way (GPU
+    memory, a read-only or unusual layout) through asarray instead."""
+    try:
+        return np.from_dlpack(value)
+    except (BufferError, RuntimeError, TypeError, ValueError):
+        return np.asarray(value)
+
+
 def _as_array(decl: BufferDecl, value, ctx: dict) -> np.ndarray:
     # exactly Python's int and float: NumPy's scalars (np.float64 subclasses float) keep the
     # dtype check that arrays get
     if type(value) in (int, float) and not decl.shape:
         return _python_number(decl, value, ctx)
     try:
-        arr = np.asarray(value)
+        # a host array of another library through DLPack (a PyTorch CPU tensor, say); NumPy's own
+        # and anything else through asarray
+        dlpack = hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray)
+        arr = _from_dlpack(value) if dlpack else np.asarray(value)
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. ragged nested lists
         raise ArgumentError(f"input '{decl.name}' cannot be made an array: {exc}", **ctx) from None
     if arr.dtype.kind not in "biufc":

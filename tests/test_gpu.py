@@ -61,6 +61,44 @@ def test_cupy_arrays_stay_on_the_device():
     assert_matches({"C": got["C"].get()}, want, program)
 
 
+def test_pytorch_cuda_tensors_in_give_pytorch_tensors_out():
+    """A PyTorch CUDA tensor goes in without a copy (``__cuda_array_interface__``) and the
+    outputs come back as PyTorch tensors on the device (``torch.from_dlpack``)."""
+    torch = pytest.importorskip("torch")
+    program, kernel, _ = compile_model("matmul_1024")
+    a = torch.randn(70, 33, device="cuda", dtype=torch.float32)
+    b = torch.randn(33, 45, device="cuda", dtype=torch.float32)
+    got = kernel(A=a, B=b)
+    assert isinstance(got["C"], torch.Tensor) and got["C"].is_cuda
+    want = polymap.reference(program, A=a.cpu().numpy(), B=b.cpu().numpy())
+    assert_matches({"C": got["C"].cpu().numpy()}, want, program)
+
+
+def test_a_dlpack_only_gpu_array_runs_and_comes_back_as_cupy():
+    """A GPU array that speaks DLPack alone (no ``__cuda_array_interface__``) is read through
+    ``cupy.from_dlpack``; its library (this test module) has no ``from_dlpack``, so the
+    outputs are CuPy arrays."""
+    import cupy
+
+    class DeviceDLPack:
+        def __init__(self, array):
+            self._array = array
+
+        def __dlpack__(self, **kwargs):
+            return self._array.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self._array.__dlpack_device__()
+
+    program, kernel, _ = compile_model("matmul_1024")
+    a = cupy.random.standard_normal((40, 17), dtype=cupy.float32)
+    b = cupy.random.standard_normal((17, 23), dtype=cupy.float32)
+    got = kernel(A=DeviceDLPack(a), B=DeviceDLPack(b))
+    assert isinstance(got["C"], cupy.ndarray)
+    want = polymap.reference(program, A=a.get(), B=b.get())
+    assert_matches({"C": got["C"].get()}, want, program)
+
+
 def test_gpu_and_host_runs_agree():
     program, kernel, _ = compile_model("softmax_rows")
     inputs = random_inputs(program.bind(M=37, N=70), seed=9)

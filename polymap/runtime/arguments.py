@@ -28,7 +28,8 @@ INT_MAX = 2**31 - 1  # the emitted code indexes with int
 class BoundArguments:
     """``buffers``: the declarations of the launcher's buffer arguments, in order;
     ``sizes``: a value for each unbound size of the program; ``shapes``: the concrete shape
-    of every buffer in ``buffers``; ``inputs``: the caller's arrays by name."""
+    of every buffer in ``buffers``; ``inputs``: the caller's arrays by name (host values as
+    the checked NumPy arrays)."""
 
     buffers: tuple[BufferDecl, ...]
     sizes: dict[str, int]
@@ -36,8 +37,26 @@ class BoundArguments:
     inputs: dict[str, Any]
 
 
+# DLPack's device types (dlpack.h): memory a CUDA kernel reads directly
+_DLPACK_CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
+
+
 def is_device_array(value: Any) -> bool:
-    return hasattr(value, "__cuda_array_interface__")
+    """A GPU array: one with ``__cuda_array_interface__`` (CuPy, PyTorch, Numba), or a
+    DLPack producer whose ``__dlpack_device__`` is CUDA memory (JAX, and the others too)."""
+    if hasattr(value, "__cuda_array_interface__"):
+        return True
+    return (_dlpack_device(value) or (None,))[0] in _DLPACK_CUDA_DEVICES
+
+
+def _dlpack_device(value: Any) -> tuple | None:
+    get = getattr(value, "__dlpack_device__", None)
+    if get is None or isinstance(value, type):
+        return None
+    try:
+        return tuple(get())
+    except Exception:  # noqa: BLE001 - a producer that cannot say is not taken for a GPU array
+        return None
 
 
 def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
@@ -74,7 +93,10 @@ def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
                 f"code indexes with 32-bit int (at most {INT_MAX} elements)",
                 **ctx,
             )
-    return BoundArguments(buffers, sizes, shapes, dict(arrays))
+    # host values as checked NumPy arrays (a DLPack producer or a Python number read once);
+    # device arrays as given (their views above are stand-ins of their shape and dtype)
+    given = {name: value if is_device_array(value) else views[name] for name, value in arrays.items()}
+    return BoundArguments(buffers, sizes, shapes, given)
 
 
 @lru_cache(maxsize=256)

@@ -7,6 +7,7 @@ and the outputs are CuPy arrays."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -63,12 +64,39 @@ def _module(source: str):
     return module
 
 
+def _as_cupy(value: Any):
+    """A GPU array of any library as a CuPy array over the same memory (no copy): through
+    ``__cuda_array_interface__`` where it has one, else DLPack."""
+    cupy = cupy_module()
+    if isinstance(value, cupy.ndarray):
+        return value
+    if hasattr(value, "__cuda_array_interface__"):
+        return cupy.asarray(value)
+    return cupy.from_dlpack(value)
+
+
+def _returned_as_callers(arrays: dict[str, Any]) -> Callable[[Any], Any]:
+    """How outputs go back to the caller: as the caller's own GPU array type where its
+    library can take a DLPack array (``torch.from_dlpack``, ``jax.numpy.from_dlpack``; no
+    copy), else as CuPy arrays."""
+    cupy = cupy_module()
+    for value in arrays.values():
+        if is_device_array(value) and not isinstance(value, cupy.ndarray):
+            top = sys.modules.get(type(value).__module__.split(".")[0])
+            for space in (top, getattr(top, "numpy", None)):
+                take = getattr(space, "from_dlpack", None)
+                if callable(take):
+                    return take
+    return lambda array: array
+
+
 def prepare_gpu(cuda: CudaProgram, arrays: dict[str, Any]):
     """Device buffers for every launcher argument and the sizes; returns (buffers, sizes,
     on_device) where on_device says whether the caller passed device arrays."""
     cupy = cupy_module()
-    bound = bind_arguments(cuda, arrays)
     on_device = any(is_device_array(v) for v in arrays.values())
+    arrays = {k: _as_cupy(v) if is_device_array(v) else v for k, v in arrays.items()}
+    bound = bind_arguments(cuda, arrays)
     storage = {}
     for decl in bound.buffers:
         shape, dtype = bound.shapes[decl.name], decl.dtype.numpy
@@ -136,7 +164,8 @@ def run_gpu(cuda: CudaProgram, arrays: dict[str, Any]) -> dict[str, Any]:
         raise fault_error(cuda, seen)
     outputs = {d.name: storage[d.name] for d in cuda.program.outputs}
     if on_device:
-        return outputs
+        give = _returned_as_callers(arrays)
+        return {name: give(array) for name, array in outputs.items()}
     return {name: array.get() for name, array in outputs.items()}
 
 
