@@ -315,6 +315,74 @@ def kernels_markdown(results: list[Result], *, device: str, command: str, machin
     return "\n".join(lines + machine_code_markdown(results)) + "\n"
 
 
+def kernels_json(results: list[Result], *, device: str, command: str, machine: str) -> dict:
+    """The record as JSON-ready data: what ``kernels_markdown`` shows, every sample in
+    seconds, the medians, how each was timed, and the machine code's figures per kernel
+    (``null`` where a figure does not exist: no GPU ran, no loop, no shared load)."""
+    from polymap.mapping.export import finite_or_none
+
+    def median(samples):
+        return statistics.median(samples) if samples else None
+
+    return {
+        "format": 1,
+        "command": command,
+        "device": device,
+        "host": machine,
+        "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "timing": "device time per run: the median over samples, each a CUDA-graph replay of back-to-back "
+        "runs divided by their number (work CuPy cannot capture: queued behind a spin kernel)",
+        "cases": [
+            {
+                "case": r.case,
+                "sizes": r.sizes,
+                "where": r.where,
+                "max_error": finite_or_none(r.max_error),
+                "predicted_s": r.predicted_s,
+                "median_s": r.median_s,
+                "samples_s": list(r.samples_s),
+                "method": r.methods.get("polymap"),
+                "baselines": [
+                    {
+                        "baseline": name,
+                        "median_s": median(samples),
+                        "samples_s": list(samples),
+                        "method": r.methods.get(name),
+                        "ratio": median(samples) / r.median_s if r.median_s else None,
+                    }
+                    for name, samples in r.baselines.items()
+                ],
+                "machine_code": [_kernel_code_json(k) for k in r.machine_code],
+                "machine_code_error": r.machine_code_error or None,
+            }
+            for r in results
+        ],
+    }
+
+
+def _kernel_code_json(k) -> dict:
+    hot = k.hot
+    return {
+        "kernel": k.function,
+        "threads_per_block": k.threads_per_block,
+        "registers": k.resources.registers,
+        "model_registers": k.model_registers,
+        "stack_bytes": k.resources.stack,
+        "shared_bytes": k.resources.shared,
+        "blocks_per_sm": k.occupancy.blocks_per_sm,
+        "occupancy_limiter": k.occupancy.limiter,
+        "hot_loop": None
+        if hot is None
+        else {
+            "instructions": hot.instructions,
+            "fma": hot.fma,
+            "fma_share": hot.fma_share,
+            "fma_per_shared_load": hot.fma_per_shared_load,
+            "widest_load_bits": hot.widest_load_bits,
+        },
+    }
+
+
 def machine_code_markdown(results: list[Result]) -> list[str]:
     """The machine-code table of the record: counts of the code, not timings."""
     lines = [

@@ -146,7 +146,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--json",
         action="store_true",
-        help="the optimizer runs as JSON (per model: sizes, median wall time, per kernel SCIP's status, time, objective, bound, gap)",
+        help="the optimizer runs as JSON (per model: sizes, median wall time, per kernel SCIP's status, time, "
+        "objective, bound, gap); with --kernels the kernels' record as JSON (every sample, the medians and "
+        "ratios, how each was timed, the machine code's figures)",
     )
     bench.add_argument(
         "--kernels",
@@ -555,13 +557,8 @@ def _bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from polymap.bench import bench_solver, solver_json, solver_markdown
-    from polymap.errors import ArgumentError
 
     if args.kernels:
-        if args.json:
-            raise ArgumentError(
-                "bench --json records the optimizer runs; with --kernels the record is markdown"
-            )
         return _bench_kernels(args)
     models = [Path(m) for m in args.models] or sorted(Path("models").glob("*.te"))
     if not models:
@@ -589,7 +586,14 @@ def _bench_kernels(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from polymap.bench import machine
-    from polymap.bench_kernels import CASES, kernels_markdown, model_case, run_gpu_cases, run_host_cases
+    from polymap.bench_kernels import (
+        CASES,
+        kernels_json,
+        kernels_markdown,
+        model_case,
+        run_gpu_cases,
+        run_host_cases,
+    )
     from polymap.errors import ArgumentError
     from polymap.runtime.gpu import gpu_available
 
@@ -614,18 +618,28 @@ def _bench_kernels(args: argparse.Namespace) -> int:
     else:
         cases = CASES
     on_gpu = gpu_available() and not args.host
-    if on_gpu:
-        import cupy
+    # with --json, stdout is the JSON document alone: the progress lines go to stderr
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        if on_gpu:
+            import cupy
 
-        results = run_gpu_cases(root, cases)
-        device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+            results = run_gpu_cases(root, cases)
+            device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        else:
+            print("no GPU (or --host): correctness on the host only; GPU figures pending")
+            results = run_host_cases(root, cases)
+            device = "none (host run)"
+    command = "polymap " + " ".join(sys.argv[1:])
+    if args.json:
+        import json
+
+        text = json.dumps(
+            kernels_json(results, device=device, command=command, machine=machine()),
+            indent=2,
+            allow_nan=False,
+        )
     else:
-        print("no GPU (or --host): correctness on the host only; GPU figures pending")
-        results = run_host_cases(root, cases)
-        device = "none (host run)"
-    text = kernels_markdown(
-        results, device=device, command="polymap " + " ".join(sys.argv[1:]), machine=machine()
-    )
+        text = kernels_markdown(results, device=device, command=command, machine=machine())
     if args.output:
         _write(args.output, text)
         print(f"wrote {args.output}")

@@ -98,3 +98,46 @@ def test_errors_count_equal_infinities_as_equal_and_a_lone_nan_as_infinite():
     assert _max_difference(np.array([3], np.int32), np.array([5], np.int32), np) == 2.0
     assert _max_difference(np.zeros(0), np.zeros(0), np) == 0.0
     assert compulsory_bytes({"A": np.zeros((4, 8), np.float32)}, {"C": np.zeros(3, np.float64)}) == 128 + 24
+
+
+def test_bench_kernels_json_is_the_record_as_data(tmp_path, capsys, monkeypatch):
+    """``bench --kernels --json``: stdout is one JSON document (the progress lines go to
+    stderr); on the host each case has its error and prediction and no GPU figure."""
+    import json
+
+    from polymap.cli import main
+
+    monkeypatch.chdir(ROOT)
+    assert main(["bench", "--kernels", "--host", "--json", "-q", "models/matmul_256x256x32.te"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert "host run at" in captured.err
+    (case,) = document["cases"]
+    assert case["case"] == "matmul_256x256x32" and case["where"] == "host"
+    assert case["sizes"] == {"M": 256, "N": 256, "K": 32} and case["max_error"] < 1e-4
+    assert case["median_s"] is None and case["samples_s"] == [] and case["baselines"] == []
+    assert case["predicted_s"] > 0
+
+
+def test_the_json_of_a_gpu_result_has_every_sample_and_the_ratio():
+    import json
+
+    from polymap.bench_kernels import kernels_json
+
+    result = Result(
+        "matmul 1024^3",
+        {"M": 1024},
+        "gpu",
+        1e-5,
+        2e-3,
+        (1e-3, 3e-3, 2e-3),
+        {"cublas": (1e-3, 1e-3, 1e-3)},
+        methods={"polymap": "graph, 1 runs/sample", "cublas": "queued, 1 runs/sample"},
+    )
+    document = json.loads(json.dumps(kernels_json([result], device="H100", command="c", machine="m")))
+    (case,) = document["cases"]
+    assert case["median_s"] == 2e-3 and case["samples_s"] == [1e-3, 3e-3, 2e-3]
+    assert case["method"] == "graph, 1 runs/sample"
+    (base,) = case["baselines"]
+    assert base["baseline"] == "cublas" and base["median_s"] == 1e-3 and base["ratio"] == 0.5
+    assert base["method"] == "queued, 1 runs/sample" and document["device"] == "H100"

@@ -150,5 +150,7 @@ def test_bench_json_records_each_model_and_kernel_as_scip_reported_them(tmp_path
     (kernel,) = run["kernels"]
     assert kernel["kernel"] == "kernel0" and kernel["status"] == "optimal" and kernel["gap"] == 0
     assert kernel["objective_us"] == pytest.approx(kernel["dual_bound_us"], rel=1e-9)
-    assert main(["bench", str(program), "--kernels", "--json"]) == 1
-    assert "with --kernels the record is markdown" in capsys.readouterr().err
+    # with --kernels, --json is the kernels' record (tests/test_bench_kernels.py)
+    assert main(["bench", str(program), "--kernels", "--host", "--json", "-q"]) == 0
+    (case,) = json.loads(capsys.readouterr().out)["cases"]
+    assert case["case"] == "copy" and case["max_error"] == 0
