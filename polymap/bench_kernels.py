@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from polymap.compare import compare_output
 from polymap.errors import PolymapError
 from polymap.ir.parse import load
 from polymap.kernel import Kernel
@@ -111,6 +112,7 @@ class Result:
     machine_code: tuple = ()  # KernelMachineCode per launch of the full-size kernel
     machine_code_error: str = ""  # why there is none (cuobjdump or NVRTC missing)
     methods: dict[str, str] = field(default_factory=dict)  # "polymap" or baseline -> how it was timed
+    ok: bool = True  # every output within the tolerance of ``polymap.compare`` (as ``polymap run``)
 
     @property
     def median_s(self) -> float | None:
@@ -126,12 +128,20 @@ def _inputs(program, sizes: dict[str, int], xp=np, seed: int = 0) -> dict:
     return {name: xp.asarray(a) for name, a in random_inputs(program, sizes, seed).items()}
 
 
-def _compile(case: Case, root: Path) -> tuple[object, Kernel]:
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What the command line passes on to every case's compilation."""
+
+    target: str = "h100"
+    time_limit: float | None = None  # SCIP's, per kernel solve
+
+
+def _compile(case: Case, root: Path, options: Options) -> tuple[object, Kernel]:
     program = load(root / case.model)
     program, _, _ = analyze_binding_defaults(program)  # flat buffers need their sizes bound
     if case.sizes:
         program = program.bind(**{k: v for k, v in case.sizes.items() if k in program.param_names})
-    return program, compile_program(program)
+    return program, compile_program(program, target=options.target, time_limit=options.time_limit)
 
 
 def _machine_code(kernel: Kernel) -> dict:
@@ -142,8 +152,14 @@ def _machine_code(kernel: Kernel) -> dict:
         return {"machine_code_error": err.message}
 
 
+def _matches(program, got: dict, want: dict) -> bool:
+    """Every output of ``want`` within ``polymap.compare``'s tolerance (``polymap run``'s)."""
+    dtypes = {d.name: d.dtype for d in program.outputs}
+    return all(compare_output(k, dtypes[k], got[k], want[k])["ok"] for k in want)
+
+
 def _max_error(got: dict, want: dict) -> float:
-    return max(_max_difference(np.asarray(got[k]), np.asarray(want[k]), np) for k in want)
+    return max((_max_difference(np.asarray(got[k]), np.asarray(want[k]), np) for k in want), default=0.0)
 
 
 def _max_difference(got, want, xp) -> float:
@@ -156,7 +172,9 @@ def _max_difference(got, want, xp) -> float:
     return float(xp.where(xp.isnan(diff), xp.inf, diff).max()) if diff.size else 0.0
 
 
-def run_host_cases(root: Path, cases=CASES) -> list[Result]:
+def run_host_cases(
+    root: Path, cases=CASES, *, options: Options = Options(), say: Callable[[str], None] = print
+) -> list[Result]:
     """The correctness part, on the host, at each case's reduced sizes."""
     results = []
     for case in cases:
@@ -166,33 +184,46 @@ def run_host_cases(root: Path, cases=CASES) -> list[Result]:
             program = program.bind(
                 **{k: v for k, v in (case.host_sizes or {}).items() if k in program.param_names}
             )
-        kernel = compile_program(program)
+        kernel = compile_program(program, target=options.target, time_limit=options.time_limit)
         sizes = _sizes(program, case.host_sizes or {})
         if case.host_sizes is None:  # a model given: sizes the host runs in seconds
             sizes = host_run_sizes(kernel.cuda.model, sizes, given=set()).sizes
         inputs = _inputs(program, sizes)
-        error = _max_error(kernel.run_host(**inputs), reference(program, **inputs))
-        _, full = _compile(case, root)  # the mapping a GPU run would use: its prediction
+        got, want = kernel.run_host(**inputs), reference(program, **inputs)
+        error, ok = _max_error(got, want), _matches(program, got, want)
+        _, full = _compile(case, root, options)  # the mapping a GPU run would use: its prediction
         results.append(
-            Result(case.name, sizes, "host", error, full.mapping.predicted_time_s, **_machine_code(full))
+            Result(
+                case.name, sizes, "host", error, full.mapping.predicted_time_s, ok=ok, **_machine_code(full)
+            )
         )
-        print(f"{case.name}: host run at {sizes}: max error {error:.3g}", flush=True)
+        say(f"{case.name}: host run at {sizes}: max error {error:.3g}" + ("" if ok else ", MISMATCH"))
     return results
 
 
-def run_gpu_cases(root: Path, cases=CASES, *, repeat: int = 20) -> list[Result]:
+def run_gpu_cases(
+    root: Path,
+    cases=CASES,
+    *,
+    repeat: int = 20,
+    options: Options = Options(),
+    say: Callable[[str], None] = print,
+) -> list[Result]:
     """Kernels and baselines on the GPU, side by side, at the full sizes."""
     from polymap.runtime.gpu import cupy_module
 
     cp = cupy_module()
     results = []
     for case in cases:
-        program, kernel = _compile(case, root)
+        program, kernel = _compile(case, root, options)
         sizes = _sizes(program, case.sizes)
         inputs = _inputs(program, sizes, xp=cp)
         got = kernel(**inputs)
         want = _device_reference(case, program, inputs, cp)
         error = max(_max_difference(got[k], want[k], cp) for k in want)
+        ok = _matches(
+            program, {k: cp.asnumpy(v) for k, v in got.items()}, {k: cp.asnumpy(v) for k, v in want.items()}
+        )
         timing = kernel.time(repeat=repeat, **inputs)
         if case.given:
             moved = compulsory_bytes(inputs, got)
@@ -209,14 +240,15 @@ def run_gpu_cases(root: Path, cases=CASES, *, repeat: int = 20) -> list[Result]:
             timing.samples_s,
             {b: t.samples_s for b, t in baselines.items()},
             methods={"polymap": _method(timing), **{b: _method(t) for b, t in baselines.items()}},
+            ok=ok,
             **_machine_code(kernel),
         )
         results.append(result)
-        print(
+        say(
             f"{case.name}: polymap {result.median_s * 1e6:.1f} us; "
             + "; ".join(f"{b} {statistics.median(t.samples_s) * 1e6:.1f} us" for b, t in baselines.items())
-            + f"; error {error:.3g}",
-            flush=True,
+            + f"; error {error:.3g}"
+            + ("" if ok else ", MISMATCH")
         )
     return results
 
@@ -288,7 +320,8 @@ def kernels_markdown(results: list[Result], *, device: str, command: str, machin
             "| --- | --- | --- | --- |",
         ]
         for r in results:
-            lines.append(f"| {r.case} | {r.sizes} | {r.max_error:.3g} | {r.predicted_s * 1e6:.4g} |")
+            mark = "" if r.ok else " MISMATCH"
+            lines.append(f"| {r.case} | {r.sizes} | {r.max_error:.3g}{mark} | {r.predicted_s * 1e6:.4g} |")
         return "\n".join(lines + machine_code_markdown(results)) + "\n"
     lines += [
         "Device time per run: the median over samples, each the CUDA-event time of a CUDA-graph replay of",
@@ -304,7 +337,7 @@ def kernels_markdown(results: list[Result], *, device: str, command: str, machin
             base = statistics.median(samples)
             lines.append(
                 f"| {r.case if k == 0 else ''} | {r.median_s * 1e6:.2f} | {r.predicted_s * 1e6:.4g} | {name} | "
-                f"{base * 1e6:.2f} | {base / r.median_s:.3f} | {r.max_error:.3g} |"
+                f"{base * 1e6:.2f} | {base / r.median_s:.3f} | {r.max_error:.3g}{'' if r.ok else ' MISMATCH'} |"
             )
     lines += ["", "## Raw samples (us)", ""]
     for r in results:
@@ -337,6 +370,7 @@ def kernels_json(results: list[Result], *, device: str, command: str, machine: s
                 "case": r.case,
                 "sizes": r.sizes,
                 "where": r.where,
+                "ok": r.ok,  # within polymap.compare's tolerance; max_error null: infinite or NaN
                 "max_error": finite_or_none(r.max_error),
                 "predicted_s": r.predicted_s,
                 "median_s": r.median_s,

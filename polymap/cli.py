@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import sys
 import time
@@ -405,49 +404,6 @@ def _concrete_sizes(program) -> dict[str, int]:
     return {p.name: p.default for p in program.params}
 
 
-def _compare(name: str, dtype, got, want) -> dict:
-    """How ``got`` compares with the reference ``want``: ``ok``, the largest error and the
-    largest reference value, and ``text``, the line that says so."""
-    import numpy as np
-
-    got, want = np.asarray(got), np.asarray(want)
-    if got.shape != want.shape:
-        return {
-            "output": name,
-            "ok": False,
-            "checked": True,
-            "text": f"{name}: shape {got.shape}, reference shape {want.shape}, MISMATCH",
-        }
-    if dtype.is_float:
-        g, w = got.astype(np.float64), want.astype(np.float64)
-        # where the reference is infinite or NaN the run must give the same value; the
-        # tolerance is scaled by the finite values only (an infinite one would allow anything)
-        finite = np.isfinite(w)
-        scale = float(np.max(np.abs(w[finite]))) if finite.any() else 0.0
-        exact = np.where(finite, True, (g == w) | (np.isnan(g) & np.isnan(w)))
-        with np.errstate(invalid="ignore"):
-            close = np.isclose(g, w, rtol=1e-4, atol=1e-5 * max(1.0, scale))
-            diff = np.where(finite, np.abs(g - w), np.where(exact, 0.0, np.inf))
-        error = float(np.max(diff)) if w.size else 0.0
-        ok = bool(np.all(np.where(finite, close, exact)))
-        text = f"max abs error {error:.1e} (max |reference| {scale:.3g})"
-    else:
-        g, w = got.astype(np.int64), want.astype(np.int64)
-        scale = int(np.max(np.abs(w))) if w.size else 0
-        error = int(np.max(np.abs(g - w))) if w.size else 0
-        ok = bool(np.array_equal(g, w))
-        text = f"max abs error {error} (max |reference| {scale}, exact match required)"
-    return {
-        "output": name,
-        "ok": ok,
-        "max_abs_error": error if math.isfinite(error) else None,
-        "max_abs_reference": scale if math.isfinite(scale) else None,
-        "exact": not dtype.is_float,
-        "checked": True,
-        "text": f"{name}: {text}, {'OK' if ok else 'MISMATCH'}",
-    }
-
-
 def _unchecked(name: str) -> dict:
     """An output ``run --no-reference`` did not compare: ``ok`` is None (neither a match nor
     a mismatch) and ``checked`` false."""
@@ -467,6 +423,7 @@ def _gpu_name() -> str:
 def _run(args: argparse.Namespace) -> int:
     import statistics
 
+    from polymap.compare import compare_output
     from polymap.reference import reference  # looked up per call: tests replace it
     from polymap.runtime.arguments import random_inputs
     from polymap.runtime.gpu import gpu_available
@@ -506,7 +463,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.reference:
         with step("the NumPy reference"):
             want = reference(program, **inputs)
-        compared = [_compare(d.name, d.dtype, outputs[d.name], want[d.name]) for d in program.outputs]
+        compared = [compare_output(d.name, d.dtype, outputs[d.name], want[d.name]) for d in program.outputs]
     else:
         compared = [_unchecked(d.name) for d in program.outputs]
     ok = all(c["ok"] for c in compared if c["checked"])
@@ -588,6 +545,7 @@ def _bench_kernels(args: argparse.Namespace) -> int:
     from polymap.bench import machine
     from polymap.bench_kernels import (
         CASES,
+        Options,
         kernels_json,
         kernels_markdown,
         model_case,
@@ -611,24 +569,35 @@ def _bench_kernels(args: argparse.Namespace) -> int:
                     f"bench --kernels: {m}: size {', '.join(missing)} has no default "
                     f"(write 'param {missing[0]} = <size>'); models are timed at their default sizes"
                 )
+            if not load(Path(m)).outputs:
+                raise ArgumentError(f"bench --kernels: {m}: the program has no out or inout buffer to check")
         cases = tuple(model_case(Path(m)) for m in args.models)
     elif not (root / "models").is_dir():
         print("error: run from the polymap checkout (models/ not found)", file=sys.stderr)
         return 1
     else:
         cases = CASES
+    if args.output and (Path(args.output).is_dir() or not Path(args.output).parent.is_dir()):
+        # said before the cases run (minutes on a GPU), not after
+        raise ArgumentError(f"cannot write {args.output}: not a file in an existing folder")
     on_gpu = gpu_available() and not args.host
-    # with --json, stdout is the JSON document alone: the progress lines go to stderr
-    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-        if on_gpu:
-            import cupy
+    options = Options(target=args.target, time_limit=args.time_limit)
+    # progress on stdout, or stderr with --json (stdout is then the JSON document alone); none with -q
+    stream = sys.stderr if args.json else sys.stdout
 
-            results = run_gpu_cases(root, cases)
-            device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-        else:
-            print("no GPU (or --host): correctness on the host only; GPU figures pending")
-            results = run_host_cases(root, cases)
-            device = "none (host run)"
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(line, file=stream, flush=True)
+
+    if on_gpu:
+        import cupy
+
+        results = run_gpu_cases(root, cases, options=options, say=say)
+        device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    else:
+        say("no GPU (or --host): correctness on the host only; GPU figures pending")
+        results = run_host_cases(root, cases, options=options, say=say)
+        device = "none (host run)"
     command = "polymap " + " ".join(sys.argv[1:])
     if args.json:
         import json
@@ -645,6 +614,10 @@ def _bench_kernels(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     else:
         print(text)
+    wrong = [r.case for r in results if not r.ok]
+    if wrong:  # a record is written either way; the exit status says a kernel was wrong
+        print(f"MISMATCH against the reference: {', '.join(wrong)}", file=sys.stderr)
+        return 1
     return 0
 
 

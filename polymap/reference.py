@@ -155,13 +155,17 @@ def _prepare(program: Program, arrays: dict) -> tuple[Program, dict[str, np.ndar
     return bound, {name: np.array(arr) for name, arr in given.items()}
 
 
-def _from_dlpack(value) -> np.ndarray:
-    """A host DLPack producer's array (no copy); one that NumPy cannot take that way (GPU
-    memory, a read-only or unusual layout) through asarray instead."""
+def _from_dlpack(decl: BufferDecl, value, ctx: dict) -> np.ndarray:
+    """A host DLPack producer's array (no copy). Where NumPy cannot take it that way, its
+    ``__array__`` if it has one; else the producer's own error, named."""
     try:
         return np.from_dlpack(value)
-    except (BufferError, RuntimeError, TypeError, ValueError):
-        return np.asarray(value)
+    except Exception as exc:  # noqa: BLE001 - whatever the producer raises is reported, not leaked
+        if hasattr(value, "__array__"):
+            return np.asarray(value)
+        raise ArgumentError(
+            f"input '{decl.name}' could not be read through DLPack: {type(exc).__name__}: {exc}", **ctx
+        ) from None
 
 
 def _as_array(decl: BufferDecl, value, ctx: dict) -> np.ndarray:
@@ -169,11 +173,19 @@ def _as_array(decl: BufferDecl, value, ctx: dict) -> np.ndarray:
     # dtype check that arrays get
     if type(value) in (int, float) and not decl.shape:
         return _python_number(decl, value, ctx)
+    from polymap.runtime.arguments import is_device_array  # (arguments imports this module)
+
+    if is_device_array(value):
+        raise ArgumentError(
+            f"input '{decl.name}' is a GPU array: the reference executor runs on the host "
+            "(copy it there first, e.g. .get() or .cpu())",
+            **ctx,
+        )
     try:
         # a host array of another library through DLPack (a PyTorch CPU tensor, say); NumPy's own
         # and anything else through asarray
         dlpack = hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray)
-        arr = _from_dlpack(value) if dlpack else np.asarray(value)
+        arr = _from_dlpack(decl, value, ctx) if dlpack else np.asarray(value)
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. ragged nested lists
         raise ArgumentError(f"input '{decl.name}' cannot be made an array: {exc}", **ctx) from None
     if arr.dtype.kind not in "biufc":

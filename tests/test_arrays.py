@@ -64,5 +64,23 @@ def test_gpu_memory_is_a_device_array_whichever_protocol_says_so():
 
     assert not is_device_array(Unsure(np.zeros(8, np.float32)))
     kernel = polymap.compile(polymap.parse(AXPY, name="axpy"))
-    with pytest.raises(ArgumentError, match="run_host takes NumPy arrays; 'x' is a device array"):
+    with pytest.raises(
+        ArgumentError, match=r"run_host takes host arrays \(NumPy, or DLPack on the CPU\); 'x' is a device"
+    ):
         kernel.run_host(alpha=2.0, x=cuda, y=np.zeros(8, np.float32))
+    with pytest.raises(
+        ArgumentError, match="input 'x' is a GPU array: the reference executor runs on the host"
+    ):
+        polymap.reference(kernel.program, alpha=2.0, x=cuda, y=np.zeros(8, np.float32))
+
+
+def test_a_producer_that_fails_is_named_not_leaked():
+    class Broken(HostDLPack):
+        def __dlpack__(self, **kwargs):
+            raise KeyError("no capsule today")
+
+    program = polymap.parse(AXPY, name="axpy")
+    with pytest.raises(
+        ArgumentError, match=r"input 'x' could not be read through DLPack: KeyError: 'no capsule today'"
+    ):
+        polymap.reference(program, alpha=2.0, x=Broken(np.zeros(8, np.float32)), y=np.zeros(8, np.float32))

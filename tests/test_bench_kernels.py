@@ -113,10 +113,12 @@ def test_bench_kernels_json_is_the_record_as_data(tmp_path, capsys, monkeypatch)
     from polymap.cli import main
 
     monkeypatch.chdir(ROOT)
-    assert main(["bench", "--kernels", "--host", "--json", "-q", "models/matmul_256x256x32.te"]) == 0
+    assert main(["bench", "--kernels", "--host", "--json", "models/matmul_256x256x32.te"]) == 0
     captured = capsys.readouterr()
     document = json.loads(captured.out)
     assert "host run at" in captured.err
+    assert main(["bench", "--kernels", "--host", "--json", "-q", "models/matmul_256x256x32.te"]) == 0
+    assert capsys.readouterr().err == ""  # -q: no progress lines
     (case,) = document["cases"]
     assert case["case"] == "matmul_256x256x32" and case["where"] == "host"
     assert case["sizes"] == {"M": 256, "N": 256, "K": 32} and case["max_error"] < 1e-4
@@ -137,3 +139,36 @@ def test_the_json_of_a_gpu_result_has_every_sample_and_the_ratio():
     (base,) = case["baselines"]
     assert base["baseline"] == "cublas" and base["median_s"] == 1e-3 and base["ratio"] == 0.5
     assert base["method"] == "queued, 1 runs/sample (no graph: E)" and document["device"] == "H100"
+
+
+def test_a_wrong_kernel_fails_bench_kernels_and_the_record_says_mismatch(tmp_path, capsys, monkeypatch):
+    """The record is written, the case says MISMATCH, and the exit status is 1: here the
+    reference executor is replaced by one that is off by one in the last output."""
+    import polymap.bench_kernels as bench_kernels
+    from polymap.cli import main
+
+    real = bench_kernels.reference
+
+    def off_by_one(program, **inputs):
+        want = real(program, **inputs)
+        return {k: v + 1 for k, v in want.items()}
+
+    monkeypatch.setattr(bench_kernels, "reference", off_by_one)
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "record.md"
+    assert main(["bench", "--kernels", "--host", "-q", "models/matmul_256x256x32.te", "-o", str(out)]) == 1
+    assert "MISMATCH against the reference: matmul_256x256x32" in capsys.readouterr().err
+    assert "| matmul_256x256x32 | {'M': 256, 'N': 256, 'K': 32} | 1 MISMATCH |" in out.read_text()
+
+
+def test_bench_kernels_refuses_a_program_without_outputs_and_a_bad_output_path(tmp_path, capsys):
+    from polymap.cli import main
+
+    model = tmp_path / "inonly.te"
+    model.write_text("param N = 16\nin x: f32[N]\n")
+    assert main(["bench", "--kernels", "--host", "-q", str(model)]) == 1
+    assert "inonly.te: the program has no out or inout buffer to check" in capsys.readouterr().err
+    good = tmp_path / "copy.te"
+    good.write_text("param N = 4\nin x: f32[N]\nout y: f32[N]\npar N i { y[i] = x[i] }\n")
+    assert main(["bench", "--kernels", "--host", "-q", "-o", str(tmp_path), str(good)]) == 1
+    assert f"cannot write {tmp_path}: not a file in an existing folder" in capsys.readouterr().err

@@ -86,6 +86,7 @@ def fake_cupy(device: FakeDevice, *, capture_fails: bool = False) -> types.Modul
         def __call__(self, grid, block, args):
             device.work(int(args[0]) * 1e-9)
 
+    Stream.null = Stream()
     cuda = types.SimpleNamespace(
         Stream=Stream, Event=Event, get_elapsed_time=lambda a, b: (b.at - a.at) * 1e3
     )
@@ -168,3 +169,20 @@ def test_repeat_must_be_positive(device):
     device(kernel_s=1e-6, host_gap_s=0.0)
     with pytest.raises(ArgumentError, match="repeat must be >= 1"):
         time_device(lambda: None, repeat=0)
+
+
+def test_the_callers_null_stream_work_is_finished_before_the_first_run(device):
+    """The inputs' copies and the outputs' fills were enqueued on the null stream, which the
+    timing's non-blocking stream does not wait for."""
+    fake = device(kernel_s=1e-6, host_gap_s=0.0)
+    import cupy  # the fake, installed by the fixture
+
+    order = []
+    cupy.cuda.Stream.null.synchronize = lambda: order.append("null synchronized")
+
+    def run():
+        order.append("run")
+        fake.enqueue("k")
+
+    time_device(run, repeat=1)
+    assert order[0] == "null synchronized" and order.count("null synchronized") == 1

@@ -124,7 +124,7 @@ def test_ieee_special_values_come_out_alike_signed_zeros_included():
 
 
 def test_run_compares_infinities_and_nans_exactly_and_scales_its_tolerance_by_finite_values():
-    from polymap.cli import _compare
+    from polymap.compare import compare_output as _compare
     from polymap.ir.nodes import DType
 
     inf = np.inf

@@ -122,7 +122,8 @@ def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
     for name, value in arrays.items():
         if is_device_array(value):
             raise ArgumentError(
-                f"run_host takes NumPy arrays; '{name}' is a device array (call the kernel instead)"
+                f"run_host takes host arrays (NumPy, or DLPack on the CPU); '{name}' is a device array "
+                "(call the kernel instead)"
             )
     bound = bind_arguments(cuda, arrays)
     storage: dict[str, np.ndarray] = {}

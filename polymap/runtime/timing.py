@@ -51,6 +51,9 @@ def time_device(
 
     if repeat < 1:
         raise ArgumentError(f"repeat must be >= 1, got {repeat}")
+    # the caller's copies and fills went to the null stream, which a non-blocking stream does
+    # not wait for: they finish first
+    cupy.cuda.Stream.null.synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         for _ in range(max(warmup, 1)):  # module load and first-use costs stay out
@@ -58,6 +61,7 @@ def time_device(
         stream.synchronize()
         runs = _runs_per_sample(run, stream)
         sample, method, why_not = _graph(run, runs, stream)
+        sample()  # untimed: the graph's upload and first launch
         samples = []
         for _ in range(repeat):
             if before_sample is not None:
@@ -84,8 +88,10 @@ def _events(stream, enqueue: Callable[[], None], before: Callable[[], None] | No
 
 
 def _runs_per_sample(run: Callable[[], None], stream) -> int:
-    """Enough runs for a sample of about SAMPLE_S, from a first estimate of 4 runs (host
-    time included, so the estimate errs towards more runs, never fewer)."""
+    """Enough runs for a sample of about SAMPLE_S, from a first estimate of 4 runs. The
+    estimate includes the host's launch time, so for runs shorter than their launch it is
+    too long and a sample holds fewer runs than SAMPLE_S would ask (a graph replay of them
+    still keeps the host out of the sample itself)."""
 
     def four() -> None:
         for _ in range(4):
