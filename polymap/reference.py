@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from polymap.arrays import is_device_array
 from polymap.errors import ArgumentError, InternalError
 from polymap.ir.nodes import (
     Anchor,
@@ -173,8 +174,6 @@ def _as_array(decl: BufferDecl, value, ctx: dict) -> np.ndarray:
     # dtype check that arrays get
     if type(value) in (int, float) and not decl.shape:
         return _python_number(decl, value, ctx)
-    from polymap.runtime.arguments import is_device_array  # (arguments imports this module)
-
     if is_device_array(value):
         raise ArgumentError(
             f"input '{decl.name}' is a GPU array: the reference executor runs on the host "

@@ -520,6 +520,14 @@ def test_the_first_load_roof_is_a_latency_per_wave_of_threads_and_only_for_reads
     assert latency_time(H100, 4 * slots, 4, True) == pytest.approx(H100.memory_latency_s)
     assert latency_time(H100, 10, 1, True) == pytest.approx(H100.memory_latency_s)  # at least one wave
     assert latency_time(H100, 4 * slots, 1, False) == 0.0  # stores do not wait
+    # blocks of 32 threads: at most 32 of them per SM, half its 2048 slots, so twice the waves
+    assert latency_time(H100, 4 * slots, 1, True, 32) == pytest.approx(8 * H100.memory_latency_s)
+    assert latency_time(H100, 4 * slots, 1, True, 256) == pytest.approx(4 * H100.memory_latency_s)
+    # and SCIP charges the same where a pin forces such blocks
+    copy_text = "in R: f32[4194304]\nout W: f32[4194304]\npar 4194304 i { W[i] = R[i] }"
+    small = optimize(parse(copy_text), pins={"i": {"threads": 32, "seq": 1}})
+    assert small.costs[0].latency_s == pytest.approx(latency_time(H100, 4194304, 1, True, 32))
+    assert small.solver[0].objective == pytest.approx(small.costs[0].objective_s * 1e6, rel=1e-6)
     # the report names it, and a program that only writes has none
     copy = optimize(parse("in R: f32[4194304]\nout W: f32[4194304]\npar 4194304 i { W[i] = R[i] }"))
     assert "first loads" in copy.report() and copy.costs[0].latency_s > 0

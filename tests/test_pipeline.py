@@ -83,7 +83,7 @@ ALLOWED = {
     "machine_code": {"targets", "runtime", "codegen"},  # codegen: the lines of full blocks
     "kernel": {"ir", "targets", "mapping", "codegen", "pipeline", "runtime", "machine_code"},
 }
-BASE = {"errors", "version", "progress"}  # leaves: they import no other polymap module
+BASE = {"errors", "version", "progress", "arrays", "compare"}  # leaves: they import no other polymap module
 # Known edges against the rules, each with its reason; the test fails on any other, and on
 # an entry here that the code no longer has (so that the list only shrinks).
 EXCEPTIONS = {

@@ -194,20 +194,24 @@ def fill_fraction(target: GpuTarget, mapping: KernelMapping, extents: tuple[int,
     )
 
 
-def latency_time(target: GpuTarget, work: int, points: int, reads_global: bool) -> float:
-    """The first-load roof in seconds: ``work / points`` threads, at most ``sm_count *
-    max_threads_per_sm`` of them resident, each waiting ``memory_latency_s`` for its first
-    global load, so a launch takes at least that latency per wave of threads, and at least
-    one (Little's law in the model's form: a thread with more points has more loads in
-    flight, and fewer waves wait). Not divided by the fill: the waves already count the
-    threads. Measured on an H100: a transpose with one point per thread ran at 55% of a
-    copy's bandwidth, with four at 96%, at the same occupancy
-    (docs/benchmarks/2026-11-24-h100.md). 0 for a kernel that reads no global memory
-    (stores do not wait)."""
+def latency_time(
+    target: GpuTarget, work: int, points: int, reads_global: bool, threads_per_block: int | None = None
+) -> float:
+    """The first-load roof in seconds: ``work / points`` threads, at most as many resident
+    as the GPU's thread slots hold in blocks of ``threads_per_block`` (all of them where it is
+    None; ``occupancy_penalty``), each waiting ``memory_latency_s`` for its first global
+    load, so a launch takes at least that latency per wave of threads, and at least one
+    (Little's law in the model's form: a thread with more points has more loads in flight,
+    and fewer waves wait). Not divided by the fill: the waves already count the threads.
+    Measured on an H100: a transpose with one point per thread ran at 55% of a copy's
+    bandwidth, with four at 96%, at the same occupancy (docs/benchmarks/2026-11-24-h100.md).
+    0 for a kernel that reads no global memory (stores do not wait)."""
     if not reads_global:
         return 0.0
-    waves = work / points / (target.sm_count * target.max_threads_per_sm)
-    return target.memory_latency_s * max(1.0, waves)
+    slots = target.sm_count * target.max_threads_per_sm
+    if threads_per_block is not None:
+        slots /= occupancy_penalty(target, threads_per_block)
+    return target.memory_latency_s * max(1.0, work / points / slots)
 
 
 def occupancy_penalty(target: GpuTarget, threads_per_block: int) -> float:

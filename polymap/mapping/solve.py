@@ -620,7 +620,9 @@ class KernelProblem:
         compute_s = self.flops / t.peak_fp32_flops
         shared_s = wavefronts / shared_wavefront_rate(t)
         issue_s = instructions / issue_rate(t)
-        latency_s = latency_time(t, math.prod(self.extents), mapping.points, self.reads_global)
+        latency_s = latency_time(
+            t, math.prod(self.extents), mapping.points, self.reads_global, mapping.threads_per_block
+        )
         return KernelCost(
             self.kernel.name,
             tuple(rows),

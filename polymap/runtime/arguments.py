@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from polymap.arrays import is_device_array
 from polymap.errors import ArgumentError, InternalError
 from polymap.ir.nodes import BufferDecl, IConst, Program
 from polymap.reference import _as_array, _infer_sizes, _shape
@@ -35,28 +36,6 @@ class BoundArguments:
     sizes: dict[str, int]
     shapes: dict[str, tuple[int, ...]]
     inputs: dict[str, Any]
-
-
-# DLPack's device types (dlpack.h): memory a CUDA kernel reads directly
-_DLPACK_CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
-
-
-def is_device_array(value: Any) -> bool:
-    """A GPU array: one with ``__cuda_array_interface__`` (CuPy, PyTorch, Numba), or a
-    DLPack producer whose ``__dlpack_device__`` is CUDA memory (JAX, and the others too)."""
-    if hasattr(value, "__cuda_array_interface__"):
-        return True
-    return (_dlpack_device(value) or (None,))[0] in _DLPACK_CUDA_DEVICES
-
-
-def _dlpack_device(value: Any) -> tuple | None:
-    get = getattr(value, "__dlpack_device__", None)
-    if get is None or isinstance(value, type):
-        return None
-    try:
-        return tuple(get())
-    except Exception:  # noqa: BLE001 - a producer that cannot say is not taken for a GPU array
-        return None
 
 
 def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
