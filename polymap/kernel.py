@@ -56,13 +56,20 @@ class Kernel:
 
         return run_host(self.cuda, arrays)
 
-    def time(self, *, repeat: int = 20, **arrays: Any):
+    def time(self, arrays: dict[str, Any] | None = None, /, *, repeat: int = 20, **named: Any):
         """The GPU's time per run of all the kernels (:class:`polymap.runtime.timing.Timing`:
         ``samples_s``, one per repetition, each the CUDA-event time of a graph replay of
-        back-to-back runs divided by their number, so the host's launch work is not counted)."""
+        back-to-back runs divided by their number, so the host's launch work is not counted).
+        The arrays by keyword, or as a dict (for an input named ``repeat``)."""
+        from polymap.errors import ArgumentError
         from polymap.runtime.gpu import time_gpu
 
-        return time_gpu(self.cuda, arrays, repeat=repeat)
+        both = set(arrays or {}) & set(named)
+        if both:
+            raise ArgumentError(
+                f"kernel.time: {', '.join(sorted(both))} given twice (in the dict and by keyword)"
+            )
+        return time_gpu(self.cuda, {**(arrays or {}), **named}, repeat=repeat)
 
     def header(self, source_name: str = "the emitted .cu file") -> str:
         """A C/C++ header declaring the launcher, each argument described (``source_name``:

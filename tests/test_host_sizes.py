@@ -74,3 +74,17 @@ def test_sizes_the_context_ties_together_halve_together_and_a_run_over_the_limit
 @pytest.mark.parametrize("sizes", [{"M": 0, "N": 1, "K": 1}])
 def test_sizes_outside_the_context_are_refused_by_the_check(sizes):
     assert not analyze(parse(MATMUL)).in_context(sizes)
+
+
+def test_a_program_of_no_operations_is_held_to_the_hosts_memory():
+    """A copy of 2 * 10^9 floats does no arithmetic, but its two buffers (16 GB) would exhaust
+    the host: the sizes halve until every buffer together is within HOST_BYTES."""
+    from polymap.runtime.host_sizes import HOST_BYTES, program_bytes
+
+    copy = analyze(parse("param N = 2000000000\nin x: f32[N]\nout z: f32[N]\npar N i { z[i] = x[i] }"))
+    fit = host_run_sizes(copy, {"N": 2_000_000_000}, given=set())
+    assert fit.sizes == {"N": 250_000_000} and fit.flops == 0
+    assert fit.bytes == program_bytes(copy, fit.sizes) == 2 * 4 * 250_000_000 <= HOST_BYTES
+    assert fit.bytes_asked == 16_000_000_000 and fit.reduced and not fit.over
+    assert "0 operations on 1.6e+10 bytes of buffers" in fit.note()
+    assert "running on the host at N = 250000000 (0 operations, 2e+09 bytes)" in fit.note()

@@ -186,3 +186,24 @@ def test_the_callers_null_stream_work_is_finished_before_the_first_run(device):
 
     time_device(run, repeat=1)
     assert order[0] == "null synchronized" and order.count("null synchronized") == 1
+
+
+def test_kernel_time_takes_the_arrays_as_a_dict_for_an_input_named_repeat(monkeypatch):
+    import numpy as np
+
+    import polymap
+    import polymap.runtime.gpu as gpu
+
+    seen = {}
+    monkeypatch.setattr(
+        gpu, "time_gpu", lambda cuda, arrays, repeat: seen.update(arrays=arrays, repeat=repeat)
+    )
+    program = polymap.parse(
+        "param N = 4\nin repeat: f32[N]\nout y: f32[N]\npar N i { y[i] = repeat[i] }", name="r"
+    )
+    kernel = polymap.compile(program)
+    data = np.zeros(4, np.float32)
+    kernel.time({"repeat": data}, repeat=3)
+    assert seen["repeat"] == 3 and seen["arrays"]["repeat"] is data
+    with pytest.raises(ArgumentError, match="kernel.time: y given twice"):
+        kernel.time({"y": data}, y=data)

@@ -4,16 +4,20 @@ feed-forward pair: 8.8 * 10^12) would take hours. ``host_run_sizes`` keeps the s
 was asked for when the program is within ``HOST_FLOPS`` at them, and otherwise halves the
 largest of the sizes that were defaults, one at a time, until it is (sizes given by the user
 are kept). The kernels were proved for every size in their context, so the same compiled
-source runs at the smaller sizes; the caller says which sizes ran."""
+source runs at the smaller sizes; the caller says which sizes ran. The program's buffers are
+held to ``HOST_BYTES`` the same way: a copy has no operations, and at a few billion elements its
+inputs alone would exhaust the host's memory."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from polymap.ir.flops import statement_flops
+from polymap.poly.isl_text import const_value
 from polymap.poly.model import PolyModel
 
 HOST_FLOPS = 10**11
+HOST_BYTES = 2**31  # every buffer of the program together, at the sizes run
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +28,8 @@ class HostSizes:
     asked: dict[str, int]
     flops_asked: int
     flops: int
+    bytes_asked: int = 0  # of every buffer of the program
+    bytes: int = 0
 
     @property
     def reduced(self) -> bool:
@@ -31,8 +37,8 @@ class HostSizes:
 
     @property
     def over(self) -> bool:
-        """Whether the sizes run are still over the limit (given sizes or the context)."""
-        return self.flops > HOST_FLOPS
+        """Whether the sizes run are still over a limit (given sizes or the context)."""
+        return self.flops > HOST_FLOPS or self.bytes > HOST_BYTES
 
     def note(self) -> str | None:
         """What a user reads when the sizes were reduced, or could not be reduced enough;
@@ -45,6 +51,9 @@ class HostSizes:
             return None
         asked = f"note: at {shown(self.asked)} the program does {self.flops_asked:.3g} operations"
         limit = f"more than a host run does in reasonable time ({HOST_FLOPS:.0e})"
+        if self.bytes_asked > HOST_BYTES:
+            asked += f" on {self.bytes_asked:.3g} bytes of buffers"
+            limit = f"more than a host run does in reasonable time and memory ({HOST_FLOPS:.0e}, {HOST_BYTES:.3g} bytes)"
         if not self.reduced:
             return (
                 f"{asked}, {limit}, and the sizes given with --size or the context keep it there: "
@@ -57,8 +66,22 @@ class HostSizes:
         )
         return (
             f"{asked}, {limit}: running on the host at {shown(self.sizes)} ({self.flops:.3g} operations"
-            f"{still}); --size sets sizes, and a GPU runs the sizes asked"
+            + (f", {self.bytes:.3g} bytes" if self.bytes_asked > HOST_BYTES else "")
+            + f"{still}); --size sets sizes, and a GPU runs the sizes asked"
         )
+
+
+def program_bytes(model: PolyModel, sizes: dict[str, int]) -> int:
+    """Bytes of every buffer of the program (inputs, outputs and temporaries) at ``sizes``."""
+    program = model.program
+    bound = program.bind(**{k: v for k, v in sizes.items() if k in program.param_names})
+    total = 0
+    for decl in bound.all_buffers():
+        elements = 1
+        for extent in decl.shape:
+            elements *= max(const_value(extent) or 0, 0)
+        total += elements * decl.dtype.numpy.itemsize
+    return total
 
 
 def program_flops(model: PolyModel, sizes: dict[str, int]) -> int:
@@ -71,9 +94,10 @@ def host_run_sizes(model: PolyModel, sizes: dict[str, int], given: set[str]) -> 
     the module doc); the sizes named in ``given`` are never changed."""
     asked = dict(sizes)
     flops = first = program_flops(model, sizes)
+    nbytes = first_bytes = program_bytes(model, sizes)
     current = dict(sizes)
     kept = set(given)
-    while flops > HOST_FLOPS:
+    while flops > HOST_FLOPS or nbytes > HOST_BYTES:
         shrinkable = [name for name in current if name not in kept and current[name] > 1]
         if not shrinkable:
             break  # every remaining size was given or is at the context's edge: run these
@@ -87,5 +111,5 @@ def host_run_sizes(model: PolyModel, sizes: dict[str, int], given: set[str]) -> 
                 continue
             smaller = together
         current = smaller
-        flops = program_flops(model, current)
-    return HostSizes(current, asked, first, flops)
+        flops, nbytes = program_flops(model, current), program_bytes(model, current)
+    return HostSizes(current, asked, first, flops, first_bytes, nbytes)
