@@ -531,5 +531,8 @@ def test_the_first_load_roof_is_a_latency_per_wave_of_threads_and_only_for_reads
     # the report names it, and a program that only writes has none
     copy = optimize(parse("in R: f32[4194304]\nout W: f32[4194304]\npar 4194304 i { W[i] = R[i] }"))
     assert "first loads" in copy.report() and copy.costs[0].latency_s > 0
+    assert copy.costs[0].bound_by == "memory" and "us (memory bound)" in copy.report()
+    small = optimize(parse("in R: f32[4096]\nout W: f32[4096]\npar 4096 i { W[i] = R[i] }"))
+    assert small.costs[0].bound_by == "first loads" and "1.3 us (first loads bound)" in small.report()
     fill = optimize(parse("out W: f32[4194304]\npar 4194304 i { W[i] = 1 }"))
     assert "first loads" not in fill.report() and fill.costs[0].latency_s == 0.0

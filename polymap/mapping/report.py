@@ -177,7 +177,7 @@ def format_cost(cost: KernelCost) -> list[str]:
         + f"issue {cost.issue_s * 1e6:.4g} us, "
         + (f"shared memory {cost.shared_s * 1e6:.4g} us, " if cost.shared_s else "")
         + (f"first loads {cost.latency_s * 1e6:.4g} us, " if cost.latency_s else "")
-        + f"GPU filled {100 * cost.fill:.3g}% -> predicted {cost.time_s * 1e6:.4g} us"
+        + f"GPU filled {100 * cost.fill:.3g}% -> predicted {cost.time_s * 1e6:.4g} us ({cost.bound_by} bound)"
         + (f"; {cost.shared_bytes} bytes of shared memory per block" if cost.shared_bytes else "")
         + (f"; about {cost.registers} registers per thread" if cost.registers else "")
         + (f" per launch x {cost.launches} launches" if cost.launches != 1 else "")

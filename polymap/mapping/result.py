@@ -70,6 +70,19 @@ class KernelCost:
         """The kernel's term of SCIP's objective (tie-breaks below a picosecond aside)."""
         return self.time_s + self.ranking_s
 
+    @property
+    def bound_by(self) -> str:
+        """The roof that sets ``time_s``: ``memory``, ``compute``, ``issue``, ``shared memory``
+        (each divided by the fill) or ``first loads``."""
+        roofs = {
+            "memory": self.memory_s,
+            "compute": self.compute_s,
+            "issue": self.issue_s,
+            "shared memory": self.shared_s,
+        }
+        name = max(roofs, key=roofs.__getitem__)
+        return "first loads" if self.latency_s > roofs[name] / self.fill else name
+
 
 @dataclass(frozen=True, slots=True)
 class BandChoice:
