@@ -549,10 +549,15 @@ def _updated(op: AssignOp, old: np.ndarray, value: np.ndarray, dtype: np.dtype) 
     if op is AssignOp.DIV and common == _I32:
         if np.any(b == 0):
             raise _ZeroDivisor
-        q = np.floor_divide(a, b)
-        # Floor and truncation differ by one when the division is inexact and the signs differ.
-        return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(_I32)
+        return _truncating_divide(a, b)
     return to_dtype(np.asarray(_ASSIGN_OPS[op](a, b)), dtype)
+
+
+def _truncating_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """i32 division truncating toward zero, as in C (``b`` nonzero)."""
+    q = np.floor_divide(a, b)
+    # Floor and truncation differ by one when the division is inexact and the signs differ.
+    return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(_I32)
 
 
 class _Eval:
@@ -647,10 +652,7 @@ class _Eval:
 
     def c_divide(self, a, b):
         """i32 division truncating toward zero, as in C."""
-        b = self.nonzero(b)
-        q = np.floor_divide(a, b)
-        # Floor and truncation differ by one when the division is inexact and the signs differ.
-        return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(_I32)
+        return _truncating_divide(a, self.nonzero(b))
 
     def floored_mod(self, a, b):
         """i32 ``%`` with the sign of the divisor (NumPy's mod; pm_imod in C)."""
