@@ -20,6 +20,7 @@ effect without a GPU.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -152,24 +153,14 @@ def _machine_code(kernel: Kernel) -> dict:
         return {"machine_code_error": err.message}
 
 
-def _matches(program, got: dict, want: dict) -> bool:
-    """Every output of ``want`` within ``polymap.compare``'s tolerance (``polymap run``'s)."""
+def _checked(program, got: dict, want: dict) -> tuple[float, bool]:
+    """The largest error over the outputs and whether each is within ``polymap.compare``'s
+    tolerance (``polymap run``'s): equal values (infinities and NaNs too) differ by 0, and an
+    error that is not finite (a NaN or an infinity on one side only) is infinite."""
     dtypes = {d.name: d.dtype for d in program.outputs}
-    return all(compare_output(k, dtypes[k], got[k], want[k])["ok"] for k in want)
-
-
-def _max_error(got: dict, want: dict) -> float:
-    return max((_max_difference(np.asarray(got[k]), np.asarray(want[k]), np) for k in want), default=0.0)
-
-
-def _max_difference(got, want, xp) -> float:
-    """The largest absolute difference, where equal values (infinities too) differ by 0 and
-    a NaN on one side only is an infinite difference."""
-    got, want = got.astype(xp.float64), want.astype(xp.float64)
-    same = (got == want) | (xp.isnan(got) & xp.isnan(want))
-    with np.errstate(invalid="ignore"):  # inf - inf where the sides differ: NaN, made inf below
-        diff = xp.where(same, 0.0, xp.abs(got - want))
-    return float(xp.where(xp.isnan(diff), xp.inf, diff).max()) if diff.size else 0.0
+    compared = [compare_output(k, dtypes[k], got[k], want[k]) for k in want]
+    errors = [math.inf if c.get("max_abs_error") is None else c["max_abs_error"] for c in compared]
+    return max(errors, default=0.0), all(c["ok"] for c in compared)
 
 
 def run_host_cases(
@@ -189,8 +180,7 @@ def run_host_cases(
         if case.host_sizes is None:  # a model given: sizes the host runs in seconds
             sizes = host_run_sizes(kernel.cuda.model, sizes, given=set()).sizes
         inputs = _inputs(program, sizes)
-        got, want = kernel.run_host(**inputs), reference(program, **inputs)
-        error, ok = _max_error(got, want), _matches(program, got, want)
+        error, ok = _checked(program, kernel.run_host(**inputs), reference(program, **inputs))
         _, full = _compile(case, root, options)  # the mapping a GPU run would use: its prediction
         results.append(
             Result(
@@ -219,10 +209,8 @@ def run_gpu_cases(
         sizes = _sizes(program, case.sizes)
         inputs = _inputs(program, sizes, xp=cp)
         got = kernel(**inputs)
-        want = _device_reference(case, program, inputs, cp)
-        error = max(_max_difference(got[k], want[k], cp) for k in want)
-        ok = _matches(
-            program, {k: cp.asnumpy(v) for k, v in got.items()}, {k: cp.asnumpy(v) for k, v in want.items()}
+        error, ok = _checked(
+            program, {k: v.get() for k, v in got.items()}, _expected(case, program, inputs, cp)
         )
         timing = kernel.time(repeat=repeat, **inputs)
         if case.given:
@@ -259,21 +247,23 @@ def _method(timing: Timing) -> str:
     return text + (f" (no graph: {timing.why_not_graph})" if timing.why_not_graph else "")
 
 
-def _device_reference(case: Case, program, inputs: dict, cp) -> dict:
-    """What each case computes: for the built-in cases by CuPy (cuBLAS, elementwise), the
-    same ground truth as the reference executor, which would take minutes at these sizes;
-    for a model given on the command line, the reference executor itself."""
+def _expected(case: Case, program, inputs: dict, cp) -> dict:
+    """What each case computes, on the host: for the built-in cases computed by CuPy
+    (cuBLAS, elementwise), the same ground truth as the reference executor, which would take
+    minutes at these sizes; for a model given on the command line, the reference executor
+    itself."""
     name = Path(case.model).name
     if case.given:
-        want = reference(program, **{k: cp.asnumpy(v) for k, v in inputs.items()})
-        return {k: cp.asarray(v) for k, v in want.items()}
+        return reference(program, **{k: cp.asnumpy(v) for k, v in inputs.items()})
     if name == "axpy.te":
-        return {"z": inputs["alpha"] * inputs["x"] + inputs["y"]}
-    if name == "transpose.te":
-        return {"B": inputs["A"].T}
-    if name == "matmul_strided_a.te":
-        return {"C": cp.matmul(inputs["A"][:, ::32], inputs["B"])}
-    return {"C": cp.matmul(inputs["A"], inputs["B"])}
+        want = {"z": inputs["alpha"] * inputs["x"] + inputs["y"]}
+    elif name == "transpose.te":
+        want = {"B": inputs["A"].T}
+    elif name == "matmul_strided_a.te":
+        want = {"C": cp.matmul(inputs["A"][:, ::32], inputs["B"])}
+    else:
+        want = {"C": cp.matmul(inputs["A"], inputs["B"])}
+    return {k: v.get() for k, v in want.items()}
 
 
 def _baseline(name: str, case: Case, inputs: dict, sizes: dict, cp) -> Callable[[], None]:

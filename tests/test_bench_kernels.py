@@ -92,16 +92,23 @@ def test_bench_kernels_asks_for_default_sizes(tmp_path, capsys):
 
 
 def test_errors_count_equal_infinities_as_equal_and_a_lone_nan_as_infinite():
+    from types import SimpleNamespace
+
     import numpy as np
 
-    from polymap.bench_kernels import _max_difference, compulsory_bytes
+    from polymap.bench_kernels import _checked, compulsory_bytes
+    from polymap.ir.nodes import DType
+
+    def error(got, want, dtype=DType.F32):
+        program = SimpleNamespace(outputs=[SimpleNamespace(name="y", dtype=dtype)])
+        return _checked(program, {"y": got}, {"y": want})[0]
 
     inf, nan = np.inf, np.nan
-    assert _max_difference(np.array([1.0, inf, nan, -inf]), np.array([1.5, inf, nan, -inf]), np) == 0.5
-    assert _max_difference(np.array([nan]), np.array([1.0]), np) == inf
-    assert _max_difference(np.array([inf]), np.array([-inf]), np) == inf
-    assert _max_difference(np.array([3], np.int32), np.array([5], np.int32), np) == 2.0
-    assert _max_difference(np.zeros(0), np.zeros(0), np) == 0.0
+    assert error(np.array([1.0, inf, nan, -inf]), np.array([1.5, inf, nan, -inf])) == 0.5
+    assert error(np.array([nan]), np.array([1.0])) == inf
+    assert error(np.array([inf]), np.array([-inf])) == inf
+    assert error(np.array([3], np.int32), np.array([5], np.int32), DType.I32) == 2.0
+    assert error(np.zeros(0), np.zeros(0)) == 0.0
     assert compulsory_bytes({"A": np.zeros((4, 8), np.float32)}, {"C": np.zeros(3, np.float64)}) == 128 + 24
 
 
