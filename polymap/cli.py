@@ -563,13 +563,14 @@ def _bench_kernels(args: argparse.Namespace) -> int:
         from polymap.ir.parse import load
 
         for m in args.models:  # bench times models at their default sizes: each needs one
-            missing = [q.name for q in load(Path(m)).params if q.default is None]
+            program = load(Path(m))
+            missing = [q.name for q in program.params if q.default is None]
             if missing:
                 raise ArgumentError(
                     f"bench --kernels: {m}: size {', '.join(missing)} has no default "
                     f"(write 'param {missing[0]} = <size>'); models are timed at their default sizes"
                 )
-            if not load(Path(m)).outputs:
+            if not program.outputs:
                 raise ArgumentError(f"bench --kernels: {m}: the program has no out or inout buffer to check")
         cases = tuple(model_case(Path(m)) for m in args.models)
     elif not (root / "models").is_dir():
