@@ -87,17 +87,22 @@ def _events(stream, enqueue: Callable[[], None], before: Callable[[], None] | No
     return cupy.cuda.get_elapsed_time(start, stop) / 1e3, reached_early
 
 
+def _repeated(run: Callable[[], None], times: int) -> Callable[[], None]:
+    """``run`` enqueued ``times`` times, back to back."""
+
+    def runs() -> None:
+        for _ in range(times):
+            run()
+
+    return runs
+
+
 def _runs_per_sample(run: Callable[[], None], stream) -> int:
     """Enough runs for a sample of about SAMPLE_S, from a first estimate of 4 runs. The
     estimate includes the host's launch time, so for runs shorter than their launch it is
     too long and a sample holds fewer runs than SAMPLE_S would ask (a graph replay of them
     still keeps the host out of the sample itself)."""
-
-    def four() -> None:
-        for _ in range(4):
-            run()
-
-    seconds, _ = _events(stream, four)
+    seconds, _ = _events(stream, _repeated(run, 4))
     return max(1, min(MAX_RUNS_PER_SAMPLE, math.ceil(SAMPLE_S / max(seconds / 4, 1e-7))))
 
 
@@ -107,8 +112,7 @@ def _graph(run: Callable[[], None], runs: int, stream) -> tuple[Callable[[], flo
     try:
         stream.begin_capture()
         try:
-            for _ in range(runs):
-                run()
+            _repeated(run, runs)()
         finally:
             graph = stream.end_capture()
     except Exception as exc:  # noqa: BLE001 - any capture failure falls back, and says why
@@ -145,11 +149,7 @@ def _queued(run: Callable[[], None], runs: int, stream) -> Callable[[], float]:
     from polymap.errors import InternalError
 
     spin = cupy.RawKernel(SPIN_SOURCE, "polymap_spin")
-
-    def enqueue() -> None:
-        for _ in range(runs):
-            run()
-
+    enqueue = _repeated(run, runs)
     began = time.perf_counter()
     enqueue()
     hold = [2 * (time.perf_counter() - began) + 1e-4]
