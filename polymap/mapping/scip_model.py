@@ -429,16 +429,16 @@ class ScipModel:
             # tripled SCIP's time on tests/test_fold.py's band; measured)
             scip.addCons(time >= t.memory_latency_s * 1e6)  # at least one wave
             c = t.memory_latency_s * 1e6 * extents / capacity
-            for k in range(MAX_LOG_SEQ_TOTAL + 1):
-                scip.addCons(time >= c / 2**k - c / 4**k * (prod_s - 2**k))
+            tangents = [c / 2**k - c / 4**k * (prod_s - 2**k) for k in range(MAX_LOG_SEQ_TOTAL + 1)]
+            for tangent in tangents:
+                scip.addCons(time >= tangent)
             # blocks too small to fill an SM's thread slots hold fewer threads, so more waves:
             # the same tangents, scaled by the occupancy penalty, under each such block size
             for v, var in block.items():
                 penalty = occupancy_penalty(t, 2**v)
                 if penalty > 1:
-                    for k in range(MAX_LOG_SEQ_TOTAL + 1):
-                        cut = time - penalty * (c / 2**k - c / 4**k * (prod_s - 2**k))
-                        scip.addConsIndicator(cut >= 0, var)
+                    for tangent in tangents:
+                        scip.addConsIndicator(time - penalty * tangent >= 0, var)
         if not self.wavefronts:
             return time, memory
         shared = scip.addVar("shared_us", vtype="C", lb=0.0)
