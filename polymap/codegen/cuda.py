@@ -237,11 +237,7 @@ class _Emitter:
                     lines.append(f"  {km.staging.describe()} ({cost.shared_bytes} bytes per block)")
             at = ", ".join(f"{n} = {v}" for n, v in m.cost_sizes)
             lines.append(
-                f"  predicted {cost.time_s * 1e6:.4g} us per launch (memory {cost.memory_s * 1e6:.4g} us, "
-                f"compute {cost.compute_s * 1e6:.4g} us, issue {cost.issue_s * 1e6:.4g} us"
-                + (f", shared memory {cost.shared_s * 1e6:.4g} us" if cost.shared_s else "")
-                + (f", first loads {cost.latency_s * 1e6:.4g} us" if cost.latency_s else "")
-                + ")"
+                f"  predicted {cost.time_s * 1e6:.4g} us per launch ({cost.roofs_text()})"
                 + (f" at {at}" if at else "")
                 + ("; decisions given, not solved" if m.given else "")
             )

@@ -173,10 +173,7 @@ def format_cost(cost: KernelCost) -> list[str]:
     ]
     lines = _table(headers, rows, left=2)
     lines.append(
-        f"  {cost.flops} flops; memory {cost.memory_s * 1e6:.4g} us, compute {cost.compute_s * 1e6:.4g} us, "
-        + f"issue {cost.issue_s * 1e6:.4g} us, "
-        + (f"shared memory {cost.shared_s * 1e6:.4g} us, " if cost.shared_s else "")
-        + (f"first loads {cost.latency_s * 1e6:.4g} us, " if cost.latency_s else "")
+        f"  {cost.flops} flops; {cost.roofs_text()}, "
         + f"GPU filled {100 * cost.fill:.3g}% -> predicted {cost.time_s * 1e6:.4g} us ({cost.bound_by} bound)"
         + (f"; {cost.shared_bytes} bytes of shared memory per block" if cost.shared_bytes else "")
         + (f"; about {cost.registers} registers per thread" if cost.registers else "")
