@@ -2,8 +2,9 @@
 ``RawModule`` (NVRTC, the same compiler the CI compile check uses), and the kernels are
 launched from Python in the order and with the grids ``launches.py`` computes.
 
-NumPy inputs are copied to the device and the outputs back; CuPy inputs stay on the device
-and the outputs are CuPy arrays."""
+NumPy inputs are copied to the device and the outputs back. GPU arrays of any library
+(``__cuda_array_interface__`` or DLPack) stay on the device, and the outputs come back as the
+caller's array type where its library has ``from_dlpack`` (else as CuPy arrays)."""
 
 from __future__ import annotations
 
