@@ -1,13 +1,20 @@
 """An output against the reference executor's: the tolerance every command applies (``polymap
 run``, ``polymap bench --kernels``). Floats match within ``rtol=1e-4`` and ``atol=1e-5`` times
-the largest finite reference value; where the reference is infinite or NaN the output must be
-the same value; integers match exactly."""
+the largest finite reference value (for f16 and bf16, which both sides round from the same f32
+computation, two units in the last place of the type: ``rtol`` 2**-9 and 2**-6, ``atol`` one
+unit times that value); where the reference is infinite or NaN the output must be the same
+value; integers and bool match exactly."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+# (rtol, atol per unit of the largest reference value) of the 16-bit floats: a one-unit
+# difference of the f32 value they round from (another order of the same sum, an FMA) may
+# land one unit apart in the type (2**-10 relative for f16, 2**-7 for bf16)
+_TOLERANCE = {"f16": (2.0**-9, 2.0**-10), "bf16": (2.0**-6, 2.0**-7)}
 
 
 def compare_output(name: str, dtype, got, want) -> dict:
@@ -29,7 +36,8 @@ def compare_output(name: str, dtype, got, want) -> dict:
         scale = float(np.max(np.abs(w[finite]))) if finite.any() else 0.0
         exact = np.where(finite, True, (g == w) | (np.isnan(g) & np.isnan(w)))
         with np.errstate(invalid="ignore"):
-            close = np.isclose(g, w, rtol=1e-4, atol=1e-5 * max(1.0, scale))
+            rtol, atol = _TOLERANCE.get(dtype.value, (1e-4, 1e-5))
+            close = np.isclose(g, w, rtol=rtol, atol=atol * max(1.0, scale))
             diff = np.where(finite, np.abs(g - w), np.where(exact, 0.0, np.inf))
         error = float(np.max(diff)) if w.size else 0.0
         ok = bool(np.all(np.where(finite, close, exact)))

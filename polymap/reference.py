@@ -17,24 +17,26 @@ the active lanes. Each statement then runs once over all lanes. That is equivale
 per-iteration order because the iterations of a par loop are independent (proved by
 ``analyze``), and each lane still sees its own statements in textual and seq order.
 
-Value typing (C-like; ``i32 < f32 < f64``):
+Value typing (C-like, ``polymap/ir/value_types.py``; compute types ``i32 < i64 < f32 < f64``):
 
-* A read has its buffer's dtype. Literals and index values are weakly typed: they take the
-  statement's *computation dtype*, the promotion of the dtypes of the buffers its value
-  reads, or the target's dtype when it reads none (f32 for an anchor that reads none).
-  A non-integral literal in an i32 computation is f32 (as in C, ``2 * 2.5`` is 5.0).
+* A read gives its buffer's values in their compute type: f16 and bf16 as f32, i8, u8 and
+  bool as i32. Literals and index values are weakly typed: they take the statement's
+  *computation dtype*, the promotion of the dtypes of the buffers its value reads, or the
+  target's compute type when it reads none (f32 for an anchor that reads none). A
+  non-integral literal in an integer computation is f32 (as in C, ``2 * 2.5`` is 5.0).
 * A binary operation computes in the promotion of its operands (i32 with f32 gives f32,
   not numpy's f64). ``/`` is true division for floats and C division (truncating toward
-  zero) for i32; an i32 division by zero is an ArgumentError naming the statement.
-* ``exp log sqrt tanh`` of an i32 compute in f32; ``abs max min`` keep the type; ``max``
+  zero) for integers; an integer division by zero is an ArgumentError naming the statement.
+* ``exp log sqrt tanh`` of an integer compute in f32; ``abs max min`` keep the type; ``max``
   and ``min`` propagate NaN (as ``np.maximum``).
-* The result is cast to the target's dtype on store: float to i32 truncates toward zero,
-  saturates at the i32 range and gives 0 for NaN (what a GPU's conversion does).
-  ``+= -= *= max= min=`` combine the old and the new value in their promotion, then cast.
+* The result is converted to the target's dtype on store (``to_dtype``): float to an
+  integer truncates toward zero, saturates and gives 0 for NaN (what a GPU's conversion
+  does); f16 and bf16 round to nearest even. ``+= -= *= max= min=`` combine the old and
+  the new value in their promotion, then convert.
 
 Initial contents: ``out`` buffers are zeros; temporaries (``new``) are undefined in the
-language, so they are filled with NaN (floats) or INT32_MIN (i32), which makes a read
-before a write visible in comparisons. Float exceptions are silent: inf and NaN are values.
+language, so they are filled with NaN (floats), the integer farthest from zero (integers) or
+1 (bool), which makes a read before a write visible in comparisons. Float exceptions are silent: inf and NaN are values.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ from polymap.ir.nodes import (
     reads_of,
 )
 from polymap.ir.validate import check_program_argument
+from polymap.ir.value_types import float_type, literal_type, promote, statement_type
 from polymap.ir.walk import statements
 
 __all__ = ["Execution", "execute", "reference"]
@@ -187,7 +190,7 @@ def _as_array(decl: BufferDecl, value, ctx: dict) -> np.ndarray:
         arr = _from_dlpack(decl, value, ctx) if dlpack else np.asarray(value)
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. ragged nested lists
         raise ArgumentError(f"input '{decl.name}' cannot be made an array: {exc}", **ctx) from None
-    if arr.dtype.kind not in "biufc":
+    if arr.dtype.kind not in "biufc" and arr.dtype != decl.dtype.numpy:  # bf16's kind is "V"
         raise ArgumentError(
             f"input '{decl.name}' is not a numeric array: got {type(value).__name__} "
             f"(numpy dtype {arr.dtype}), expected a {decl.dtype.numpy} array",
@@ -214,17 +217,17 @@ def _python_number(decl: BufferDecl, value: int | float, ctx: dict) -> np.ndarra
     overflow to infinity)."""
     dtype = decl.dtype.numpy
     if not decl.dtype.is_float:
-        info = np.iinfo(dtype)
+        lo, hi = (0, 1) if decl.dtype is DType.BOOL else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
         if isinstance(value, float):
             raise ArgumentError(
                 f"input '{decl.name}' ({decl}): the Python number {value!r} is a float; an "
                 f"{decl.dtype.numpy} input takes a Python int",
                 **ctx,
             )
-        if not info.min <= value <= info.max:
+        if not lo <= value <= hi:
             raise ArgumentError(
                 f"input '{decl.name}' ({decl}): the Python number {value!r} does not fit {decl.dtype.numpy} "
-                f"(an integer in [{info.min}, {info.max}])",
+                f"(an integer in [{lo}, {hi}])",
                 **ctx,
             )
         return np.asarray(value, dtype=dtype)
@@ -283,17 +286,42 @@ def _shape(decl: BufferDecl, ctx: dict) -> tuple[int, ...]:
 
 Index = int | np.ndarray  # an index value: one int for every lane, or one per lane
 
-_I32, _F32, _F64 = np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.float64)
-_RANK = {_I32: 0, _F32: 1, _F64: 2}
+_I32, _F32 = np.dtype(np.int32), np.dtype(np.float32)
+
+
+_DTYPES = {dt.numpy: dt for dt in DType}
+
+
+def _dtype(dtype: np.dtype) -> DType:
+    """The language's type of a NumPy dtype (of a buffer, or of a computed value)."""
+    return _DTYPES[np.dtype(dtype)]
 
 
 def _promote(*dtypes: np.dtype) -> np.dtype:
-    """C-like promotion: i32 < f32 < f64."""
-    return max(dtypes, key=lambda d: _RANK[np.dtype(d)])
+    """C-like promotion of computed values (``value_types.promote``): i32 < i64 < f32 < f64."""
+    return promote(*(_dtype(d) for d in dtypes)).numpy
+
+
+def _is_int(values: np.ndarray) -> bool:
+    """Whether computed values are of an integer type (i32 or i64)."""
+    return values.dtype.kind in "iu"
+
+
+def _widened(values: np.ndarray) -> np.ndarray:
+    """Values read from a buffer, in their compute type (f16 and bf16 as f32; i8, u8 and
+    bool as i32; the others as they are)."""
+    dtype = _dtype(values.dtype)
+    return values.astype(dtype.compute.numpy) if dtype.is_storage else values
 
 
 def _undefined(shape: tuple[int, ...], dtype: DType) -> np.ndarray:
-    fill = np.nan if dtype.is_float else np.iinfo(np.int32).min
+    if dtype.is_float:
+        fill = np.nan
+    elif dtype is DType.BOOL:
+        fill = True
+    else:  # the value farthest from zero, so that a read before a write shows
+        info = np.iinfo(dtype.numpy)
+        fill = info.min if info.min < 0 else info.max
     return np.full(shape, fill, dtype.numpy)
 
 
@@ -398,8 +426,10 @@ class _Executor:
         self.program = program
         self.ctx = program.error_context()
         self.instances = {s.name: 0 for s in statements(program)}
-        dtypes = {b.name: b.dtype.numpy for b in program.all_buffers()}
-        self.compute_dtype = {s.name: self._compute_dtype(s.stmt, dtypes) for s in statements(program)}
+        dtypes = {b.name: b.dtype for b in program.all_buffers()}
+        self.compute_dtype = {
+            s.name: statement_type(s.stmt, dtypes.__getitem__).numpy for s in statements(program)
+        }
         self.globals: dict[str, _Storage] = {}
         for decl in program.buffers:
             if decl.kind in (BufferKind.IN, BufferKind.INOUT):
@@ -409,13 +439,6 @@ class _Executor:
             else:
                 array = _undefined(_shape(decl, self.ctx), decl.dtype)
             self.globals[decl.name] = _Storage(array)
-
-    @staticmethod
-    def _compute_dtype(stmt: Assign | Anchor, dtypes: dict[str, np.dtype]) -> np.dtype:
-        read = [dtypes[r.buffer] for r in reads_of(stmt.value)]
-        if read:
-            return _promote(*read)
-        return dtypes[stmt.buffer] if isinstance(stmt, Assign) else _F32
 
     def run(self) -> Execution:
         with np.errstate(all="ignore"):
@@ -471,19 +494,23 @@ class _Executor:
             return
         self.instances[stmt.name] += active * count
         target, idx = self.element_index(stmt, env, lanes, buffers)
-        acc = target[idx]
+        acc = _widened(target[idx])
         for k in range(count):
             value = _Eval(self, stmt, {**env, loop.index: k}, lanes, buffers).value(stmt.value)
-            acc = self.updated(stmt, acc, _per_active_lane(value, lanes), target.dtype)
-        target[idx] = acc
+            # stored at every step, as a store per iteration would: a narrow target rounds
+            # each partial result
+            acc = _widened(self.updated(stmt, acc, _per_active_lane(value, lanes), target.dtype))
+        target[idx] = to_dtype(acc, target.dtype)
 
     def updated(self, stmt: Assign, old, value, dtype):
         """``_updated`` for ``stmt``: an i32 ``/=`` by zero is its ArgumentError."""
         try:
             return _updated(stmt.op, old, value, dtype)
-        except _ZeroDivisor:
+        except _ZeroDivisor as zero:
             raise ArgumentError(
-                f"statement {stmt.name} ({stmt}): i32 division by zero at run time", loc=stmt.loc, **self.ctx
+                f"statement {stmt.name} ({stmt}): {zero.args[0]} division by zero at run time",
+                loc=stmt.loc,
+                **self.ctx,
             ) from None
 
     def statement(self, stmt: Assign | Anchor, env: dict, lanes: _Lanes, buffers: dict) -> None:
@@ -523,7 +550,7 @@ class _Executor:
         # Race freedom: distinct active lanes write distinct elements, so this gather /
         # scatter equals a per-lane read-modify-write (no duplicate indices to collide).
         if stmt.op.is_update:
-            target[idx] = self.updated(stmt, target[idx], value, target.dtype)
+            target[idx] = self.updated(stmt, _widened(target[idx]), value, target.dtype)
         else:
             target[idx] = to_dtype(np.asarray(value), target.dtype)
 
@@ -538,26 +565,28 @@ def _per_active_lane(value, lanes: _Lanes) -> np.ndarray:
 
 
 class _ZeroDivisor(Exception):
-    """An i32 ``/=`` by zero on an active lane: the caller names the statement."""
+    """An integer ``/=`` by zero on an active lane (the argument: the type's name): the
+    caller names the statement."""
 
 
 def _updated(op: AssignOp, old: np.ndarray, value: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``old op= value`` as a store does it: in the promotion of the two, cast to ``dtype``
-    (``value`` holds the active lanes only; ``/=`` divides as ``/``)."""
+    """``old op= value`` as a store does it: in the promotion of the two (``old`` in its
+    compute type), cast to ``dtype`` (``value`` holds the active lanes only; ``/=`` divides
+    as ``/``)."""
     common = _promote(old.dtype, value.dtype)
     a, b = old.astype(common), value.astype(common)
-    if op is AssignOp.DIV and common == _I32:
+    if op is AssignOp.DIV and _is_int(a):
         if np.any(b == 0):
-            raise _ZeroDivisor
-        return _truncating_divide(a, b)
+            raise _ZeroDivisor(_dtype(common).value)
+        return to_dtype(_truncating_divide(a, b), dtype)
     return to_dtype(np.asarray(_ASSIGN_OPS[op](a, b)), dtype)
 
 
 def _truncating_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """i32 division truncating toward zero, as in C (``b`` nonzero)."""
+    """Integer division truncating toward zero, as in C (``b`` nonzero)."""
     q = np.floor_divide(a, b)
     # Floor and truncation differ by one when the division is inexact and the signs differ.
-    return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(_I32)
+    return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(a.dtype)
 
 
 class _Eval:
@@ -573,9 +602,8 @@ class _Eval:
 
     def value(self, e: ValueExpr):
         if isinstance(e, Const):
-            # A non-integral literal is a float even among i32 values (C: 2 * 2.5 is 5.0).
-            dtype = _F32 if self.dtype == _I32 and not float(e.value).is_integer() else self.dtype
-            return np.asarray(e.value).astype(dtype)
+            # A non-integral literal is a float even among integers (C: 2 * 2.5 is 5.0).
+            return np.asarray(e.value).astype(literal_type(e.value, _dtype(self.dtype)).numpy)
         if isinstance(e, IndexValue):
             return np.asarray(_index(e.expr, self.env)).astype(self.dtype)
         if isinstance(e, Read):
@@ -587,9 +615,9 @@ class _Eval:
             common = _promote(a.dtype, b.dtype)
             a, b = a.astype(common), b.astype(common)
             if e.op is ValueOp.DIV:
-                return self.c_divide(a, b) if common == _I32 else np.true_divide(a, b)
+                return self.c_divide(a, b) if _is_int(a) else np.true_divide(a, b)
             if e.op is ValueOp.MOD:
-                return self.floored_mod(a, b) if common == _I32 else np.mod(a, b)
+                return self.floored_mod(a, b) if _is_int(a) else np.mod(a, b)
             return _VALUE_OPS[e.op](a, b)
         if isinstance(e, Select):
             cond = self.condition(e.cond)
@@ -601,17 +629,17 @@ class _Eval:
             args = [self.value(a) for a in e.args]
             if e.fn in _FLOAT_FNS:
                 x = args[0]
-                return _FLOAT_FNS[e.fn](x.astype(_F32) if x.dtype == _I32 else x)
+                return _FLOAT_FNS[e.fn](x.astype(_F32) if _is_int(x) else x)
             if e.fn is Fn.ABS:
                 return np.abs(args[0])
-            if e.fn.cast is not None:
-                return to_dtype(args[0], np.dtype(e.fn.cast.numpy))
+            if e.fn.cast is not None:  # stored in the type, read back in its compute type
+                return _widened(to_dtype(args[0], e.fn.cast.numpy))
             if e.fn in (Fn.FLOOR, Fn.CEIL):
                 x = args[0]
-                return x if x.dtype == _I32 else (np.floor if e.fn is Fn.FLOOR else np.ceil)(x)
+                return x if _is_int(x) else (np.floor if e.fn is Fn.FLOOR else np.ceil)(x)
             common = _promote(args[0].dtype, args[1].dtype)
             if e.fn is Fn.POW:
-                common = _F32 if common == _I32 else common
+                common = float_type(_dtype(common)).numpy
                 return _c_pow(args[0].astype(common), args[1].astype(common))
             fn = np.maximum if e.fn is Fn.MAX else np.minimum
             return fn(args[0].astype(common), args[1].astype(common))
@@ -648,15 +676,15 @@ class _Eval:
             # element 0 (their values are never stored). An int index is the same on every
             # lane, including an active one, so it is in bounds already.
             idx = tuple(np.where(self.lanes.mask, x, 0) if isinstance(x, np.ndarray) else x for x in idx)
-        return storage.array[storage.lanes + idx]
+        return _widened(storage.array[storage.lanes + idx])
 
     def c_divide(self, a, b):
-        """i32 division truncating toward zero, as in C."""
+        """Integer division truncating toward zero, as in C."""
         return _truncating_divide(a, self.nonzero(b))
 
     def floored_mod(self, a, b):
-        """i32 ``%`` with the sign of the divisor (NumPy's mod; pm_imod in C)."""
-        return np.mod(a, self.nonzero(b)).astype(_I32)
+        """Integer ``%`` with the sign of the divisor (NumPy's mod; pm_imod in C)."""
+        return np.mod(a, self.nonzero(b)).astype(a.dtype)
 
     def nonzero(self, b):
         """``b`` where an i32 division or modulo by it is computed (a zero there is the
@@ -669,11 +697,11 @@ class _Eval:
             zero = zero & self.chosen
         if np.any(zero):
             raise ArgumentError(
-                f"statement {self.stmt.name} ({self.stmt}): i32 division by zero at run time",
+                f"statement {self.stmt.name} ({self.stmt}): {_dtype(b.dtype).value} division by zero at run time",
                 loc=self.stmt.loc,
                 **self.ex.ctx,
             )
-        return np.where(b == 0, 1, b).astype(_I32)  # masked-off lanes: any nonzero divisor
+        return np.where(b == 0, 1, b).astype(b.dtype)  # masked-off lanes: any nonzero divisor
 
 
 def _accumulation(loop: Loop) -> Assign | None:
@@ -691,10 +719,26 @@ def _accumulation(loop: Loop) -> Assign | None:
 
 
 def to_dtype(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``value`` converted for a store into a buffer of ``dtype``. Float to i32 truncates
-    toward zero, saturates at the i32 range and maps NaN to 0, as the emitted ``pm_to_i32``
-    does (numpy's own cast leaves out-of-range values to the platform)."""
-    if dtype == _I32 and value.dtype.kind == "f":
-        wide = np.nan_to_num(value.astype(np.float64), nan=0.0, posinf=2**31 - 1, neginf=-(2**31))
-        return np.trunc(np.clip(wide, -(2**31), 2**31 - 1)).astype(_I32)
+    """``value`` (computed, of i32, i64, f32 or f64) converted for a store into a buffer of
+    ``dtype``, as the emitted code converts it (``cuda_templates/polymap_helpers.cuh``):
+
+    * a float to an integer truncates toward zero, saturates at the type's range and maps
+      NaN to 0 (NumPy's own cast leaves out-of-range values to the platform);
+    * an integer to a narrower integer wraps (keeps the low bits, as NumPy and C do);
+    * anything to bool: nonzero (NaN included) is 1;
+    * to f16 or bf16: through f32 (an f64 value is rounded to f32 first), then rounded to
+      nearest even."""
+    dtype = np.dtype(dtype)
+    target = _dtype(dtype)
+    if target is DType.BOOL:
+        return np.asarray(value != 0)
+    if target in (DType.F16, DType.BF16):
+        return value.astype(_F32).astype(dtype)
+    if target.is_integer and value.dtype.kind == "f":
+        info = np.iinfo(dtype)
+        wide = np.trunc(np.nan_to_num(value.astype(np.float64), nan=0.0))
+        # beyond the range: the limit (2**63 - 1 is no float64, so compare with max + 1)
+        over, under = wide >= float(info.max) + 1, wide < float(info.min)
+        inside = np.where(over | under, 0, wide).astype(dtype)
+        return np.where(over, info.max, np.where(under, info.min, inside)).astype(dtype)
     return value.astype(dtype, copy=False)

@@ -44,18 +44,21 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def assert_matches(got: dict, want: dict, program) -> None:
-    """Floats within a few ulps of accumulated rounding, i32 exactly."""
+    """Floats within a few ulps of accumulated rounding (of the type: two units for the
+    16-bit floats), integers and bool exactly."""
     assert set(got) == set(want)
     for name, expected in want.items():
         actual = np.asarray(got[name])
         expected = np.asarray(expected)
         assert actual.shape == expected.shape and actual.dtype == expected.dtype, name
-        if expected.dtype.kind == "i":
+        if expected.dtype.kind in "iub":
             np.testing.assert_array_equal(actual, expected, err_msg=name)
         else:
+            actual, expected = actual.astype(np.float64), expected.astype(np.float64)
             finite = np.isfinite(expected)
             scale = max(1.0, float(np.abs(expected[finite]).max())) if finite.any() else 1.0
-            np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5 * scale, err_msg=name)
+            rtol = {"float16": 2.0**-9, "bfloat16": 2.0**-6}.get(np.asarray(got[name]).dtype.name, 1e-4)
+            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * 0.1 * scale, err_msg=name)
 
 
 def compile_model(name: str):

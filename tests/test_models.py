@@ -178,6 +178,11 @@ NUMERIC = {
     "argmax_rows": ({"M": 5, "N": 7}, lambda i, s: {"best": np.argmax(i["X"], axis=1)}),
     "masked_softmax": ({"N": 7}, _masked_softmax),
     "conv2d_padded": ({"H": 6, "W": 5}, _conv2d_padded),
+    "matmul_f16": ({"M": 7, "N": 9, "K": 6}, lambda i, s: {"C": i["A"] @ i["B"]}),
+    "matmul_u8_dequant": (
+        {"M": 5, "K": 8, "N": 6},
+        lambda i, s: {"Y": i["X"] @ ((i["W"] - i["zero"][None, :]) * i["scale"][None, :])},
+    ),
 }
 
 
@@ -186,13 +191,17 @@ def test_every_model_has_a_numeric_check():
 
 
 def random_inputs(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
-    """Standard-normal values for every in/inout buffer of a fully bound program."""
+    """Standard-normal values for every float in/inout buffer of a fully bound program,
+    and integers of the whole range of u8 (the quantized codes)."""
     rng = np.random.default_rng(seed)
     inputs = {}
     for decl in program.inputs:
         assert all(isinstance(e, IConst) for e in decl.shape), decl
         shape = tuple(e.value for e in decl.shape)
-        inputs[decl.name] = rng.standard_normal(shape).astype(decl.dtype.numpy)
+        if decl.dtype.is_float:
+            inputs[decl.name] = rng.standard_normal(shape).astype(decl.dtype.numpy)
+        else:
+            inputs[decl.name] = rng.integers(0, 256, size=shape).astype(decl.dtype.numpy)
     return inputs
 
 
@@ -214,7 +223,11 @@ def test_model_matches_numpy(name):
         assert actual.shape == expected.shape, out
         assert actual.dtype == program.buffer(out).dtype.numpy, out
         scale = max(1.0, float(np.abs(expected).max()))
-        np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5 * scale, err_msg=f"{name}: {out}")
+        # an f16 result is the exact one rounded to f16: half a unit, 2**-11 relative
+        rtol = 2.0**-10 if actual.dtype == np.float16 else 1e-4
+        np.testing.assert_allclose(
+            actual, expected, rtol=rtol, atol=rtol * 0.1 * scale, err_msg=f"{name}: {out}"
+        )
 
 
 def test_out_buffers_start_as_zeros_and_inout_keeps_untouched_elements():

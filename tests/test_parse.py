@@ -304,7 +304,11 @@ def test_syntax_errors_name_line_and_column_with_a_caret(text, position, message
 @pytest.mark.parametrize(
     "text, cls, message",
     [
-        ("in A: f16[4]", DeclarationError, r"1:7: unknown dtype 'f16' for buffer 'A': use f32, f64 or i32"),
+        (
+            "in A: f8[4]",
+            DeclarationError,
+            r"1:7: unknown dtype 'f8' for buffer 'A': use one of f16, bf16, f32, f64, i8, u8, i32, i64, bool",
+        ),
         ("in A: f32[4]\nin A: f32[4]", DeclarationError, r"'A' is declared twice"),
         ("param N\nparam N", DeclarationError, r"size 'N' is declared twice"),
         ("param N = -3", DeclarationError, r"default of size 'N' must be a non-negative integer"),

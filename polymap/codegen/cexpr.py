@@ -54,12 +54,32 @@ from polymap.ir.nodes import (
     Select,
     ValueExpr,
     ValueOp,
-    reads_of,
 )
+from polymap.ir.value_types import float_type, literal_type, promote, statement_type
 from polymap.schedule.ranges import index_intervals, require64
 
-C_TYPE = {DType.F32: "float", DType.F64: "double", DType.I32: "int"}
-_RANK = {DType.I32: 0, DType.F32: 1, DType.F64: 2}
+# the C type a buffer of each dtype is stored as (f16 and bf16 as their bits)
+C_TYPE = {
+    DType.F16: "unsigned short",
+    DType.BF16: "unsigned short",
+    DType.F32: "float",
+    DType.F64: "double",
+    DType.I8: "signed char",
+    DType.U8: "unsigned char",
+    DType.I32: "int",
+    DType.I64: "long long",
+    DType.BOOL: "unsigned char",
+}
+# a read of a storage type in its compute type (cuda_templates/polymap_helpers.cuh)
+_WIDEN = {
+    DType.F16: "pm_f16_to_f32",
+    DType.BF16: "pm_bf16_to_f32",
+    DType.I8: "(int)",
+    DType.U8: "(int)",
+    DType.BOOL: "(int)",
+}
+# a float stored into an integer type: saturating, NaN -> 0
+_FROM_FLOAT = {DType.I8: "pm_to_i8", DType.U8: "pm_to_u8", DType.I32: "pm_to_i32", DType.I64: "pm_to_i64"}
 # functions of a float: C's name for a double (the float one adds ``f``), or polymap's
 # helper (overloaded for both)
 _FLOAT_FN = {
@@ -76,10 +96,6 @@ _UPDATE = {AssignOp.ADD: "+", AssignOp.SUB: "-", AssignOp.MUL: "*", AssignOp.DIV
 
 # C precedence levels (higher binds tighter): what needs parentheses inside what.
 _ATOM, _UNARY, _MUL, _ADD, _CMP, _AND, _OR, _COND = 16, 15, 13, 12, 10, 5, 4, 3
-
-
-def widest(*dtypes: DType) -> DType:
-    return max(dtypes, key=_RANK.__getitem__)
 
 
 def paren(text: str, prec: int, need: int) -> str:
@@ -139,15 +155,12 @@ class StatementPrinter:
     # -- values
 
     def compute_type(self, stmt: Assign | Anchor) -> DType:
-        read = [self.decls[r.buffer].dtype for r in reads_of(stmt.value)]
-        if read:
-            return widest(*read)
-        return self.decls[stmt.buffer].dtype if isinstance(stmt, Assign) else DType.F32
+        return statement_type(stmt, lambda name: self.decls[name].dtype)
 
     def value(self, e: ValueExpr, compute: DType) -> tuple[str, DType, int]:
         """C text of a value expression, its type and precedence."""
         if isinstance(e, Const):
-            dtype = DType.F32 if compute is DType.I32 and not float(e.value).is_integer() else compute
+            dtype = literal_type(e.value, compute)
             text = literal(e.value, dtype)
             return text, dtype, _UNARY if text.startswith("-") else _ATOM
         if isinstance(e, IndexValue):
@@ -165,16 +178,17 @@ class StatementPrinter:
             text, prec = self.index(e.expr, wide=True)
             return f"({C_TYPE[compute]})({text})", compute, _UNARY
         if isinstance(e, Read):
-            return self.access(e.buffer, e.indices), self.decls[e.buffer].dtype, _ATOM
+            text, dtype = widen(self.access(e.buffer, e.indices), self.decls[e.buffer].dtype)
+            return text, dtype, _UNARY if text.startswith("(") else _ATOM
         if isinstance(e, Neg):
             text, dtype, prec = self.value(e.operand, compute)
             return negate(text, prec), dtype, _UNARY
         if isinstance(e, Binary):
             (lhs, lp), (rhs, rp), common = self.promoted(e.lhs, e.rhs, compute)
-            if e.op is ValueOp.DIV and common is DType.I32:  # never traps; records a division by zero
+            if e.op is ValueOp.DIV and common.is_integer:  # never traps; records a division by zero
                 return f"pm_idiv({lhs}, {rhs}, __LINE__)", common, _ATOM
             if e.op is ValueOp.MOD:  # floored, as NumPy's mod
-                if common is DType.I32:
+                if common.is_integer:
                     return f"pm_imod({lhs}, {rhs}, __LINE__)", common, _ATOM
                 return f"pm_fmod({lhs}, {rhs})", common, _ATOM
             level = _ADD if e.op in (ValueOp.ADD, ValueOp.SUB) else _MUL
@@ -195,7 +209,7 @@ class StatementPrinter:
     def promoted(self, a: ValueExpr, b: ValueExpr, compute: DType):
         """Two operands converted to their promotion: ((text, precedence) of each, the type)."""
         (at, atype, ap), (bt, btype, bp) = self.value(a, compute), self.value(b, compute)
-        common = widest(atype, btype)
+        common = promote(atype, btype)
         first = (convert(at, ap, atype, common), ap if atype is common else _UNARY)
         second = (convert(bt, bp, btype, common), bp if btype is common else _UNARY)
         return first, second, common
@@ -216,31 +230,34 @@ class StatementPrinter:
 
     def call(self, e: Call, compute: DType) -> tuple[str, DType, int]:
         args = [self.value(a, compute) for a in e.args]
-        if e.fn.cast is not None:
+        if e.fn.cast is not None:  # stored in the type, read back in its compute type
             text, dtype, prec = args[0]
-            return convert(text, prec, dtype, e.fn.cast), e.fn.cast, (prec if dtype is e.fn.cast else _UNARY)
+            if dtype is e.fn.cast:
+                return text, dtype, prec
+            stored, computed = widen(convert(text, prec, dtype, e.fn.cast), e.fn.cast)
+            return stored, computed, _UNARY if stored.startswith("(") else _ATOM
         if e.fn in _FLOAT_FN or e.fn in _HELPER_FN:
             text, dtype, prec = args[0]
-            if dtype is DType.I32:
-                text, dtype = convert(text, prec, DType.I32, DType.F32), DType.F32
+            if dtype.is_integer:
+                text, dtype = convert(text, prec, dtype, DType.F32), DType.F32
             if e.fn in _HELPER_FN:
                 return f"{_HELPER_FN[e.fn]}({text})", dtype, _ATOM
             suffix = "f" if dtype is DType.F32 else ""
             return f"{_FLOAT_FN[e.fn]}{suffix}({text})", dtype, _ATOM
         if e.fn in (Fn.FLOOR, Fn.CEIL):
             text, dtype, prec = args[0]
-            if dtype is DType.I32:
+            if dtype.is_integer:
                 return text, dtype, prec
             suffix = "f" if dtype is DType.F32 else ""
             return f"{e.fn.value}{suffix}({text})", dtype, _ATOM
         if e.fn is Fn.ABS:
             text, dtype, _ = args[0]
-            fn = {DType.I32: "pm_abs", DType.F32: "fabsf", DType.F64: "fabs"}[dtype]
+            fn = {DType.I32: "pm_abs", DType.I64: "pm_abs", DType.F32: "fabsf", DType.F64: "fabs"}[dtype]
             return f"{fn}({text})", dtype, _ATOM
         (a, at, ap), (b, bt, bp) = args
-        common = widest(at, bt)
+        common = promote(at, bt)
         if e.fn is Fn.POW:
-            common = DType.F32 if common is DType.I32 else common
+            common = float_type(common)
             fn = "powf" if common is DType.F32 else "pow"
             return f"{fn}({convert(a, ap, at, common)}, {convert(b, bp, bt, common)})", common, _ATOM
         fn = "pm_max" if e.fn is Fn.MAX else "pm_min"
@@ -258,11 +275,12 @@ class StatementPrinter:
         ttype = self.decls[stmt.buffer].dtype
         if stmt.op is AssignOp.SET:
             return f"{target} = {convert(value, vprec, vtype, ttype)};"
-        common = widest(ttype, vtype)
-        old = convert(target, _ATOM, ttype, common)
+        common = promote(ttype, vtype)
+        old_text, old_type = widen(target, ttype)
+        old = convert(old_text, _UNARY if ttype.is_storage else _ATOM, old_type, common)
         new = convert(value, vprec, vtype, common)
-        if stmt.op is AssignOp.DIV and common is DType.I32:  # as ``/``: records a division by zero
-            return f"{target} = pm_idiv({target}, {value}, __LINE__);"
+        if stmt.op is AssignOp.DIV and common.is_integer:  # as ``/``: records a division by zero
+            return f"{target} = {convert(f'pm_idiv({old}, {new}, __LINE__)', _ATOM, common, ttype)};"
         if stmt.op in _UPDATE:
             if common is ttype is vtype:
                 return f"{target} {stmt.op.value} {value};"
@@ -281,18 +299,33 @@ def negate(text: str, prec: int) -> str:
 
 
 def convert(text: str, prec: int, src: DType, dst: DType) -> str:
-    """``text`` (of type src, at precedence prec) converted to dst."""
+    """``text`` (a computed value of type src, at precedence prec) converted to dst, a
+    compute type or, for a store, a storage type (the rules of ``reference.to_dtype``)."""
     if src is dst:
         return text
-    if dst is DType.I32:  # from a float: saturating, NaN -> 0 (cuda_templates/polymap_helpers.cuh)
-        return f"pm_to_i32({text})"
+    if dst in (DType.F16, DType.BF16):  # rounded to nearest even, from f32
+        fn = "pm_f32_to_f16" if dst is DType.F16 else "pm_f32_to_bf16"
+        return f"{fn}({convert(text, prec, src, DType.F32)})"
+    if dst is DType.BOOL:
+        return f"(unsigned char)({paren(text, prec, _CMP + 1)} != 0)"
+    if dst in _FROM_FLOAT and src.is_float:  # saturating, NaN -> 0 (polymap_helpers.cuh)
+        return f"{_FROM_FLOAT[dst]}({text})"
     return f"({C_TYPE[dst]}){paren(text, prec, _UNARY)}"
+
+
+def widen(text: str, dtype: DType) -> tuple[str, DType]:
+    """A stored value (C text of type ``dtype``) in its compute type: f16 and bf16 as f32,
+    i8, u8 and bool as int."""
+    if not dtype.is_storage:
+        return text, dtype
+    fn = _WIDEN[dtype]
+    return (f"{fn}{text}" if fn.startswith("(") else f"{fn}({text})"), dtype.compute
 
 
 def literal(value: float, dtype: DType) -> str:
     """An exact C literal of ``value`` converted to ``dtype`` (as NumPy converts it)."""
-    if dtype is DType.I32:
-        return str(int(np.asarray(value).astype(np.int32)))
+    if dtype.is_integer:
+        return str(int(np.asarray(value).astype(dtype.numpy))) + ("LL" if dtype is DType.I64 else "")
     with np.errstate(over="ignore"):  # a value beyond the type's range is its infinity
         exact = float(np.asarray(value).astype(dtype.numpy))
     if not np.isfinite(exact):

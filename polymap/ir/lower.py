@@ -217,7 +217,7 @@ class _Lowering:
         if item.dtype not in _DTYPES:
             raise self.error(
                 DeclarationError,
-                f"unknown dtype '{item.dtype}' for buffer '{item.name}': use f32, f64 or i32",
+                f"unknown dtype '{item.dtype}' for buffer '{item.name}': use one of {', '.join(_DTYPES)}",
                 item.dtype_loc,
             )
         # Shapes depend on sizes only: a buffer's extent cannot vary per loop iteration.

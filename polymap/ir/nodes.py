@@ -29,23 +29,71 @@ from polymap.errors import SourceLoc
 
 
 class DType(enum.Enum):
-    """Element type of a buffer."""
+    """Element type of a buffer. ``f16``, ``bf16``, ``i8``, ``u8`` and ``bool`` are *storage*
+    types: a read gives the value in its ``compute`` type (f32 for the two floats, i32 for
+    the others), and a store rounds or converts it back (``polymap/ir/typing.py``)."""
 
+    F16 = "f16"
+    BF16 = "bf16"
     F32 = "f32"
     F64 = "f64"
+    I8 = "i8"
+    U8 = "u8"
     I32 = "i32"
+    I64 = "i64"
+    BOOL = "bool"
 
     @property
     def numpy(self) -> np.dtype:
-        return np.dtype({"f32": np.float32, "f64": np.float64, "i32": np.int32}[self.value])
+        if self is DType.BF16:
+            # NumPy has no bfloat16: ml_dtypes (the JAX team's NumPy extension types) does,
+            # with round-to-nearest-even conversions, the rounding of the emitted code
+            import ml_dtypes
+
+            return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(_NUMPY_TYPES[self.value])
 
     @property
     def is_float(self) -> bool:
-        return self is not DType.I32
+        return self in (DType.F16, DType.BF16, DType.F32, DType.F64)
+
+    @property
+    def is_integer(self) -> bool:
+        """An integer type (``bool`` is one: its values are 0 and 1)."""
+        return not self.is_float
+
+    @property
+    def compute(self) -> DType:
+        """The type a read of this type gives, in which values are computed."""
+        return _COMPUTE.get(self, self)
+
+    @property
+    def is_storage(self) -> bool:
+        """Stored narrower than it computes: reads widen, stores round or convert."""
+        return self.compute is not self
 
     @property
     def itemsize(self) -> int:
         return self.numpy.itemsize
+
+
+_NUMPY_TYPES = {
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "i8": np.int8,
+    "u8": np.uint8,
+    "i32": np.int32,
+    "i64": np.int64,
+    "bool": np.bool_,
+}
+_COMPUTE = {
+    DType.F16: DType.F32,
+    DType.BF16: DType.F32,
+    DType.I8: DType.I32,
+    DType.U8: DType.I32,
+    DType.BOOL: DType.I32,
+}
 
 
 class BufferKind(enum.Enum):
@@ -139,11 +187,19 @@ class Fn(enum.Enum):
     FLOOR = "floor"
     CEIL = "ceil"
     POW = "pow"
-    # conversions: f32(x), f64(x), i32(x) (float to i32 truncates toward zero, saturating,
-    # NaN -> 0, as a store does)
+    # conversions, one per dtype: f32(x), i32(x), f16(x) ... convert a value as a store
+    # into a buffer of that type does (float to an integer truncates toward zero, saturating,
+    # NaN -> 0; an integer to a narrower one wraps; to bool: nonzero is 1), and give it in
+    # the type's compute type (f16(x) is x rounded to f16, as an f32)
+    F16 = "f16"
+    BF16 = "bf16"
     F32 = "f32"
     F64 = "f64"
+    I8 = "i8"
+    U8 = "u8"
     I32 = "i32"
+    I64 = "i64"
+    BOOL = "bool"
 
     @property
     def arity(self) -> int:
@@ -151,8 +207,11 @@ class Fn(enum.Enum):
 
     @property
     def cast(self) -> DType | None:
-        """The type a conversion gives; None for the other functions."""
-        return {Fn.F32: DType.F32, Fn.F64: DType.F64, Fn.I32: DType.I32}.get(self)
+        """The type a conversion stores into; None for the other functions."""
+        return _CASTS.get(self)
+
+
+_CASTS = {Fn(dt.value): dt for dt in DType}
 
 
 # --------------------------------------------------------------- index expressions

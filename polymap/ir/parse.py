@@ -231,7 +231,7 @@ class _Parser:
         kind = self.advance()
         name = self.expect_name("a buffer name")
         self.expect(":", f" after buffer name '{name.text}'")
-        dtype = self.expect_name("a dtype (f32, f64 or i32)")
+        dtype = self.expect_name("a dtype (f32, f64, i32, f16, bf16, i8, u8, i64 or bool)")
         shape: tuple[SExpr, ...] = ()
         if self.at("["):
             bracket = self.tok

@@ -65,6 +65,7 @@ from polymap.ir.nodes import (
     reads_of,
     value_children,
 )
+from polymap.ir.value_types import statement_type
 
 
 def validate(program: Program) -> Program:
@@ -198,7 +199,7 @@ class _Validator:
                 for part in (*target, stmt.value, *guard):
                     self.expression_limits(part, f"statement {stmt.name}", stmt.loc, False)
                 # Only now that the depth is known to be safe: the compute type walks the value.
-                if _computes_in_i32(stmt, dtypes):
+                if statement_type(stmt, lambda name: dtypes.get(name, DType.F32)) is DType.I32:
                     self.expression_limits(stmt.value, f"statement {stmt.name}", stmt.loc, True)
 
     def decl_limits(self, decl: BufferDecl) -> None:
@@ -444,15 +445,6 @@ def _misplaced(expr, what: str) -> str | None:
         if isinstance(value, CONDITIONS):
             return _as_value(what, value)
     return None
-
-
-def _computes_in_i32(stmt: Assign | Anchor, dtypes: dict[str, DType]) -> bool:
-    """The statement's compute type is i32: the widest type it reads, or the target's when it
-    reads nothing (the rule of the reference executor and of the emitted C)."""
-    read = [dtypes.get(r.buffer) for r in reads_of(stmt.value)]
-    if read:
-        return all(dt is DType.I32 for dt in read)
-    return isinstance(stmt, Assign) and dtypes.get(stmt.buffer) is DType.I32
 
 
 def _is_integral(value: float) -> bool:

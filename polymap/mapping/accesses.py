@@ -31,6 +31,7 @@ from polymap.ir.nodes import (
     Anchor,
     Assign,
     BufferDecl,
+    DType,
     IBin,
     IConst,
     IndexExpr,
@@ -55,6 +56,9 @@ class GlobalAccess:
     buffer: str
     is_write: bool
     element_bytes: int
+    # a 16-bit float: each value read widens to f32, each one written rounds back, one
+    # instruction each (``cvt``), which the issue time counts
+    converts: bool
     instances: int  # executions of the statement in one launch of the kernel
     coefficients: tuple[tuple[str, int], ...]  # d addr / d i_j for band loops (affine part)
     quasi_affine: bool
@@ -168,6 +172,7 @@ def _global_access(
         buffer=access.buffer,
         is_write=access.is_write,
         element_bytes=decl.dtype.itemsize,
+        converts=decl.dtype in (DType.F16, DType.BF16),
         instances=instances,
         coefficients=coefficients,
         quasi_affine=quasi,

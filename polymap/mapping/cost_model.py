@@ -116,8 +116,8 @@ def reuse_loops(access: GlobalAccess, band: tuple[str, ...]) -> tuple[str, ...]:
 
 def shared_read_cost(
     target: GpuTarget, access: GlobalAccess, mapping: KernelMapping, tile: StagedBuffer, requests: int
-) -> tuple[float, float]:
-    """A staged read's shared-memory loads and wavefronts, in warp reads of one value (times
+) -> tuple[float, float, float]:
+    """A staged read's shared-memory loads, wavefronts and reads, in warp reads of one value (times
     ``shared_wavefronts`` for the wavefronts; ``ScipModel._staged_reads`` is the same in the
     solver's terms). Reads: one per warp request, divided by the points that share a value
     where they interleave (``point_reuse``). Loads: the reads divided by the points one vector
@@ -132,8 +132,8 @@ def shared_read_cost(
     # a wavefront per read at least, an upper bound
     least = reads if x_loop is None or x_loop.threads < target.warp_size else loads
     if x_loop is None or x_loop.index not in mentioned_loops(access, mapping.kernel.indices):
-        return loads, least
-    return loads, max(least, reads * max(1.0, bank_factor(target, tile, x_loop) / tile.vector))
+        return loads, least, reads
+    return loads, max(least, reads * max(1.0, bank_factor(target, tile, x_loop) / tile.vector)), reads
 
 
 def bank_factor(target: GpuTarget, tile: StagedBuffer, x_loop) -> int:

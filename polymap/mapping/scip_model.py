@@ -417,7 +417,11 @@ class ScipModel:
         scip.addCons(time >= memory)
         scip.addCons(time >= u * (p.flops * 1e6 / t.peak_fp32_flops))
         issue = scip.addVar("issue_us", vtype="C", lb=0.0)
-        base = fma_instructions(t, p.flops) + sum(-(-a.instances // t.warp_size) for a in p.accesses)
+        # an FMA per two flops, a load or store per warp request, and a conversion per request
+        # of a 16-bit float (where staged, the reads replace the requests: ``_staging``)
+        base = fma_instructions(t, p.flops) + sum(
+            -(-a.instances // t.warp_size) * (2 if a.converts else 1) for a in p.accesses
+        )
         steps = self._loop_steps()
         scip.addCons(issue >= u * (base + steps + quicksum(self.instructions)) * (1e6 / issue_rate(t)))
         scip.addCons(time >= issue)
@@ -579,11 +583,13 @@ class ScipModel:
             # the staged reads leave global memory for shared memory
             for k, a in enumerate(p.accesses):
                 if c.serves(a.statement, a.buffer, a.is_write):
-                    loads, served = self._staged_reads(scip, a, c, st, tr)
+                    loads, served, reads = self._staged_reads(scip, a, c, st, tr)
                     self.wavefronts.append(shared_wavefronts(t, a.element_bytes) * served)
                     # a shared load where staged, a global one (counted in _time) where not
                     requests = -(-a.instances // t.warp_size)
                     self.instructions.append(loads - requests * st)
+                    if a.converts:  # a conversion per value read, no longer per request
+                        self.instructions.append(reads - requests * st)
                     sectors = self.sectors[k]
                     left = scip.addVar(
                         f"sigma_global[{a.statement}:{a.text}]", vtype="I", lb=0, ub=t.warp_size
@@ -620,9 +626,9 @@ class ScipModel:
         return tr
 
     def _staged_reads(self, scip: Model, a: GlobalAccess, c, st, tr):
-        """The shared-load instructions of one staged read and the wavefronts they take, in
-        warp reads of one value (``cost_model.shared_read_cost`` is the same for concrete
-        decisions):
+        """The shared-load instructions of one staged read, the wavefronts they take and the
+        reads, in warp reads of one value (``cost_model.shared_read_cost`` is the same for
+        concrete decisions):
 
         * reads: one per 32 instances; where the points interleave, divided by the points
           that share each value (``2^r``, r the sum of the log2 S_j of the loops the read does
@@ -649,7 +655,7 @@ class ScipModel:
         mentioned = mentioned_loops(a, self.p.kernel.indices)
         layouts = [(False, 1)] if tr is None else [(False, 1 - tr), (True, tr)]
         if not loops and not mentioned:
-            return full * st, full * st
+            return full * st, full * st, full * st
         tag = f"{a.statement}:{a.text}"
         chunk = max(1, VECTOR_BYTES // a.element_bytes)
         widest = log2_floor(chunk)
@@ -720,7 +726,7 @@ class ScipModel:
                 scip.addCons(along >= self.ax[j, Axis.X] + on - 1)
                 scip.addCons(exponent <= r - conflict + most * (1 - along))
         served = power("servedlog", -cap, top + widest, exponent)
-        return loads, served
+        return loads, served, reads
 
     def _registers(self, scip: Model, log_points, block: dict) -> None:
         """An estimate of registers within the limits: ``REGISTERS_BASE`` plus the thread's

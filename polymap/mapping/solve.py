@@ -582,11 +582,14 @@ class KernelProblem:
             moved = 0 if from_shared else sectors * t.sector_bytes * requests
             shown = requests
             instructions += requests  # a global load or store per warp request
+            converted = requests  # the values that widen or round (16-bit floats)
             if tile is not None:
-                loads, served = shared_read_cost(t, a, mapping, tile, requests)
+                loads, served, converted = shared_read_cost(t, a, mapping, tile, requests)
                 wavefronts += served * shared_wavefronts(t, a.element_bytes)
                 instructions += loads - requests  # shared loads instead
                 shown = math.ceil(loads)
+            if a.converts:
+                instructions += converted
             rows.append(
                 AccessCost(a.statement, a.text, a.is_write, stride, sectors, shown, moved, from_shared)
             )

@@ -16,7 +16,7 @@ import numpy as np
 
 from polymap.arrays import is_device_array
 from polymap.errors import ArgumentError, InternalError
-from polymap.ir.nodes import BufferDecl, IConst, Program
+from polymap.ir.nodes import BufferDecl, DType, IConst, Program
 from polymap.reference import _as_array, _infer_sizes, _shape
 
 if TYPE_CHECKING:
@@ -97,8 +97,9 @@ def _stand_in(value: Any) -> Any:
 
 def random_inputs(program: Program, sizes: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
     """Random arrays for every in and inout buffer at ``sizes`` (values for the program's
-    sizes; other names are ignored): standard normal for floats, integers in [1, 5] for i32
-    (never 0, so an integer division in the program cannot trap)."""
+    sizes; other names are ignored): standard normal for floats, integers in [1, 5] for the
+    integer types (never 0, so an integer division in the program cannot trap), 0 or 1 for
+    bool."""
     rng = np.random.default_rng(seed)
     inputs = {}
     for decl in program.bind(**{k: v for k, v in sizes.items() if k in program.param_names}).inputs:
@@ -107,6 +108,8 @@ def random_inputs(program: Program, sizes: dict[str, int], seed: int = 0) -> dic
         shape = tuple(max(e.value, 0) for e in decl.shape)
         if decl.dtype.is_float:
             inputs[decl.name] = rng.standard_normal(shape).astype(decl.dtype.numpy)
+        elif decl.dtype is DType.BOOL:
+            inputs[decl.name] = rng.integers(0, 2, size=shape).astype(bool)
         else:
             inputs[decl.name] = rng.integers(1, 6, size=shape).astype(decl.dtype.numpy)
     return inputs

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from polymap.codegen.cuda import CudaProgram
-from polymap.errors import CudaCompileError, PolymapError
-from polymap.ir.nodes import BufferKind
+from polymap.errors import ArgumentError, CudaCompileError, PolymapError
+from polymap.ir.nodes import BufferKind, DType
 from polymap.runtime.arguments import bind_arguments, is_device_array
 from polymap.runtime.faults import FAULT_WORD, fault_error, records_faults
 from polymap.runtime.launches import launches
@@ -96,20 +96,40 @@ def prepare_gpu(cuda: CudaProgram, arrays: dict[str, Any]):
     on_device) where on_device says whether the caller passed device arrays."""
     cupy = cupy_module()
     on_device = any(is_device_array(v) for v in arrays.values())
+    if on_device and (bf16 := [d.name for d in cuda.program.buffers if d.dtype is DType.BF16]):
+        raise ArgumentError(
+            f"the program has bf16 buffers ({', '.join(bf16)}), which CuPy cannot hold: pass host "
+            "arrays (ml_dtypes.bfloat16), and the outputs come back as host arrays"
+        )
     arrays = {k: _as_cupy(v) if is_device_array(v) else v for k, v in arrays.items()}
     bound = bind_arguments(cuda, arrays)
     storage = {}
     for decl in bound.buffers:
-        shape, dtype = bound.shapes[decl.name], decl.dtype.numpy
+        shape, dtype = bound.shapes[decl.name], _device_dtype(decl.dtype)
+        if decl.kind in (BufferKind.IN, BufferKind.INOUT):
+            given = bound.inputs[decl.name]
+            if decl.dtype is DType.BF16:  # its bits (a host array: checked above)
+                given = np.ascontiguousarray(given).view(np.uint16)
         if decl.kind is BufferKind.IN:
-            storage[decl.name] = cupy.ascontiguousarray(cupy.asarray(bound.inputs[decl.name], dtype=dtype))
+            storage[decl.name] = cupy.ascontiguousarray(cupy.asarray(given, dtype=dtype))
         elif decl.kind is BufferKind.INOUT:  # written: never the caller's own array
-            storage[decl.name] = cupy.array(bound.inputs[decl.name], dtype=dtype, order="C", copy=True)
+            storage[decl.name] = cupy.array(given, dtype=dtype, order="C", copy=True)
         elif decl.kind is BufferKind.OUT:
             storage[decl.name] = cupy.zeros(shape, dtype)
         else:
             storage[decl.name] = cupy.empty(shape, dtype)
     return storage, bound.sizes, on_device
+
+
+def _device_dtype(dtype: DType) -> np.dtype:
+    """The CuPy dtype of a buffer: bf16 as its 16 bits (CuPy has no bfloat16; the kernel
+    stores every 16-bit float as ``unsigned short``)."""
+    return np.dtype(np.uint16) if dtype is DType.BF16 else dtype.numpy
+
+
+def _to_host(array, dtype: DType) -> np.ndarray:
+    host = array.get()
+    return host.view(dtype.numpy) if dtype is DType.BF16 else host
 
 
 def planned_launches(cuda: CudaProgram, storage: dict, sizes: dict[str, int]) -> Callable[[], None]:
@@ -167,7 +187,8 @@ def run_gpu(cuda: CudaProgram, arrays: dict[str, Any]) -> dict[str, Any]:
     if on_device:
         give = _returned_as_callers(arrays)
         return {name: give(array) for name, array in outputs.items()}
-    return {name: array.get() for name, array in outputs.items()}
+    dtypes = {d.name: d.dtype for d in cuda.program.outputs}
+    return {name: _to_host(array, dtypes[name]) for name, array in outputs.items()}
 
 
 def time_gpu(cuda: CudaProgram, arrays: dict[str, Any], *, repeat: int = 20, warmup: int = 3) -> Timing:

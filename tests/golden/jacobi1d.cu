@@ -132,6 +132,100 @@ __host__ __device__ __forceinline__ int pm_to_i32(double a) {
   return a != a ? 0 : a >= 2147483647.0 ? 2147483647 : a <= -2147483648.0 ? (-2147483647 - 1) : (int)a;
 }
 
+// The other stores into integer types, by the same rules (i64 from a float; i8 and u8 from a
+// float saturate like i32; from an integer C's conversion keeps the low bits, as NumPy's).
+__host__ __device__ __forceinline__ long long pm_to_i64(float a) {
+  return a != a ? 0LL : a >= 9223372036854775808.0f ? 9223372036854775807LL
+       : a < -9223372036854775808.0f ? (-9223372036854775807LL - 1) : (long long)a;
+}
+__host__ __device__ __forceinline__ long long pm_to_i64(double a) {
+  return a != a ? 0LL : a >= 9223372036854775808.0 ? 9223372036854775807LL
+       : a < -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)a;
+}
+__host__ __device__ __forceinline__ signed char pm_to_i8(float a) {
+  return a != a ? 0 : a >= 128.0f ? 127 : a < -128.0f ? -128 : (signed char)a;
+}
+__host__ __device__ __forceinline__ signed char pm_to_i8(double a) {
+  return a != a ? 0 : a >= 128.0 ? 127 : a < -128.0 ? -128 : (signed char)a;
+}
+__host__ __device__ __forceinline__ unsigned char pm_to_u8(float a) {
+  return a != a ? 0 : a >= 256.0f ? 255 : a < 0.0f ? 0 : (unsigned char)a;
+}
+__host__ __device__ __forceinline__ unsigned char pm_to_u8(double a) {
+  return a != a ? 0 : a >= 256.0 ? 255 : a < 0.0 ? 0 : (unsigned char)a;
+}
+__host__ __device__ __forceinline__ long long pm_abs(long long a) { return a < 0 ? -a : a; }
+
+// f16 and bf16 are stored as their 16 bits (``unsigned short``) and computed in f32: a read
+// widens (exactly), a store rounds to nearest even; an f64 value is rounded to f32 first,
+// as the reference executor does. The GPU converts with one instruction each; the host
+// by the same rules on the bits.
+#ifdef POLYMAP_HOST
+__host__ __device__ inline float pm_from_bits(unsigned bits) {
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+__host__ __device__ inline unsigned pm_to_bits(float f) {
+  unsigned bits;
+  __builtin_memcpy(&bits, &f, 4);
+  return bits;
+}
+__host__ __device__ inline float pm_f16_to_f32(unsigned short h) {
+  const unsigned sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu;
+  unsigned mantissa = h & 0x3ffu;
+  if (exponent == 0x1fu) return pm_from_bits(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
+  if (exponent != 0) return pm_from_bits(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return pm_from_bits(sign);
+  unsigned biased = 113;  // a subnormal: normalized, one exponent step per shift
+  while (!(mantissa & 0x400u)) {
+    mantissa <<= 1;
+    --biased;
+  }
+  return pm_from_bits(sign | (biased << 23) | ((mantissa & 0x3ffu) << 13));
+}
+__host__ __device__ inline unsigned short pm_f32_to_f16(float f) {
+  const unsigned bits = pm_to_bits(f), magnitude = bits & 0x7fffffffu;
+  const unsigned sign = (bits >> 16) & 0x8000u;
+  if (magnitude > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);  // NaN
+  if (magnitude >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);  // 65520 and up: inf
+  if (magnitude >= 0x38800000u) {  // a normal f16: rebias the exponent, round 13 bits away
+    const unsigned rebiased = magnitude - 0x38000000u;
+    return (unsigned short)(sign | ((rebiased + 0xfffu + ((rebiased >> 13) & 1u)) >> 13));
+  }
+  const unsigned shift = 126u - (magnitude >> 23);  // a subnormal f16 (or zero)
+  if (shift > 24) return (unsigned short)sign;
+  const unsigned mantissa = (magnitude & 0x7fffffu) | 0x800000u;
+  unsigned kept = mantissa >> shift;
+  const unsigned rest = mantissa & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  if (rest > half || (rest == half && (kept & 1u))) ++kept;
+  return (unsigned short)(sign | kept);
+}
+__host__ __device__ inline unsigned short pm_f32_to_bf16(float f) {
+  const unsigned bits = pm_to_bits(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((bits >> 16) | 0x40u);  // NaN, quiet
+  return (unsigned short)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+__host__ __device__ inline float pm_bf16_to_f32(unsigned short h) { return pm_from_bits((unsigned)h << 16); }
+#else
+__device__ __forceinline__ float pm_f16_to_f32(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ unsigned short pm_f32_to_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ unsigned short pm_f32_to_bf16(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float pm_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+#endif
+
 // The fault word: 0, or the largest emitted source line (``__LINE__``) at which a thread
 // divided an i32 value by zero. The runtimes clear it before a run and read it after:
 // the host emulation through ctypes (``pm_fault`` in the library), CuPy through
@@ -167,6 +261,25 @@ __device__ __forceinline__ int pm_imod(int a, int b, int line) {
   }
   if (b == -1) return 0;
   const int r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+// The same two in 64 bits (i64 values).
+__device__ __forceinline__ long long pm_idiv(long long a, long long b, int line) {
+  if (b == 0) {
+    atomicMax(&pm_fault, line);
+    return 0;
+  }
+  if (b == -1) return (long long)(0ull - (unsigned long long)a);
+  return a / b;
+}
+__device__ __forceinline__ long long pm_imod(long long a, long long b, int line) {
+  if (b == 0) {
+    atomicMax(&pm_fault, line);
+    return 0;
+  }
+  if (b == -1) return 0;
+  const long long r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 

@@ -1,0 +1,52 @@
+"""The value typing of the language, one set of rules for the reference executor
+(``polymap/reference.py``) and the C printer (``polymap/codegen/cexpr.py``), so that the
+emitted code computes what the ground truth computes (docs/language.md, "Value typing").
+
+Values compute in one of four *compute types*, ordered as C's usual arithmetic conversions
+order them: ``i32 < i64 < f32 < f64``. A buffer of a storage type (``f16 bf16 i8 u8 bool``)
+is read as its compute type (``DType.compute``: f32 for the floats, i32 for the others) and
+stored by rounding or converting back (``Fn.cast``'s rules).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from polymap.ir.nodes import Anchor, Assign, DType, reads_of
+
+_RANK = {DType.I32: 0, DType.I64: 1, DType.F32: 2, DType.F64: 3}
+
+
+def promote(*dtypes: DType) -> DType:
+    """The type two or more values compute in together: the widest of their compute types."""
+    return max((d.compute for d in dtypes), key=_RANK.__getitem__)
+
+
+def statement_type(stmt: Assign | Anchor, dtype_of: Callable[[str], DType]) -> DType:
+    """A statement's *computation type*: the promotion of the buffers its value reads, else
+    the compute type of the buffer it writes (f32 for an anchor that reads none). Literals
+    and index values take it."""
+    read = [dtype_of(r.buffer) for r in reads_of(stmt.value)]
+    if read:
+        return promote(*read)
+    return dtype_of(stmt.buffer).compute if isinstance(stmt, Assign) else DType.F32
+
+
+def literal_type(value: float, compute: DType) -> DType:
+    """A literal's type in a statement computing in ``compute``: that type, except that a
+    literal with a fraction among integers is f32 (as in C, ``2 * 2.5`` is 5.0)."""
+    if compute.is_integer and not float(value).is_integer():
+        return DType.F32
+    return compute
+
+
+def float_type(dtype: DType) -> DType:
+    """The type ``exp log sqrt ...`` compute in for an argument of ``dtype``: f32 for an
+    integer."""
+    return DType.F32 if dtype.compute.is_integer else dtype.compute
+
+
+def integer_range(dtype: DType) -> tuple[int, int]:
+    """The values of an integer compute type."""
+    bits = 64 if dtype.compute is DType.I64 else 32
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
