@@ -220,8 +220,8 @@ def _python_number(decl: BufferDecl, value: int | float, ctx: dict) -> np.ndarra
         lo, hi = (0, 1) if decl.dtype is DType.BOOL else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
         if isinstance(value, float):
             raise ArgumentError(
-                f"input '{decl.name}' ({decl}): the Python number {value!r} is a float; an "
-                f"{decl.dtype.numpy} input takes a Python int",
+                f"input '{decl.name}' ({decl}): the Python number {value!r} is a float; the input "
+                f"is {decl.dtype.value} and takes a Python int",
                 **ctx,
             )
         if not lo <= value <= hi:
@@ -231,9 +231,15 @@ def _python_number(decl: BufferDecl, value: int | float, ctx: dict) -> np.ndarra
                 **ctx,
             )
         return np.asarray(value, dtype=dtype)
+    try:
+        number = float(value)  # a Python int beyond the doubles: too large for any float type
+    except OverflowError:
+        raise ArgumentError(
+            f"input '{decl.name}' ({decl}): the Python number {value!r} overflows {decl.dtype.numpy}", **ctx
+        ) from None
     with np.errstate(over="ignore"):
-        converted = np.asarray(value, dtype=dtype)
-    if math.isfinite(value) and not np.isfinite(converted):
+        converted = np.asarray(number, dtype=dtype)
+    if math.isfinite(number) and not np.isfinite(converted.astype(np.float64)):
         raise ArgumentError(
             f"input '{decl.name}' ({decl}): the Python number {value!r} overflows {decl.dtype.numpy}", **ctx
         )

@@ -778,7 +778,7 @@ def test_a_python_number_for_a_scalar_input_is_taken_in_the_declared_type() -> N
     "alpha, n, message",
     [
         (1e300, 0, r"input 'alpha' .*the Python number 1e\+300 overflows float32"),
-        (1.0, 2.5, r"input 'n' .*the Python number 2.5 is a float; an int32 input takes a Python int"),
+        (1.0, 2.5, r"input 'n' .*the Python number 2.5 is a float; the input is i32 and takes a Python int"),
         (1.0, 2.0, r"input 'n' .*the Python number 2.0 is a float"),
         (np.float64(2.5), 0, r"input 'alpha' .*wrong dtype: expected float32, got float64"),
         (1.0, 2**31, r"input 'n' .*the Python number 2147483648 does not fit int32"),

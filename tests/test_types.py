@@ -206,3 +206,30 @@ def test_an_unknown_dtype_lists_the_known_ones():
         DeclarationError, match="unknown dtype 'f8' for buffer 'x': use one of f16, bf16, f32"
     ):
         parse("in x: f8[4]")
+
+
+def test_a_python_number_too_large_for_a_float_input_is_an_argument_error():
+    for dtype in ("f16", "bf16", "f64"):
+        program = parse(f"in s: {dtype}\nout y: f64\ny = s", name="types")
+        for value in (10**400, 2**200):
+            if dtype == "f64" and value == 2**200:
+                assert float(reference(program, s=value)["y"]) == 2.0**200
+                continue
+            with pytest.raises(ArgumentError, match=f"the Python number {value} overflows"):
+                reference(program, s=value)
+
+
+def test_an_integral_float_literal_beyond_i64_is_a_range_error_in_an_i64_statement():
+    with pytest.raises(RangeError, match=r"the literal 1e\+19 does not fit in i64"):
+        _one_loop("in a: i64[N]\nout y: i64[N]", "y[i] = a[i] * 0 + 1e19", 2)
+
+
+def test_an_i64_division_by_zero_in_the_emitted_code_names_its_type_as_the_reference_does():
+    program = _one_loop("in x: i64[N]\nin d: i64[N]\nout y: i64[N]", "y[i] = x[i] % d[i]", 3)
+    x, d = np.array([1, 2, 3], np.int64), np.array([1, 0, 2], np.int64)
+    with pytest.raises(ArgumentError) as expected:
+        reference(program, x=x, d=d)
+    with pytest.raises(ArgumentError) as got:
+        polymap.compile(program).run_host(x=x, d=d)
+    assert "i64 division by zero" in str(got.value)
+    assert str(got.value) == str(expected.value)

@@ -27,8 +27,6 @@ from polymap.errors import (
     UndeclaredError,
 )
 from polymap.ir.nodes import (
-    I32_MAX,
-    I32_MIN,
     INDEX_MAX,
     INDEX_MIN,
     MAX_EXPR_NESTING,
@@ -65,7 +63,7 @@ from polymap.ir.nodes import (
     reads_of,
     value_children,
 )
-from polymap.ir.value_types import statement_type
+from polymap.ir.value_types import integer_range, statement_type
 
 
 def validate(program: Program) -> Program:
@@ -186,7 +184,7 @@ class _Validator:
                         stmt.loc,
                     )
                 what = f"the extent of {stmt.kind.value} loop '{stmt.index}'"
-                self.expression_limits(stmt.extent, what, stmt.loc, False)
+                self.expression_limits(stmt.extent, what, stmt.loc, None)
                 stack.extend((inner, depth + 1) for inner in reversed(stmt.body))
             elif isinstance(stmt, New):
                 self.decl_limits(stmt.decl)
@@ -197,10 +195,11 @@ class _Validator:
                 target = (Read(stmt.buffer, stmt.indices),) if isinstance(stmt, Assign) else ()
                 guard = () if stmt.guard is None else (stmt.guard,)
                 for part in (*target, stmt.value, *guard):
-                    self.expression_limits(part, f"statement {stmt.name}", stmt.loc, False)
+                    self.expression_limits(part, f"statement {stmt.name}", stmt.loc, None)
                 # Only now that the depth is known to be safe: the compute type walks the value.
-                if statement_type(stmt, lambda name: dtypes.get(name, DType.F32)) is DType.I32:
-                    self.expression_limits(stmt.value, f"statement {stmt.name}", stmt.loc, True)
+                compute = statement_type(stmt, lambda name: dtypes.get(name, DType.F32))
+                if compute.is_integer:
+                    self.expression_limits(stmt.value, f"statement {stmt.name}", stmt.loc, compute)
 
     def decl_limits(self, decl: BufferDecl) -> None:
         if len(decl.shape) > MAX_RANK:
@@ -210,14 +209,16 @@ class _Validator:
                 decl.loc,
             )
         for extent in decl.shape:
-            self.expression_limits(extent, f"the shape of buffer '{decl.name}'", decl.loc, False)
+            self.expression_limits(extent, f"the shape of buffer '{decl.name}'", decl.loc, None)
 
     def after_binding(self) -> str:
         bound = ", ".join(f"{n} = {v}" for n, v in self.program.bindings)
         return f" (with the sizes bound: {bound})" if bound else ""
 
-    def expression_limits(self, root, what: str, loc: SourceLoc | None, i32: bool) -> None:
-        """Depth, index constants and (``i32``: the statement computes in i32) literals."""
+    def expression_limits(self, root, what: str, loc: SourceLoc | None, integer: DType | None) -> None:
+        """Depth, index constants and (``integer``: the type of a statement that computes in
+        i32 or i64) its integral literals, which must fit that type."""
+        low, high = integer_range(integer) if integer is not None else (0, 0)
         stack = [(root, 1)]
         while stack:
             expr, depth = stack.pop()
@@ -250,14 +251,14 @@ class _Validator:
                 )
             if (
                 isinstance(expr, Const)
-                and i32
+                and integer is not None
                 and _is_integral(expr.value)
-                and not I32_MIN <= expr.value <= I32_MAX
+                and not low <= expr.value <= high
             ):
                 raise self.error(
                     RangeError,
-                    f"{what}: the literal {_literal_text(expr.value)} does not fit in i32 "
-                    f"({I32_MIN}..{I32_MAX}), the type the statement computes in",
+                    f"{what}: the literal {_literal_text(expr.value)} does not fit in {integer.value} "
+                    f"({low}..{high}), the type the statement computes in",
                     expr.loc or loc,
                 )
             stack.extend((child, depth + 1) for child in _children(expr))

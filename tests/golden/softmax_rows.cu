@@ -259,10 +259,12 @@ __device__ __forceinline__ int pm_imod(int a, int b, int line) {
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
-// The same two in 64 bits (i64 values).
+// The same two in 64 bits (i64 values): the recorded line has PM_FAULT_I64 added, so that
+// the error names the type (``runtime/faults.py``).
+#define PM_FAULT_I64 (1 << 30)
 __device__ __forceinline__ long long pm_idiv(long long a, long long b, int line) {
   if (b == 0) {
-    atomicMax(&pm_fault, line);
+    atomicMax(&pm_fault, line + PM_FAULT_I64);
     return 0;
   }
   if (b == -1) return (long long)(0ull - (unsigned long long)a);
@@ -270,7 +272,7 @@ __device__ __forceinline__ long long pm_idiv(long long a, long long b, int line)
 }
 __device__ __forceinline__ long long pm_imod(long long a, long long b, int line) {
   if (b == 0) {
-    atomicMax(&pm_fault, line);
+    atomicMax(&pm_fault, line + PM_FAULT_I64);
     return 0;
   }
   if (b == -1) return 0;
