@@ -70,9 +70,11 @@ class AstPrinter:
     def expr(self, e: isl.AstExpr) -> str:
         """C text of an expression; a sub-expression whose value may leave ``int`` is
         computed in ``long long`` (one operand widened, C's conversions do the rest)."""
-        for interval in self.intervals(e):
+        found: list[Interval] = []
+        text = self._expr(e, found)[0]
+        for interval in found:
             require64(interval, f"the expression {e.to_C_str()}")
-        return self._expr(e)[0]
+        return text
 
     def interval(self, e: isl.AstExpr) -> Interval:
         return self.intervals(e)[0]
@@ -80,63 +82,80 @@ class AstPrinter:
     def intervals(self, e: isl.AstExpr) -> list[Interval]:
         """The interval of ``e`` first, then those of all its sub-expressions."""
         kind = e.get_type()
-        if kind == _T.id:
-            name = e.get_id().get_name()
-            if name not in self.ranges:
-                raise InternalError(f"no range known for the isl identifier {name}")
-            return [self.ranges[name]]
-        if kind == _T.int:
-            return [Interval.point(int(e.get_val().to_python()))]
-        op = e.get_op_type()
+        if kind in (_T.id, _T.int):
+            return [self._leaf_interval(e)]
         subs = [self.intervals(e.get_op_arg(k)) for k in range(e.get_op_n_arg())]
-        vals = [s[0] for s in subs]
-        rest = [i for s in subs for i in s]
+        return [self._op_interval(e, [s[0] for s in subs]), *(i for s in subs for i in s)]
+
+    def _leaf_interval(self, e: isl.AstExpr) -> Interval:
+        if e.get_type() == _T.int:
+            return Interval.point(int(e.get_val().to_python()))
+        name = e.get_id().get_name()
+        if name not in self.ranges:
+            raise InternalError(f"no range known for the isl identifier {name}")
+        return self.ranges[name]
+
+    @staticmethod
+    def _op_interval(e: isl.AstExpr, vals: list[Interval]) -> Interval:
+        """The interval of an operation from those of its operands."""
+        op = e.get_op_type()
         if op == _OP.add:
-            out = vals[0] + vals[1]
-        elif op == _OP.sub:
-            out = vals[0] - vals[1]
-        elif op == _OP.mul:
-            out = vals[0] * vals[1]
-        elif op == _OP.minus:
-            out = -vals[0]
-        elif op in (_OP.div, _OP.pdiv_q, _OP.fdiv_q, _OP.pdiv_r, _OP.zdiv_r):
+            return vals[0] + vals[1]
+        if op == _OP.sub:
+            return vals[0] - vals[1]
+        if op == _OP.mul:
+            return vals[0] * vals[1]
+        if op == _OP.minus:
+            return -vals[0]
+        if op in (_OP.div, _OP.pdiv_q, _OP.fdiv_q, _OP.pdiv_r, _OP.zdiv_r):
             d = vals[1]
             if d.lo is None or d.lo != d.hi or d.lo <= 0:
                 raise InternalError(f"isl divides by a non-constant in {e.to_C_str()}")
             if op == _OP.zdiv_r:
-                out = vals[0].rem(d.lo)
-            elif op == _OP.pdiv_r:
-                out = vals[0].mod(d.lo)
-            else:  # div and pdiv_q are exact or of a non-negative dividend: floor is right
-                out = vals[0].floordiv(d.lo)
-        elif op in (_OP.max, _OP.min):
+                return vals[0].rem(d.lo)
+            if op == _OP.pdiv_r:
+                return vals[0].mod(d.lo)
+            return vals[0].floordiv(d.lo)  # div and pdiv_q are exact or of a non-negative dividend
+        if op in (_OP.max, _OP.min):
             out = vals[0]
             for v in vals[1:]:
                 out = out.max_with(v) if op == _OP.max else out.min_with(v)
-        elif op in (_OP.cond, _OP.select):
-            out = vals[1].join(vals[2])
-        elif op in _BINARY:  # comparisons and logic
-            out = BOOL
-        else:
-            raise InternalError(f"unexpected isl AST operation in {e.to_C_str()}")
-        return [out, *rest]
+            return out
+        if op in (_OP.cond, _OP.select):
+            return vals[1].join(vals[2])
+        if op in _BINARY:  # comparisons and logic
+            return BOOL
+        raise InternalError(f"unexpected isl AST operation in {e.to_C_str()}")
 
-    def _expr(self, e: isl.AstExpr) -> tuple[str, int, bool]:
-        """(text, precedence, whether its C type is ``long long``)."""
+    def _expr(self, e: isl.AstExpr, found: list[Interval]) -> tuple[str, int, bool, Interval]:
+        """(text, precedence, whether its C type is ``long long``, its interval); appends the
+        interval of ``e`` and of every sub-expression to ``found`` (each computed once, from
+        its operands')."""
         kind = e.get_type()
         if kind == _T.id:
-            return self.names(e.get_id().get_name()), _ATOM, False
+            interval = self._leaf_interval(e)
+            found.append(interval)
+            return self.names(e.get_id().get_name()), _ATOM, False, interval
         if kind == _T.int:
+            interval = self._leaf_interval(e)
+            found.append(interval)
             value = int(e.get_val().to_python())
-            wide = not Interval.point(value).fits32
-            return f"{value}LL" if wide else str(value), _ATOM if value >= 0 else _UNARY, wide
+            wide = not interval.fits32
+            return f"{value}LL" if wide else str(value), _ATOM if value >= 0 else _UNARY, wide, interval
         if kind != _T.op:
             raise InternalError(f"unexpected isl AST expression {e.to_C_str()}")
         op = e.get_op_type()
-        args = [self._expr(e.get_op_arg(k)) for k in range(e.get_op_n_arg())]
-        # a value that may leave int is computed in long long: widen one operand where
-        # none is already wide (C converts the other)
-        overflow = not self.interval(e).fits32
+        full = [self._expr(e.get_op_arg(k), found) for k in range(e.get_op_n_arg())]
+        interval = self._op_interval(e, [a[3] for a in full])
+        found.append(interval)
+        args = [a[:3] for a in full]
+        text, prec, wide = self._op_text(op, args, not interval.fits32, e)
+        return text, prec, wide, interval
+
+    def _op_text(self, op, args: list[tuple[str, int, bool]], overflow: bool, e: isl.AstExpr):
+        """(text, precedence, wide) of an operation on printed operands; ``overflow``: its
+        value may leave ``int``, so it is computed in long long (one operand widened where
+        none is already wide: C converts the other)."""
         if op in _BINARY:
             sym, prec = _BINARY[op]
             (lhs, lp, lw), (rhs, rp, rw) = args

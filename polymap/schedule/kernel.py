@@ -298,6 +298,7 @@ class _Describer:
         self.copies = {c.name: c for c in copies if c.vectors is None}
         self.vector_copies = {c.vectors.name: c for c in copies if c.vectors is not None}
         self.per_point = bool(per_point_buffers(km))
+        self._relations: dict[tuple, tuple[isl.PwMultiAff, Place]] = {}
 
     def __call__(self, name: str, at: isl.PwMultiAff, build: isl.AstBuild):
         if name in self.copies:
@@ -325,11 +326,8 @@ class _Describer:
             key = (a.buffer, a.indices)
             if key in accesses:
                 continue
-            if not a.is_write and a.buffer in staged:
-                relation, place = tile_read(self.model, self.plan, s, staged[a.buffer]), Place.SHARED
-            else:
-                relation, place = a.relation, Place.LOCAL if a.buffer in self.locals else Place.GLOBAL
-            exprs = _exprs(build, isl.PwMultiAff.from_map(relation).pullback_pw_multi_aff(at))
+            relation, place = self._relation(s, a, staged)
+            exprs = _exprs(build, relation.pullback_pw_multi_aff(at))
             if place is not Place.SHARED:
                 # a buffer declared inside loops is expanded by them in the proof (one copy
                 # per iteration of its owners); in memory one copy serves them in turn
@@ -339,6 +337,19 @@ class _Describer:
         if self.per_point:  # the slot of the instance's s-point: ``sum_j s_j prod_{l > j} S_l``
             point = _exprs(build, isl.PwMultiAff.from_map(self.points[name]).pullback_pw_multi_aff(at))[0]
         return StatementLeaf(s, accesses, point)
+
+    def _relation(self, s: StatementModel, a, staged: dict) -> tuple[isl.PwMultiAff, Place]:
+        """Where an access of ``s`` goes, as a function of the statement's instance, and the
+        place: built once per access, for every leaf of the statement (an unrolled edge
+        block has a leaf per point)."""
+        key = (s.name, a.buffer, a.indices, a.is_write)
+        if key not in self._relations:
+            if not a.is_write and a.buffer in staged:
+                relation, place = tile_read(self.model, self.plan, s, staged[a.buffer]), Place.SHARED
+            else:
+                relation, place = a.relation, Place.LOCAL if a.buffer in self.locals else Place.GLOBAL
+            self._relations[key] = (isl.PwMultiAff.from_map(relation), place)
+        return self._relations[key]
 
     @staticmethod
     def _copy_leaf(copy: CopyRelation, target: isl.Map, source: isl.Map, at: isl.PwMultiAff, build):
