@@ -129,8 +129,9 @@ def _reads(expr):
 
 
 def mismatch(got: dict, want: dict, *, off_by_one: set[str] = frozenset()) -> str | None:
-    """None when equal (i32 exactly, or within 1 for the buffers of ``off_by_one``; floats
-    within 1e-4 of the scale), else which buffer and how."""
+    """None when equal (integers and bool exactly, or within 1 for the buffers of
+    ``off_by_one``; floats within 1e-4 of the scale, f16 and bf16 within two units of
+    theirs), else which buffer and how."""
     import numpy as np
 
     if set(got) != set(want):
@@ -139,13 +140,17 @@ def mismatch(got: dict, want: dict, *, off_by_one: set[str] = frozenset()) -> st
         a, b = np.asarray(got[name]), np.asarray(want[name])
         if a.shape != b.shape or a.dtype != b.dtype:
             return f"{name}: {a.dtype}{list(a.shape)} != {b.dtype}{list(b.shape)}"
-        if b.dtype.kind == "i":
-            bad = np.abs(a.astype(np.int64) - b) > (1 if name in off_by_one else 0)
+        if b.dtype.kind in "iub":
+            bad = np.abs(a.astype(np.int64) - b.astype(np.int64)) > (1 if name in off_by_one else 0)
         else:
+            # the 16-bit floats round an f32 value: one unit of theirs (2**-10, 2**-7) apart
+            tolerance = {"float16": 2.0**-9, "bfloat16": 2.0**-6}.get(b.dtype.name, 1e-4)
+            with np.errstate(invalid="ignore"):
+                a, b = a.astype(np.float64), b.astype(np.float64)
             finite = np.isfinite(b)
             scale = max(1.0, float(np.abs(b[finite]).max())) if finite.any() else 1.0
             with np.errstate(invalid="ignore"):
-                bad = ~((np.abs(a - b) <= 1e-4 * scale) | (np.isnan(a) & np.isnan(b)) | (a == b))
+                bad = ~((np.abs(a - b) <= tolerance * scale) | (np.isnan(a) & np.isnan(b)) | (a == b))
         if bad.any():
             first = tuple(int(x) for x in np.argwhere(bad)[0])
             where = f"first at {list(first)}: {a[first]} vs {b[first]}"

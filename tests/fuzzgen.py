@@ -21,7 +21,8 @@ The fragments cover what the issue asks for: par bands of 1-4 loops (4 are folde
 triangular extents, seq reductions, matmul-like reductions the optimizer stages in shared
 memory (with compound row extents ``K + 1``), convolutions with ``H - K + 1`` outputs, host
 loops (a seq loop around par bands), block-local ``new`` buffers, quasi-affine indices with
-large multipliers, flat transposes (``p % N``, ``p / N`` with N bound) and i32/f32/f64 mixes.
+large multipliers, flat transposes (``p % N``, ``p / N`` with N bound) and mixes of every dtype
+(the storage types f16, bf16, i8, u8, bool and i64 too).
 
 Values stay finite: divisions are by ``abs(.) + 1`` and only bounded functions are nested.
 """
@@ -31,7 +32,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-DTYPES = ("f32", "f64", "i32")
+# the storage types and i64 as often as the three others together
+DTYPES = ("f32", "f64", "i32") * 2 + ("f16", "bf16", "i8", "u8", "i64", "bool")
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,11 +4,15 @@ It runs one statement instance at a time with scalar values, shares no code with
 ``polymap.reference`` (no lanes, masks, broadcasting or fancy indexing), and re-derives the
 typing rules from their definition (see the reference module's docstring):
 
-* computation dtype of a statement: the widest dtype of the buffers its value reads, else
-  the target's dtype (f32 for an anchor that reads nothing); literals and index values take
-  it; binary operations compute in the wider operand type (i32 < f32 < f64);
-* ``/`` on i32 truncates toward zero; exp/log/sqrt/tanh of i32 compute in f32; max/min
-  propagate NaN; the result is cast to the target's dtype on store.
+* a read gives its buffer's value in the buffer's compute type (f16, bf16 as f32; i8, u8,
+  bool as i32; the others as they are);
+* computation dtype of a statement: the widest compute type of the buffers its value reads,
+  else the target's (f32 for an anchor that reads nothing); literals and index values take
+  it; binary operations compute in the wider operand type (i32 < i64 < f32 < f64);
+* ``/`` on integers truncates toward zero; exp/log/sqrt/tanh of integers compute in f32;
+  max/min propagate NaN; the result is converted to the target's dtype on store (floats to
+  integers truncate and saturate, NaN -> 0; integers to narrower ones wrap; to bool: != 0;
+  to f16 and bf16 through f32).
 
 Par iterations run in *reverse* order: any order is valid for a race-free program, and a
 reversed one makes a racy test program disagree with the reference instead of agreeing
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from polymap.errors import ArgumentError
@@ -50,9 +55,28 @@ from polymap.ir.nodes import (
     reads_of,
 )
 
-WIDTH = {DType.I32: 0, DType.F32: 1, DType.F64: 2}
-SCALAR = {DType.I32: np.int32, DType.F32: np.float32, DType.F64: np.float64}
-DTYPE_OF = {np.dtype(np.int32): DType.I32, np.dtype(np.float32): DType.F32, np.dtype(np.float64): DType.F64}
+WIDTH = {DType.I32: 0, DType.I64: 1, DType.F32: 2, DType.F64: 3}  # the compute types
+SCALAR = {
+    DType.I32: np.int32,
+    DType.I64: np.int64,
+    DType.F32: np.float32,
+    DType.F64: np.float64,
+    DType.F16: np.float16,
+    DType.BF16: ml_dtypes.bfloat16,
+    DType.I8: np.int8,
+    DType.U8: np.uint8,
+    DType.BOOL: np.bool_,
+}
+# what a stored value of each narrow type computes in (written out here, not taken from polymap)
+COMPUTE = {
+    DType.F16: DType.F32,
+    DType.BF16: DType.F32,
+    DType.I8: DType.I32,
+    DType.U8: DType.I32,
+    DType.BOOL: DType.I32,
+}
+DTYPE_OF = {np.dtype(SCALAR[t]): t for t in WIDTH}
+INTEGERS = (DType.I32, DType.I64)
 
 
 def wider(a: DType, b: DType) -> DType:
@@ -63,21 +87,46 @@ def dtype_of(x) -> DType:
     return DTYPE_OF[np.dtype(type(x))]
 
 
+def compute(t: DType) -> DType:
+    return COMPUTE.get(t, t)
+
+
 def convert(x, t: DType):
-    """A numpy scalar of dtype t (float -> i32 truncates toward zero, saturates at the i32
-    range, NaN -> 0; written here without the reference's helper, on purpose)."""
-    if t is DType.I32 and isinstance(x, np.floating):
+    """A numpy scalar of dtype t (a float to an integer type truncates toward zero, saturates
+    at the type's range, NaN -> 0; an integer to a narrower one wraps; to bool: != 0; to f16
+    and bf16 through f32; written here without the reference's helper, on purpose)."""
+    if t is DType.BOOL:
+        return np.bool_(x != 0)
+    if t in (DType.F16, DType.BF16):
+        return np.array(np.float32(x)).astype(SCALAR[t])[()]
+    if t in (DType.I8, DType.U8, DType.I32, DType.I64) and isinstance(x, np.floating):
+        info = np.iinfo(SCALAR[t])
         v = float(x)
         if v != v:
-            return np.int32(0)
+            return SCALAR[t](0)
         if math.isinf(v):
-            return np.int32(2**31 - 1 if v > 0 else -(2**31))
-        return np.int32(max(-(2**31), min(2**31 - 1, math.trunc(v))))
+            return SCALAR[t](info.max if v > 0 else info.min)
+        return SCALAR[t](max(int(info.min), min(int(info.max), math.trunc(v))))
+    if t in (DType.I8, DType.U8, DType.I32, DType.I64):  # an integer: keep the low bits
+        bits = 8 * np.dtype(SCALAR[t]).itemsize
+        v = int(x) % (1 << bits)
+        if np.iinfo(SCALAR[t]).min < 0 and v >= 1 << (bits - 1):
+            v -= 1 << bits
+        return SCALAR[t](v)
     return np.array(x).astype(SCALAR[t])[()]
 
 
+def widen(x, t: DType):
+    """A value read from a buffer of type t, in t's compute type."""
+    return convert(np.float32(x) if t in (DType.F16, DType.BF16) else x, compute(t))
+
+
 def undefined(shape, dtype: DType) -> np.ndarray:
-    return np.full(shape, np.nan if dtype is not DType.I32 else np.iinfo(np.int32).min, SCALAR[dtype])
+    if dtype in (DType.F16, DType.BF16, DType.F32, DType.F64):
+        return np.full(shape, np.nan, SCALAR[dtype])
+    if dtype is DType.BOOL:
+        return np.ones(shape, np.bool_)
+    return np.full(shape, np.iinfo(SCALAR[dtype]).min, SCALAR[dtype])
 
 
 def run_oracle(program, arrays: dict) -> tuple[dict, dict]:
@@ -143,13 +192,13 @@ class Oracle:
         if stmt.guard is not None and not self.guard_holds(stmt.guard, env):
             return  # the if around it: this instance does not exist
         self.instances[stmt.name] = self.instances.get(stmt.name, 0) + 1
-        reads = [self.dtypes[r.buffer] for r in reads_of(stmt.value)]
+        reads = [compute(self.dtypes[r.buffer]) for r in reads_of(stmt.value)]
         if reads:
             ctype = reads[0]
             for t in reads[1:]:
                 ctype = wider(ctype, t)
         else:
-            ctype = DType.F32 if isinstance(stmt, Anchor) else self.dtypes[stmt.buffer]
+            ctype = DType.F32 if isinstance(stmt, Anchor) else compute(self.dtypes[stmt.buffer])
         value = self.value(stmt.value, env, memory, ctype, stmt.name)
         if isinstance(stmt, Anchor):
             return
@@ -157,8 +206,8 @@ class Oracle:
         where = self.element(array, stmt.indices, env, stmt.buffer)
         target = self.dtypes[stmt.buffer]
         if stmt.op is not AssignOp.SET:
-            old = array[where]
-            t = wider(target, dtype_of(value))
+            old = widen(array[where], target)
+            t = wider(compute(target), dtype_of(value))
             old, value = convert(old, t), convert(value, t)
             if stmt.op is AssignOp.ADD:
                 value = old + value
@@ -167,13 +216,11 @@ class Oracle:
             elif stmt.op is AssignOp.MUL:
                 value = old * value
             elif stmt.op is AssignOp.DIV:
-                if t is DType.I32:
+                if t in INTEGERS:
                     if int(value) == 0:
-                        raise ArgumentError(f"statement {stmt.name}: i32 division by zero")
+                        raise ArgumentError(f"statement {stmt.name}: {t.value} division by zero")
                     q = abs(int(old)) // abs(int(value))
-                    value = np.array(q if (int(old) < 0) == (int(value) < 0) else -q, np.int64).astype(
-                        np.int32
-                    )[()]
+                    value = convert(q if (int(old) < 0) == (int(value) < 0) else -q, t)
                 else:
                     value = old / value
             elif stmt.op is AssignOp.MAX:
@@ -191,14 +238,14 @@ class Oracle:
 
     def value(self, e, env, memory, ctype: DType, name: str):
         if isinstance(e, Const):
-            if ctype is DType.I32 and not float(e.value).is_integer():
+            if ctype in INTEGERS and not float(e.value).is_integer():
                 return convert(e.value, DType.F32)  # a fractional literal is a float, as in C
             return convert(e.value, ctype)
         if isinstance(e, IndexValue):
             return convert(index(e.expr, env), ctype)
         if isinstance(e, Read):
             array = memory[e.buffer]
-            return array[self.element(array, e.indices, env, e.buffer)]
+            return widen(array[self.element(array, e.indices, env, e.buffer)], self.dtypes[e.buffer])
         if isinstance(e, Neg):
             x = self.value(e.operand, env, memory, ctype, name)
             return convert(-x, dtype_of(x))
@@ -214,7 +261,7 @@ class Oracle:
             if e.op is ValueOp.MUL:
                 return a * b
             if e.op is ValueOp.MOD:
-                if t is not DType.I32:  # floored: a zero result takes the divisor's sign
+                if t not in INTEGERS:  # floored: a zero result takes the divisor's sign
                     with np.errstate(all="ignore"):
                         r = float(np.fmod(np.float64(a), np.float64(b)))
                     if r == 0:
@@ -223,15 +270,15 @@ class Oracle:
                         r += float(b)
                     return convert(np.float64(r), t)
                 if int(b) == 0:
-                    raise ArgumentError(f"statement {name}: i32 modulo by zero")
-                return np.int32(int(a) - (int(a) // int(b)) * int(b))  # Python's // floors
-            if t is not DType.I32:
+                    raise ArgumentError(f"statement {name}: {t.value} modulo by zero")
+                return convert(int(a) - (int(a) // int(b)) * int(b), t)  # Python's // floors
+            if t not in INTEGERS:
                 return a / b
             if int(b) == 0:
-                raise ArgumentError(f"statement {name}: i32 division by zero")
+                raise ArgumentError(f"statement {name}: {t.value} division by zero")
             q = abs(int(a)) // abs(int(b))
             q = q if (int(a) < 0) == (int(b) < 0) else -q
-            return np.array(q, dtype=np.int64).astype(np.int32)[()]  # wraps like C on x86
+            return convert(q, t)  # wraps like C on x86
         if isinstance(e, Select):  # only the chosen operand is evaluated, as in C
             chosen = e.then if self.holds(e.cond, env, memory, ctype, name) else e.otherwise
             other = e.otherwise if chosen is e.then else e.then
@@ -243,10 +290,10 @@ class Oracle:
         if e.fn is Fn.ABS:
             return abs(args[0])
         if e.fn.cast is not None:
-            return convert(args[0], e.fn.cast)
+            return widen(convert(args[0], e.fn.cast), e.fn.cast)
         if e.fn in (Fn.FLOOR, Fn.CEIL):
             x = args[0]
-            if dtype_of(x) is DType.I32:
+            if dtype_of(x) in INTEGERS:
                 return x
             return (
                 convert(np.float64(math.floor(x) if e.fn is Fn.FLOOR else math.ceil(x)), dtype_of(x))
@@ -265,7 +312,7 @@ class Oracle:
             a, b = convert(args[0], t), convert(args[1], t)
             return nan_max(a, b) if e.fn is Fn.MAX else nan_min(a, b)
         x = args[0]
-        if dtype_of(x) is DType.I32:
+        if dtype_of(x) in INTEGERS:
             x = convert(x, DType.F32)
         fn = {
             Fn.EXP: np.exp,
@@ -307,9 +354,9 @@ class Oracle:
     def type_of(self, e, memory, ctype: DType) -> DType:
         """The type of a value expression without evaluating it (C's static type)."""
         if isinstance(e, Read):
-            return dtype_of(memory[e.buffer].dtype.type(0))
+            return compute(self.dtypes[e.buffer])
         if isinstance(e, Const):
-            return DType.F32 if ctype is DType.I32 and not float(e.value).is_integer() else ctype
+            return DType.F32 if ctype in INTEGERS and not float(e.value).is_integer() else ctype
         if isinstance(e, IndexValue):
             return ctype
         if isinstance(e, Neg):
@@ -320,11 +367,11 @@ class Oracle:
             return wider(self.type_of(e.then, memory, ctype), self.type_of(e.otherwise, memory, ctype))
         args = [self.type_of(a, memory, ctype) for a in e.args]
         if e.fn.cast is not None:
-            return e.fn.cast
+            return compute(e.fn.cast)
         if e.fn in (Fn.ABS, Fn.MAX, Fn.MIN, Fn.FLOOR, Fn.CEIL):
             return wider(*args) if len(args) > 1 else args[0]
         widest = wider(*args) if len(args) > 1 else args[0]
-        return DType.F32 if widest is DType.I32 else widest
+        return DType.F32 if widest in INTEGERS else widest
 
 
 def _compared(op: CmpOp, a, b) -> bool:
