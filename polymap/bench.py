@@ -18,6 +18,7 @@ from pathlib import Path
 from polymap.ir.parse import load
 from polymap.mapping.export import finite_or_none
 from polymap.mapping.report import solver_line
+from polymap.mapping.result import Mapping
 from polymap.mapping.solve import optimize
 from polymap.poly.affinity import analyze_binding_defaults
 from polymap.targets import get_target
@@ -31,6 +32,7 @@ class SolverRun:
     kernels: tuple[
         tuple[str, str, float, float | None, float, float | None], ...
     ]  # name, status, time, obj, bound, gap
+    mapping: Mapping | None = None  # the last run's mapping (its costs: the roofline of --plot)
 
 
 def bench_solver(
@@ -58,7 +60,7 @@ def bench_solver(
             (k.kernel.name, r.status or r.outcome.value, r.solve_time_s, r.objective, r.dual_bound, r.gap)
             for k, r in zip(mapping.kernels, mapping.solver)
         )
-        runs.append(SolverRun(path.stem, sizes, walls[len(walls) // 2], kernels))
+        runs.append(SolverRun(path.stem, sizes, walls[len(walls) // 2], kernels, mapping))
         print(
             f"{path.stem}: {walls[len(walls) // 2]:.3f} s; "
             + "; ".join(solver_line(r) for r in mapping.solver),

@@ -79,6 +79,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the report as JSON (the same content; notes go to stderr)",
     )
+    mapper.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE.png",
+        help="also draw the mapping (per kernel: which block, warp and thread run which iterations, "
+        "and the sectors a warp's first request of each access touches) into FILE (.png, .svg or "
+        ".pdf; needs matplotlib, the plot extra)",
+    )
     emit = commands.add_parser("emit", help="optimize, compile and write the CUDA C source")
     emit.add_argument("file", help="a .te program")
     emit.add_argument(
@@ -157,6 +165,13 @@ def _parser() -> argparse.ArgumentParser:
         "default sizes against a device-to-device copy of its compulsory bytes",
     )
     bench.add_argument("--host", action="store_true", help="with --kernels: the host correctness run only")
+    bench.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE.png",
+        help="also draw the predicted roofline of every kernel of the models into FILE (.png, .svg or "
+        ".pdf; needs matplotlib, the plot extra); not with --kernels",
+    )
     for command in (check, mapper, emit, run, inspect, bench):
         command.add_argument(
             "-q",
@@ -289,9 +304,17 @@ def _map(args: argparse.Namespace) -> int:
     from polymap.mapping.solve import optimize
 
     program, _ = _load(args, note=sys.stderr if args.json else None)
+    if args.plot:
+        from polymap.plot import checked_plot_path
+
+        checked_plot_path(args.plot)  # before the solve: a bad path costs nothing
     mapping = optimize(
         program, args.target, pins=_pins(args.pin), context=args.context, time_limit=args.time_limit
     )
+    if args.plot:
+        from polymap.plot import plot_mapping
+
+        print(f"drew the mapping into {plot_mapping(mapping, args.plot)}", file=sys.stderr)
     if args.json:
         import json
 
@@ -514,16 +537,30 @@ def _bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from polymap.bench import bench_solver, solver_json, solver_markdown
+    from polymap.errors import ArgumentError
 
     if args.kernels:
+        if args.plot:
+            raise ArgumentError(
+                "--plot draws the predicted roofline of the optimizer's bench: not with --kernels"
+            )
         return _bench_kernels(args)
     models = [Path(m) for m in args.models] or sorted(Path("models").glob("*.te"))
     if not models:
         print("error: no models given and no models/*.te here", file=sys.stderr)
         return 1
+    if args.plot:
+        from polymap.plot import checked_plot_path
+
+        checked_plot_path(args.plot)
     runs = bench_solver(
         models, target=args.target, repeats=args.repeats, time_limit=args.time_limit, echo=not args.json
     )
+    if args.plot:
+        from polymap.plot import plot_roofline
+
+        drawn = plot_roofline([(run.model, run.mapping) for run in runs], args.plot)
+        print(f"drew the roofline into {drawn}", file=sys.stderr)
     command = "polymap " + " ".join(sys.argv[1:])
     if args.json:
         import json

@@ -1,0 +1,148 @@
+"""The pictures (issue 15): ``polymap map --plot`` and ``polymap bench --plot``. The
+picture's warp requests are computed from the index expressions and the mapping's formulas,
+apart from the cost model: they are checked against the model's sector counts, against
+hand-worked addresses, and rendered to files whose format is checked."""
+
+from __future__ import annotations
+
+import builtins
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import polymap
+from polymap.cli import main
+from polymap.errors import ArgumentError
+from polymap.ir.nodes import IConst
+from polymap.ir.parse import parse
+from polymap.mapping.space import Axis, Distribution, LoopMapping
+from polymap.plot import locate, place, plot_mapping, plot_roofline, roofline_points, warp_requests
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@given(
+    threads=st.sampled_from([1, 2, 8, 32]),
+    seq=st.sampled_from([1, 2, 4]),
+    cyclic=st.booleans(),
+    index=st.integers(0, 1000),
+)
+def test_locate_inverts_the_loops_formula(threads, seq, cyclic, index):
+    loop = LoopMapping(
+        "i",
+        Axis.X,
+        Axis.X,
+        threads,
+        seq,
+        Distribution.CYCLIC if cyclic else Distribution.BLOCKED,
+        IConst(1001),
+        1001,
+    )
+    p = locate(loop, index)
+    assert 0 <= p.thread < threads and 0 <= p.point < seq
+    assert place(loop, p.block, p.thread, p.point) == index
+
+
+def test_a_transposes_warp_reads_a_row_and_writes_a_column_by_hand():
+    program = parse(
+        "param N = 256\nin A: f32[N, N]\nout B: f32[N, N]\npar N i { par N j { B[j, i] = A[i, j] } }"
+    )
+    pins = {"i": {"thread": "x", "threads": 32, "seq": 1}, "j": {"thread": "y", "threads": 4, "seq": 1}}
+    mapping = polymap.optimize(program.bind_defaults(), pins=pins, staging=False)
+    (km,) = mapping.kernels
+    requests = {r.text: r for r in warp_requests(mapping, km)}
+    # lanes run i = 0..31 at j = 0: A[i, 0] is 1 KiB apart per lane, B[0, i] 4 bytes apart
+    assert requests["read A[i, j]"].addresses == tuple(1024 * i for i in range(32))
+    assert requests["read A[i, j]"].sectors == 32
+    assert requests["write B[j, i]"].addresses == tuple(4 * i for i in range(32))
+    assert requests["write B[j, i]"].sectors == 4
+
+
+@pytest.mark.parametrize("model", ["transpose", "matmul_256x256x32", "axpy", "gemv", "softmax_rows"])
+def test_the_pictures_first_request_never_exceeds_the_models_sectors(model):
+    """The model bounds a request's sectors over the whole domain; the first warp's first
+    request, computed here from the addresses, is one of them."""
+    mapping = polymap.optimize(polymap.load(ROOT / "models" / f"{model}.te"))
+    for km, cost in zip(mapping.kernels, mapping.costs):
+        bound = {}
+        for a in cost.accesses:
+            if a.statement != "copy":
+                key = (a.access, a.is_write)
+                bound[key] = max(bound.get(key, 0), a.sectors_per_request)
+        for request in warp_requests(mapping, km):
+            is_write = request.text.startswith("write")
+            access = request.text.split(" ", 1)[1]
+            assert request.sectors <= bound[(access, is_write)], (km.kernel.name, request.text)
+
+
+def _is_png(path: Path) -> bool:
+    return path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_map_plot_draws_every_kernel_into_a_png_and_an_svg(tmp_path, capsys):
+    png, svg = tmp_path / "m.png", tmp_path / "m.svg"
+    assert main(["map", str(ROOT / "models" / "gpt3_attention_tiny.te"), "--plot", str(png)]) == 0
+    assert _is_png(png) and png.stat().st_size > 10_000
+    assert f"drew the mapping into {png}" in capsys.readouterr().err
+    mapping = polymap.optimize(polymap.load(ROOT / "models" / "axpy.te"))
+    plot_mapping(mapping, svg)
+    assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
+
+
+def test_a_serial_kernel_is_drawn_as_one_thread(tmp_path):
+    program = parse("param N = 8\nin x: f32[N]\nout s: f32\nseq N i { s += x[i] }")
+    path = plot_mapping(polymap.optimize(program.bind_defaults()), tmp_path / "serial.png")
+    assert _is_png(path)
+
+
+def test_the_roofline_places_axpy_at_its_intensity(tmp_path):
+    mapping = polymap.optimize(polymap.load(ROOT / "models" / "axpy.te"))
+    (point,) = roofline_points([("axpy", mapping)])
+    # z = alpha * x + y: 2 flops per element; per warp request x, y and z move 4 sectors
+    # each and alpha (one value, every lane) 1: 13 * 32 bytes per 32 elements
+    assert point.intensity == pytest.approx(2 / 13, rel=1e-6)
+    cost = mapping.costs[0]
+    assert point.flops_per_s == pytest.approx(cost.flops / cost.time_s)
+    assert _is_png(plot_roofline([("axpy", mapping)], tmp_path / "roof.png"))
+
+
+def test_bench_plot_draws_the_roofline_of_the_models(tmp_path, capsys):
+    path = tmp_path / "roof.png"
+    models = [str(ROOT / "models" / f"{m}.te") for m in ("axpy", "gemv")]
+    assert main(["bench", *models, "--repeats", "1", "--plot", str(path)]) == 0
+    assert _is_png(path)
+
+
+@pytest.mark.parametrize(
+    "argument, message",
+    [
+        ("picture.txt", r"must end in \.png, \.svg, \.pdf"),
+        ("no/such/dir/picture.png", r"the directory .* does not exist"),
+    ],
+)
+def test_a_bad_plot_path_is_refused_before_the_solve(tmp_path, capsys, argument, message):
+    assert main(["map", str(ROOT / "models" / "axpy.te"), "--plot", str(tmp_path / argument)]) != 0
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+
+
+def test_without_matplotlib_the_error_names_the_extra(tmp_path, monkeypatch):
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    mapping = polymap.optimize(polymap.load(ROOT / "models" / "axpy.te"))
+    with pytest.raises(ArgumentError, match=r"pip install 'polymap\[plot\]'"):
+        plot_mapping(mapping, tmp_path / "m.png")
+
+
+def test_bench_kernels_refuses_plot(capsys):
+    assert main(["bench", "--kernels", "--plot", "x.png"]) != 0
+    assert "not with --kernels" in capsys.readouterr().err
