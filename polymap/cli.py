@@ -304,23 +304,24 @@ def _map(args: argparse.Namespace) -> int:
     from polymap.mapping.solve import optimize
 
     program, _ = _load(args, note=sys.stderr if args.json else None)
-    if args.plot:
+    if args.plot is not None:
         from polymap.plot import checked_plot_path
 
         checked_plot_path(args.plot)  # before the solve: a bad path costs nothing
     mapping = optimize(
         program, args.target, pins=_pins(args.pin), context=args.context, time_limit=args.time_limit
     )
-    if args.plot:
-        from polymap.plot import plot_mapping
-
-        print(f"drew the mapping into {plot_mapping(mapping, args.plot)}", file=sys.stderr)
     if args.json:
         import json
 
         print(json.dumps(mapping.to_json(), indent=2, allow_nan=False))
     else:
         print(mapping.report(proofs=args.proofs))
+    if args.plot is not None:  # after the report: a picture that fails loses nothing
+        from polymap.plot import plot_mapping
+
+        sys.stdout.flush()
+        print(f"drew the mapping into {plot_mapping(mapping, args.plot)}", file=sys.stderr)
     return 0
 
 
@@ -540,7 +541,7 @@ def _bench(args: argparse.Namespace) -> int:
     from polymap.errors import ArgumentError
 
     if args.kernels:
-        if args.plot:
+        if args.plot is not None:
             raise ArgumentError(
                 "--plot draws the predicted roofline of the optimizer's bench: not with --kernels"
             )
@@ -549,18 +550,13 @@ def _bench(args: argparse.Namespace) -> int:
     if not models:
         print("error: no models given and no models/*.te here", file=sys.stderr)
         return 1
-    if args.plot:
+    if args.plot is not None:
         from polymap.plot import checked_plot_path
 
         checked_plot_path(args.plot)
     runs = bench_solver(
         models, target=args.target, repeats=args.repeats, time_limit=args.time_limit, echo=not args.json
     )
-    if args.plot:
-        from polymap.plot import plot_roofline
-
-        drawn = plot_roofline([(run.model, run.mapping) for run in runs], args.plot)
-        print(f"drew the roofline into {drawn}", file=sys.stderr)
     command = "polymap " + " ".join(sys.argv[1:])
     if args.json:
         import json
@@ -573,6 +569,12 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     else:
         print(text)
+    if args.plot is not None:  # after the results: a picture that fails loses nothing
+        from polymap.plot import plot_roofline
+
+        sys.stdout.flush()
+        drawn = plot_roofline([(run.model, run.mapping) for run in runs], args.plot)
+        print(f"drew the roofline into {drawn}", file=sys.stderr)
     return 0
 
 

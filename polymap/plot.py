@@ -5,13 +5,16 @@ the file's suffix.
 A mapping's picture has one row per kernel:
 
 * **who runs what**: the iterations of the band's loops on the thread axes x (across) and y
-  (down), over the first two blocks along each, coloured by block; the cells of the first
-  warp of the first block are outlined and those of its first thread marked, so the
-  distribution (blocked or cyclic) and the thread's points show;
-* **where a warp's first request goes**: for every access of the kernel's body to global
-  memory, the bytes that the 32 lanes of that warp touch at their first point (and the first
-  iteration of every loop inside the body), relative to the lowest one, over the sectors
-  (32 bytes) of the memory system: one request of a coalesced access spans few sectors.
+  (down), over the first two blocks along each (at most ``MAX_CELLS``), coloured by block,
+  blank outside the loops' extents (a triangle); the cells of the first warp of the first
+  block are outlined and those of its first thread marked, so the distribution (blocked or
+  cyclic) and the thread's points show;
+* **where a warp's first request goes**: for every access of every statement of the
+  kernel's body to global memory, the 32-byte sector each lane of that warp touches at its
+  first point, at the first iteration of the loops around the statement where some lane runs
+  it (its ``if`` may leave the very first out); lanes of one colour share a sector, and the
+  label counts them. The model counts a request's sectors as if its lowest byte began one;
+  where it does not (a shifted read), the label says both.
 
 Both are computed from the program's index expressions and the mapping's formulas
 ``i = g*T*S + s*T + t`` (cyclic) or ``g*T*S + t*S + s`` (blocked) at the sizes the cost was
@@ -21,6 +24,7 @@ which the report prints next to each access.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,14 +32,13 @@ from pathlib import Path
 import numpy as np
 
 from polymap.errors import ArgumentError
-from polymap.ir.nodes import Anchor, Assign, IndexExpr, Loop, Read, reads_of
-from polymap.ir.walk import walk_block
+from polymap.ir.nodes import Anchor, Assign, Compare, IndexExpr, LogicOp, Loop, Not, Read, reads_of
 from polymap.mapping.result import KernelCost, Mapping
 from polymap.mapping.space import Distribution, KernelMapping, LoopMapping
 from polymap.poly.isl_text import evaluate_index
 
 FORMATS = (".png", ".svg", ".pdf")
-MAX_CELLS = 64  # iterations drawn along an axis at most (two blocks, capped)
+MAX_CELLS = 256  # iterations drawn along an axis at most (two blocks where they fit)
 
 
 def _pyplot():
@@ -53,14 +56,27 @@ def _pyplot():
 
 
 def checked_plot_path(path: str | Path) -> Path:
-    """``path`` where a picture can be written: a known suffix, an existing directory."""
+    """``path`` where a picture can be written: a known suffix, not a directory, in a
+    directory where a file can be opened for writing (tried here, before any solve; a file
+    that did not exist is removed again)."""
+    text = str(path)
     path = Path(path)
-    if path.suffix.lower() not in FORMATS:
+    if not text or path.suffix.lower() not in FORMATS:
         raise ArgumentError(
-            f"--plot {path}: the file must end in {', '.join(FORMATS)} (the picture's format)"
+            f"--plot {text!r}: the file must end in {', '.join(FORMATS)} (the picture's format)"
         )
-    if not path.parent.exists() or not path.parent.is_dir():
+    if path.is_dir():
+        raise ArgumentError(f"--plot {path}: is a directory; name a file in it")
+    if not path.parent.is_dir():
         raise ArgumentError(f"--plot {path}: the directory {path.parent} does not exist")
+    existed = path.exists()
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as err:
+        raise ArgumentError(f"--plot {path}: cannot write there: {err.strerror or err}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
     return path
 
 
@@ -104,57 +120,127 @@ def place(loop: LoopMapping, block: int, thread: int, point: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class WarpRequest:
-    """The byte addresses of one access by the lanes of the first warp at their first point."""
+    """The byte addresses of one access of statement ``statement`` by the lanes of the first
+    warp at their first point."""
 
+    statement: str
     text: str
     is_write: bool
-    addresses: tuple[int, ...]  # one per lane that has an iteration there
+    addresses: tuple[int | None, ...]  # per lane: None where the lane has no instance there
     sector_bytes: int  # the unit a request moves (``GpuTarget.sector_bytes``)
+    at: tuple[tuple[str, int], ...] = ()  # the iteration of the loops around it in the body
+
+    @property
+    def touched(self) -> list[int]:
+        return [a for a in self.addresses if a is not None]
 
     @property
     def sectors(self) -> int:
-        return len({a // self.sector_bytes for a in self.addresses})
+        """The sectors the request touches, at its true addresses."""
+        return len({a // self.sector_bytes for a in self.touched})
+
+    @property
+    def aligned_sectors(self) -> int:
+        """The sectors it would touch if its lowest address began a sector: what the cost
+        model counts (it does not know where a buffer's rows start within a sector)."""
+        if not self.touched:
+            return 0
+        low = min(self.touched)
+        return len({(a - low) // self.sector_bytes for a in self.touched})
 
 
 def warp_requests(mapping: Mapping, km: KernelMapping) -> list[WarpRequest]:
-    """Every access of the kernel's body to a program-wide buffer, as the lanes of the first
-    warp of block 0 issue it at s-point 0, the loops inside the body at their first
-    iteration, host loops at 0 (lanes whose iteration is outside the band are left out)."""
+    """Every access of the kernel's body to a program-wide buffer, per statement (an update
+    such as ``+=`` reads its target first), as the lanes of the first warp of block 0 issue
+    it at s-point 0 and host loops at 0, at the first iteration of the loops around it in the
+    body where some lane runs it (of their first ``SEARCHED`` each; ``WarpRequest.at``). A
+    lane whose iteration is outside the band, or where the statement's ``if`` does not hold,
+    has no address (None)."""
     program = mapping.program
     sizes = dict(program.bindings) | dict(mapping.cost_sizes)
     block = km.block_dim()
-    warp = mapping.target.warp_size
-    lanes = []
-    for lane in range(min(warp, math.prod(block))):
+    lanes: list[dict | None] = []
+    for lane in range(min(mapping.target.warp_size, math.prod(block))):
         t = (lane % block[0], lane // block[0] % block[1], lane // (block[0] * block[1]))
         env = dict(sizes) | {loop.index: 0 for loop in km.kernel.host_loops}
         inside = True
         for lm in km.loops:
             env[lm.index] = place(lm, 0, t[lm.thread_axis.position], 0)
             inside = inside and env[lm.index] < evaluate_index(lm.extent, env)
-        if inside:
-            lanes.append(env)
+        lanes.append(env if inside else None)
     globals_ = {d.name: d for d in program.buffers}
-    inner = {s.index: 0 for s in walk_block(km.kernel.body) if isinstance(s, Loop)}
-    requests, seen = [], set()
-    for stmt in walk_block(km.kernel.body):
-        if not isinstance(stmt, (Assign, Anchor)):
-            continue
+    requests = []
+    for stmt, around in _statements(km.kernel.body, ()):
+        runs = _first_run(stmt, around, lanes)
         touched = [(r.buffer, r.indices, False) for r in reads_of(stmt.value)]
         if isinstance(stmt, Assign):
+            if stmt.op.is_update:
+                touched.insert(0, (stmt.buffer, stmt.indices, False))
             touched.append((stmt.buffer, stmt.indices, True))
+        seen = set()
         for buffer, indices, is_write in touched:
-            key = (buffer, indices, is_write)
-            if buffer not in globals_ or key in seen:
+            if buffer not in globals_ or (buffer, indices, is_write) in seen:
                 continue
-            seen.add(key)
+            seen.add((buffer, indices, is_write))
             decl = globals_[buffer]
-            text = f"{'write' if is_write else 'read'} {Read(buffer, indices)}"
             addresses = tuple(
-                _offset(indices, decl.shape, env | inner) * decl.dtype.itemsize for env in lanes
+                None if env is None else _offset(indices, decl.shape, env) * decl.dtype.itemsize
+                for env in runs
             )
-            requests.append(WarpRequest(text, is_write, addresses, mapping.target.sector_bytes))
+            at = tuple((loop.index, runs_at) for loop, runs_at in zip(around, _values(runs, around)))
+            text = f"{'write' if is_write else 'read'} {Read(buffer, indices)}"
+            requests.append(
+                WarpRequest(stmt.name, text, is_write, addresses, mapping.target.sector_bytes, at)
+            )
     return requests
+
+
+SEARCHED = 4  # iterations of each loop around a statement tried for one that some lane runs
+
+
+def _statements(body, around: tuple[Loop, ...]):
+    """The statements of a kernel's body with the loops around each, inside the body."""
+    for stmt in body:
+        if isinstance(stmt, Loop):
+            yield from _statements(stmt.body, around + (stmt,))
+        elif isinstance(stmt, (Assign, Anchor)):
+            yield stmt, around
+
+
+def _first_run(stmt, around: tuple[Loop, ...], lanes: list[dict | None]) -> list[dict | None]:
+    """Per lane, its instance of ``stmt`` at the first iteration of the loops ``around`` (the
+    first ``SEARCHED`` of each, in order) where some lane runs it; all None if none does."""
+    for values in itertools.product(range(SEARCHED), repeat=len(around)):
+        runs = []
+        for env in lanes:
+            here = None if env is None else env | {loop.index: v for loop, v in zip(around, values)}
+            if here is not None and not all(
+                here[loop.index] < evaluate_index(loop.extent, here) for loop in around
+            ):
+                here = None
+            if here is not None and stmt.guard is not None and not _holds(stmt.guard, here):
+                here = None
+            runs.append(here)
+        if any(env is not None for env in runs):
+            return runs
+    return [None] * len(lanes)
+
+
+def _values(runs: list[dict | None], around: tuple[Loop, ...]) -> list[int]:
+    env = next((e for e in runs if e is not None), None)
+    return [0 if env is None else env[loop.index] for loop in around]
+
+
+def _holds(cond, env: dict) -> bool:
+    """An ``if``'s condition (comparisons of index expressions) at one instance."""
+    if isinstance(cond, Not):
+        return not _holds(cond.operand, env)
+    if isinstance(cond, Compare):
+        return bool(cond.op.holds(evaluate_index(cond.lhs.expr, env), evaluate_index(cond.rhs.expr, env)))
+    first = _holds(cond.lhs, env)
+    if cond.op is LogicOp.AND:
+        return first and _holds(cond.rhs, env)
+    return first or _holds(cond.rhs, env)
 
 
 def _offset(indices: tuple[IndexExpr, ...], shape: tuple[IndexExpr, ...], env: dict) -> int:
@@ -165,54 +251,93 @@ def _offset(indices: tuple[IndexExpr, ...], shape: tuple[IndexExpr, ...], env: d
     return offset
 
 
-def _grid(km: KernelMapping, sizes: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """Per drawn cell (y, x): the block's number, whether the first warp of block 0 runs it,
-    and whether its first thread does; and the two axes' names. A loop off x and y (z, or a
-    band of one loop) is held at its first iteration."""
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """The cells of the left panel, (y, x): ``block`` the block's number (-1 outside the
+    loops' extents), whether the first warp of block 0 runs it and whether its first thread
+    does; the loops on x and y (None: no loop there) and whether the drawing stops before
+    two blocks along either."""
+
+    block: np.ndarray
+    warp: np.ndarray
+    first: np.ndarray
+    across: LoopMapping | None
+    down: LoopMapping | None
+    cut: bool
+
+
+def _grid(km: KernelMapping, sizes: dict, warp_size: int) -> Grid:
+    """The iterations of the loops on the thread axes x and y over the first two blocks
+    along each (at most ``MAX_CELLS``), up to each loop's largest extent; a cell outside the
+    extents there (a triangle's) is -1. A loop off x and y (z) is held at its first
+    iteration."""
     by_axis = {lm.thread_axis.value: lm for lm in km.loops}
     across, down = by_axis.get("x"), by_axis.get("y")
-    env = dict(sizes)
-    for lm in km.loops:
-        env[lm.index] = 0
 
-    def cells(lm: LoopMapping | None) -> int:
+    def cells(lm: LoopMapping | None) -> tuple[int, bool]:
         if lm is None:
-            return 1
-        return max(1, min(MAX_CELLS, 2 * lm.threads * lm.seq, evaluate_index(lm.extent, env)))
+            return 1, False
+        want = min(2 * lm.threads * lm.seq, lm.max_extent)
+        return max(1, min(MAX_CELLS, want)), want > MAX_CELLS
 
-    width, height = cells(across), cells(down)
-    block = np.zeros((height, width), int)
+    (width, cut_x), (height, cut_y) = cells(across), cells(down)
+    block = np.full((height, width), -1, int)
     warp = np.zeros((height, width), bool)
     first = np.zeros((height, width), bool)
     tx = km.block_dim()[0]
     for y in range(height):
         for x in range(width):
-            gx, t_x, _ = _at(across, x)
-            gy, t_y, _ = _at(down, y)
+            env = (
+                dict(sizes)
+                | {lm.index: 0 for lm in km.loops}
+                | {loop.index: 0 for loop in km.kernel.host_loops}
+            )
+            if across is not None:
+                env[across.index] = x
+            if down is not None:
+                env[down.index] = y
+            if not all(env[lm.index] < evaluate_index(lm.extent, env) for lm in km.loops):
+                continue
+            gx, t_x = _at(across, x)
+            gy, t_y = _at(down, y)
             block[y, x] = gy * 2 + gx
             lane = t_x + tx * t_y
-            warp[y, x] = gx == 0 and gy == 0 and lane < 32
+            warp[y, x] = gx == 0 and gy == 0 and lane < warp_size
             first[y, x] = gx == 0 and gy == 0 and lane == 0
-    names = [across.index if across else "-", down.index if down else "-"]
-    return block, warp, first, names
+    return Grid(block, warp, first, across, down, cut_x or cut_y)
 
 
-def _at(lm: LoopMapping | None, index: int) -> tuple[int, int, int]:
+def _at(lm: LoopMapping | None, index: int) -> tuple[int, int]:
     if lm is None:
-        return 0, 0, 0
+        return 0, 0
     p = locate(lm, index)
-    return p.block, p.thread, p.point
+    return p.block, p.thread
+
+
+def _colours(plt, count: int):
+    """``count`` distinct colours (up to 40: a warp's request touches at most 32 sectors)."""
+    from matplotlib.colors import ListedColormap
+
+    palette = list(plt.get_cmap("tab20").colors) + list(plt.get_cmap("tab20b").colors)
+    return ListedColormap(palette[:count])
 
 
 def plot_mapping(mapping: Mapping, path: str | Path) -> Path:
     """Draw ``mapping`` (see the module docstring) into ``path``; returns it."""
     path = checked_plot_path(path)
     plt = _pyplot()
-    from matplotlib.patches import Rectangle
+    from matplotlib.ticker import MaxNLocator
 
     kernels = list(mapping.kernels)
-    fig, axes = plt.subplots(len(kernels), 2, figsize=(12, 3.6 * len(kernels)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(kernels),
+        2,
+        figsize=(13, 3.8 * len(kernels)),
+        squeeze=False,
+        gridspec_kw={"width_ratios": [1, 1.3]},
+    )
     sizes = dict(mapping.program.bindings) | dict(mapping.cost_sizes)
+    warp_size = mapping.target.warp_size
     for row, (km, cost) in enumerate(zip(kernels, mapping.costs)):
         left, right = axes[row]
         name = km.kernel.name
@@ -220,22 +345,37 @@ def plot_mapping(mapping: Mapping, path: str | Path) -> Path:
             left.text(0.5, 0.5, f"{name}: a serial kernel (one thread)", ha="center", va="center")
             left.set_axis_off()
         else:
-            block, warp, first, (across, down) = _grid(km, sizes)
-            left.imshow(block, cmap="Pastel1", vmin=0, vmax=8, aspect="auto", interpolation="nearest")
-            for y, x in zip(*np.nonzero(warp)):
-                left.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="black", lw=0.8))
-            ys, xs = np.nonzero(first)
-            left.scatter(xs, ys, s=12, c="crimson", label="thread 0")
-            left.set_xlabel(f"{across} (threads on x)")
-            left.set_ylabel(f"{down} (threads on y)")
-            grid, blocks = km.grid_dim(), km.block_dim()
+            grid = _grid(km, sizes, warp_size)
+            shown = np.ma.masked_less(grid.block, 0)  # outside the extents: blank
+            left.imshow(shown, cmap="Pastel1", vmin=0, vmax=8, aspect="auto", interpolation="nearest")
+            if grid.warp.any():
+                # a border of empty cells closes the outline at the edges (and gives a
+                # one-row band the two rows contour needs)
+                height, width = grid.warp.shape
+                padded = np.pad(grid.warp.astype(float), 1)
+                xs, ys = np.arange(-1, width + 1), np.arange(-1, height + 1)
+                left.contour(xs, ys, padded, levels=[0.5], colors="black", linewidths=1.0)
+                left.set_xlim(-0.5, width - 0.5)
+                left.set_ylim(height - 0.5, -0.5)
+            ys, xs = np.nonzero(grid.first)
+            left.scatter(xs, ys, s=10, c="crimson", label="thread 0's points")
+            left.xaxis.set_major_locator(MaxNLocator(integer=True))
+            left.yaxis.set_major_locator(MaxNLocator(integer=True))
+            left.set_xlabel(f"{grid.across.index} (threads on x)" if grid.across else "(no loop on x)")
+            if grid.down is None:
+                left.set_yticks([])
+                left.set_ylabel("(no loop on y)")
+            else:
+                left.set_ylabel(f"{grid.down.index} (threads on y)")
+            dims, g = km.block_dim(), km.grid_dim()
+            note = f"; the first {MAX_CELLS} iterations along an axis" if grid.cut else ""
             left.set_title(
-                f"{name}: blocks (colours) of {blocks[0]}x{blocks[1]}x{blocks[2]} threads, grid "
-                f"{grid[0]}x{grid[1]}x{grid[2]}; warp 0 outlined",
-                fontsize=9,
+                f"{name}: blocks of {dims[0]}x{dims[1]}x{dims[2]} threads (colours), grid "
+                f"{g[0]}x{g[1]}x{g[2]}; warp 0 outlined{note}",
+                fontsize=8,
             )
-            left.legend(loc="upper right", fontsize=8)
-        _draw_requests(right, warp_requests(mapping, km), cost, mapping.target.warp_size)
+            left.legend(loc="upper right", fontsize=7)
+        _draw_requests(plt, right, warp_requests(mapping, km), cost, warp_size)
     fig.suptitle(f"mapping of {mapping.program.name} for {mapping.target.name}", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     _save(fig, path)
@@ -243,10 +383,10 @@ def plot_mapping(mapping: Mapping, path: str | Path) -> Path:
     return path
 
 
-def _draw_requests(ax, requests: list[WarpRequest], cost: KernelCost, warp: int) -> None:
-    """One row per access, one cell per lane, coloured by the sector the lane's bytes start
-    in (lanes that share a sector share a colour; a blank cell: a lane without an iteration
-    there), and the count of sectors the request touches."""
+def _draw_requests(plt, ax, requests: list[WarpRequest], cost: KernelCost, warp: int) -> None:
+    """One row per access, one cell per lane, coloured by the sector the lane touches (lanes
+    of one colour share a sector; blank: the lane has no instance there), labelled with the
+    statement, the access and its count of sectors."""
     staged = {a.access for a in cost.accesses if a.from_shared}
     if not requests:
         ax.text(0.5, 0.5, "no access to global memory", ha="center", va="center")
@@ -254,27 +394,35 @@ def _draw_requests(ax, requests: list[WarpRequest], cost: KernelCost, warp: int)
         return
     cells = np.full((len(requests), warp), np.nan)
     for row, request in enumerate(requests):
-        rank = {s: k for k, s in enumerate(sorted({a // request.sector_bytes for a in request.addresses}))}
+        rank = {s: k for k, s in enumerate(sorted({a // request.sector_bytes for a in request.touched}))}
         for lane, address in enumerate(request.addresses):
-            cells[row, lane] = rank[address // request.sector_bytes] % 20
-    ax.imshow(cells, cmap="tab20", vmin=0, vmax=19, aspect="auto", interpolation="nearest")
+            if address is not None:
+                cells[row, lane] = rank[address // request.sector_bytes]
+    ax.imshow(cells, cmap=_colours(plt, 40), vmin=-0.5, vmax=39.5, aspect="auto", interpolation="nearest")
+    for row in range(len(requests) - 1):
+        ax.axhline(row + 0.5, color="white", lw=3)
     labels = []
     for request in requests:
         access = request.text.split(" ", 1)[1]
-        tag = (
-            " (staged: its copy reads the tile coalesced)"
-            if access in staged and not request.is_write
-            else ""
-        )
-        plural = "s" if request.sectors != 1 else ""
-        labels.append(f"{request.text}: {request.sectors} sector{plural}{tag}")
+        if not request.touched:
+            count = "no lane runs it in the first iterations"
+        else:
+            count = f"{request.sectors} sector{'s' if request.sectors != 1 else ''}"
+            if request.aligned_sectors != request.sectors:
+                count += f" ({request.aligned_sectors} if aligned, as the model counts)"
+        tag = ", staged" if access in staged and not request.is_write else ""
+        where = ", ".join(f"{name}={value}" for name, value in request.at if value)
+        where = f" at {where}" if where else ""
+        labels.append(f"{request.statement} {request.text}{where}: {count}{tag}")
     ax.set_yticks(range(len(requests)))
-    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_yticklabels(labels, fontsize=7)
     ax.set_xticks(range(0, warp, 4))
-    ax.set_xlabel(
-        f"lane of the first warp (colour: the {requests[0].sector_bytes}-byte sector it reads or writes)"
+    ax.set_xlabel(f"lane (colour: the {requests[0].sector_bytes}-byte sector it touches)", fontsize=8)
+    ax.set_title(
+        "the first warp's first request of each access (staged: read from shared memory, its "
+        "copy moves the tile)",
+        fontsize=8,
     )
-    ax.set_title("the first warp's first request per access", fontsize=9)
 
 
 # ------------------------------------------------------------------ a roofline
@@ -318,17 +466,30 @@ def plot_roofline(mappings: list[tuple[str, Mapping]], path: str | Path) -> Path
     high = max([p.intensity for p in points] + [200.0]) * 2
     xs = np.geomspace(low, high, 200)
     ax.loglog(xs, np.minimum(target.peak_fp32_flops, target.dram_bandwidth * xs), color="black", lw=1.2)
-    ax.annotate(
-        f"FP32 peak {target.peak_fp32_flops / 1e12:.1f} TFLOP/s, DRAM {target.dram_bandwidth / 1e12:.2f} TB/s",
-        (high / 3, target.peak_fp32_flops),
+    ax.text(
+        0.98,
+        0.02,
+        f"roofs: FP32 peak {target.peak_fp32_flops / 1e12:.1f} TFLOP/s, DRAM {target.dram_bandwidth / 1e12:.2f} TB/s",
+        transform=ax.transAxes,
         ha="right",
         va="bottom",
         fontsize=8,
     )
+    # kernels at the same point (a host loop's kernels, say) share one label
+    groups: dict[tuple[float, float], list[str]] = {}
     for p in points:
-        ax.scatter([p.intensity], [p.flops_per_s], s=18)
+        groups.setdefault(
+            (round(math.log10(p.intensity), 3), round(math.log10(p.flops_per_s), 3)), []
+        ).append(p.label)
+    for labels in groups.values():
+        first = next(p for p in points if p.label == labels[0])
+        ax.scatter([first.intensity], [first.flops_per_s], s=18)
         ax.annotate(
-            p.label, (p.intensity, p.flops_per_s), fontsize=7, xytext=(3, 3), textcoords="offset points"
+            ", ".join(labels),
+            (first.intensity, first.flops_per_s),
+            fontsize=7,
+            xytext=(3, 3),
+            textcoords="offset points",
         )
     ax.set_xlabel("flops per DRAM byte (the model's traffic)")
     ax.set_ylabel("flop/s (predicted)")

@@ -61,21 +61,52 @@ def test_a_transposes_warp_reads_a_row_and_writes_a_column_by_hand():
     assert requests["write B[j, i]"].sectors == 4
 
 
-@pytest.mark.parametrize("model", ["transpose", "matmul_256x256x32", "axpy", "gemv", "softmax_rows"])
+MODELS_DRAWN = [
+    "transpose",
+    "matmul_256x256x32",
+    "axpy",
+    "gemv",
+    "softmax_rows",
+    "jacobi1d",
+    "conv2d_padded",
+    "syrk_lower",
+]
+
+
+@pytest.mark.parametrize("model", MODELS_DRAWN)
 def test_the_pictures_first_request_never_exceeds_the_models_sectors(model):
-    """The model bounds a request's sectors over the whole domain; the first warp's first
-    request, computed here from the addresses, is one of them."""
+    """The model bounds a request's sectors over the whole domain for a request that starts
+    a sector (it does not know where a buffer's rows start); the first warp's first request,
+    computed here from the addresses and counted from its lowest one, is one of them."""
     mapping = polymap.optimize(polymap.load(ROOT / "models" / f"{model}.te"))
     for km, cost in zip(mapping.kernels, mapping.costs):
-        bound = {}
-        for a in cost.accesses:
-            if a.statement != "copy":
-                key = (a.access, a.is_write)
-                bound[key] = max(bound.get(key, 0), a.sectors_per_request)
+        bound = {(a.statement, a.access, a.is_write): a.sectors_per_request for a in cost.accesses}
         for request in warp_requests(mapping, km):
-            is_write = request.text.startswith("write")
             access = request.text.split(" ", 1)[1]
-            assert request.sectors <= bound[(access, is_write)], (km.kernel.name, request.text)
+            key = (request.statement, access, request.is_write)
+            assert request.aligned_sectors <= bound[key], (km.kernel.name, request.text)
+            # a misaligned request touches at most one more sector than from its lowest byte
+            assert request.aligned_sectors <= request.sectors <= request.aligned_sectors + 1
+
+
+def test_a_shifted_read_straddles_one_more_sector_than_the_model_counts():
+    mapping = polymap.optimize(polymap.load(ROOT / "models" / "jacobi1d.te"))
+    requests = {r.text: r for r in warp_requests(mapping, mapping.kernels[0])}
+    shifted = requests["read A[i + 1]"]  # lanes read A[1..32]: bytes 4..131
+    assert shifted.touched == [4 * (i + 1) for i in range(32)]
+    assert (shifted.sectors, shifted.aligned_sectors) == (5, 4)
+
+
+def test_an_if_leaves_its_lanes_out_and_an_update_reads_its_target():
+    text = """param N = 64
+in x: f32[N]
+inout y: f32[N]
+par N i { if i >= 40 { y[i] += x[i] } }"""
+    mapping = polymap.optimize(parse(text).bind_defaults(), pins={"i": {"threads": 64, "seq": 1}})
+    requests = warp_requests(mapping, mapping.kernels[0])
+    assert [r.text for r in requests] == ["read y[i]", "read x[i]", "write y[i]"]
+    # the first warp runs i = 0..31, where the if never holds
+    assert all(not r.touched for r in requests)
 
 
 def _is_png(path: Path) -> bool:
@@ -121,12 +152,17 @@ def test_bench_plot_draws_the_roofline_of_the_models(tmp_path, capsys):
     [
         ("picture.txt", r"must end in \.png, \.svg, \.pdf"),
         ("no/such/dir/picture.png", r"the directory .* does not exist"),
+        ("", r"'': the file must end in"),
+        ("a_dir.png", r"is a directory; name a file in it"),
     ],
 )
 def test_a_bad_plot_path_is_refused_before_the_solve(tmp_path, capsys, argument, message):
-    assert main(["map", str(ROOT / "models" / "axpy.te"), "--plot", str(tmp_path / argument)]) != 0
+    (tmp_path / "a_dir.png").mkdir()
+    given = str(tmp_path / argument) if argument else ""
+    assert main(["map", str(ROOT / "models" / "axpy.te"), "--plot", given]) != 0
     err = capsys.readouterr().err
     assert re.search(message, err), err
+    assert "kernel0" not in capsys.readouterr().out  # refused before the solve: no report
 
 
 def test_without_matplotlib_the_error_names_the_extra(tmp_path, monkeypatch):
