@@ -375,6 +375,8 @@ _INDEX_OPS = {
     # Python and numpy `//` and `%` are floor division and floor modulo, as in the IR.
     IndexOp.FLOORDIV: lambda a, b: a // b,
     IndexOp.MOD: lambda a, b: a % b,
+    IndexOp.MIN: np.minimum,  # of two ints an int, of lanes per lane
+    IndexOp.MAX: np.maximum,
 }
 _VALUE_OPS = {ValueOp.ADD: np.add, ValueOp.SUB: np.subtract, ValueOp.MUL: np.multiply}
 _ASSIGN_OPS = {

@@ -302,6 +302,9 @@ class _Gen:
                 self.s.features.add("triangular")
                 outer = r.choice(loops)
                 text = r.choice([f"{outer.name} + 1", outer.name, f"{_p(outer.bound)} - {outer.name}"])
+                if r.random() < 0.25:  # a band clipped at a width: still below the outer bound
+                    self.s.features.add("min-extent")
+                    text = f"min({text}, {r.randint(1, 4)})"
                 loops.append(_Var(name, "par", outer.bound, False))
             else:
                 if big:

@@ -163,8 +163,13 @@ def index(expr, env: dict) -> int:
         return a - b
     if expr.op is IndexOp.MUL:
         return a * b
-    assert b > 0
+    if expr.op not in (IndexOp.MIN, IndexOp.MAX):
+        assert b > 0
     # Python's // and % on ints are floor division and floor modulo.
+    if expr.op is IndexOp.MIN:
+        return a if a < b else b
+    if expr.op is IndexOp.MAX:
+        return a if a > b else b
     return a // b if expr.op is IndexOp.FLOORDIV else a % b
 
 

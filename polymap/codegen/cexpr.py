@@ -130,8 +130,13 @@ class StatementPrinter:
             text, prec = self.index(e.operand, wide)
             return negate(text, prec), _UNARY
         if isinstance(e, IBin):
-            if e.op in (IndexOp.FLOORDIV, IndexOp.MOD):
-                fn = "pm_floord" if e.op is IndexOp.FLOORDIV else "pm_mod"
+            if e.op in (IndexOp.FLOORDIV, IndexOp.MOD, IndexOp.MIN, IndexOp.MAX):
+                fn = {
+                    IndexOp.FLOORDIV: "pm_floord",
+                    IndexOp.MOD: "pm_mod",
+                    IndexOp.MIN: "pm_min",
+                    IndexOp.MAX: "pm_max",
+                }[e.op]
                 return f"{fn}({self.index(e.lhs, wide)[0]}, {self.index(e.rhs, wide)[0]})", _ATOM
             level = _MUL if e.op is IndexOp.MUL else _ADD
             lhs, lp = self.index(e.lhs, wide)

@@ -222,7 +222,8 @@ class _Lowering:
             )
         # Shapes depend on sizes only: a buffer's extent cannot vary per loop iteration.
         shape = tuple(
-            self.index(e, _Scope((), {}), None, what=f"the shape of buffer '{item.name}'") for e in item.shape
+            self.index(e, _Scope((), {}), None, what=f"the shape of buffer '{item.name}'", pieces=True)
+            for e in item.shape
         )
         return BufferDecl(item.name, BufferKind(item.kind), _DTYPES[item.dtype], shape, item.loc)
 
@@ -283,7 +284,9 @@ class _Lowering:
                         f"is data: choose between values with select(condition, a, b) instead",
                         read.loc,
                     )
-            lhs, rhs = (IndexValue(self.index(e, scope, None, what=what)) for e in (expr.lhs, expr.rhs))
+            lhs, rhs = (
+                IndexValue(self.index(e, scope, None, what=what, pieces=True)) for e in (expr.lhs, expr.rhs)
+            )
             return Compare(_COMPARISONS[expr.op], lhs, rhs)
         if isinstance(expr, S.SLogic):
             lhs, rhs = (
@@ -303,7 +306,7 @@ class _Lowering:
         if index in self.params or index in scope.buffers:
             what = "a size" if index in self.params else "a buffer"
             raise self.error(DeclarationError, f"loop index '{index}' has the name of {what}", item.index_loc)
-        extent = self.index(item.extent, scope, None, what=f"the extent of loop '{index}'")
+        extent = self.index(item.extent, scope, None, what=f"the extent of loop '{index}'", pieces=True)
         inner = _Scope(scope.indices + (index,), scope.buffers)
         return Loop(LoopKind(item.kind), index, extent, self.block(list(item.body), inner), item.loc)
 
@@ -339,9 +342,17 @@ class _Lowering:
         return self.error(UndeclaredError, f"buffer '{name}' is not declared", loc)
 
     def index(
-        self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None, *, what: str = "an index"
+        self,
+        expr: S.SExpr,
+        scope: _Scope,
+        free: _FreeNames | None,
+        *,
+        what: str = "an index",
+        pieces: bool = False,
     ) -> IndexExpr:
-        """An index expression; unknown names become einsum indices when ``free`` collects them."""
+        """An index expression; unknown names become einsum indices when ``free`` collects them.
+        With ``pieces`` (loop extents, shapes, conditions) ``min(a, b)`` and ``max(a, b)`` are
+        index expressions too (piecewise affine); in an access's indices they are refused."""
         if isinstance(expr, S.SNum):
             if not expr.is_int:
                 raise self.error(
@@ -375,6 +386,20 @@ class _Lowering:
                 f"indirect access through '{expr.name}[...]' in {what} is not affine",
                 expr.loc,
             )
+        if isinstance(expr, S.SCall) and expr.fn in ("min", "max"):
+            if not pieces:
+                raise self.error(
+                    NotAffineError,
+                    f"{expr.fn}() in {what}: min and max may appear in loop extents, shapes and "
+                    "conditions, not in an access's indices",
+                    expr.loc,
+                )
+            if len(expr.args) != 2:
+                raise self.error(
+                    ArityError, f"{expr.fn}() in {what} takes 2 arguments, got {len(expr.args)}", expr.loc
+                )
+            lhs, rhs = (self.index(a, scope, free, what=what, pieces=True) for a in expr.args)
+            return fold_index(IBin(IndexOp.MIN if expr.fn == "min" else IndexOp.MAX, lhs, rhs))
         if isinstance(expr, S.SCall):
             raise self.error(NotAffineError, f"function '{expr.fn}' cannot appear in {what}", expr.loc)
         if isinstance(expr, (S.SCompare, S.SLogic, S.SNot)):
@@ -384,10 +409,10 @@ class _Lowering:
                 expr.loc,
             )
         if isinstance(expr, S.SNeg):
-            inner = self.index(expr.operand, scope, free, what=what)
+            inner = self.index(expr.operand, scope, free, what=what, pieces=pieces)
             return IConst(-inner.value) if isinstance(inner, IConst) else INeg(inner)
-        lhs = self.index(expr.lhs, scope, free, what=what)
-        rhs = self.index(expr.rhs, scope, free, what=what)
+        lhs = self.index(expr.lhs, scope, free, what=what, pieces=pieces)
+        rhs = self.index(expr.rhs, scope, free, what=what, pieces=pieces)
         return fold_index(IBin(_INDEX_OPS[expr.op], lhs, rhs))
 
     def value(self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None) -> ValueExpr:

@@ -133,6 +133,15 @@ class IndexOp(enum.Enum):
     MUL = "*"
     FLOORDIV = "//"  # floor division; ``/`` in index context means the same
     MOD = "%"  # modulo with the sign of the (positive) divisor, as isl's ``mod``
+    # min(a, b) and max(a, b): piecewise affine, in loop extents, shapes and conditions
+    # (isl takes them as such); not in an access's indices
+    MIN = "min"
+    MAX = "max"
+
+    @property
+    def is_call(self) -> bool:
+        """Written as a call, ``min(a, b)``, not infix."""
+        return self in (IndexOp.MIN, IndexOp.MAX)
 
 
 class ValueOp(enum.Enum):
@@ -267,6 +276,8 @@ class IBin:
     rhs: IndexExpr
 
     def __str__(self) -> str:
+        if self.op.is_call:
+            return f"{self.op.value}({self.lhs}, {self.rhs})"
         prec = _INDEX_PREC[self.op]
         # Left-associative: the right operand needs parentheses at equal precedence.
         return f"{_iparen(self.lhs, prec)} {self.op.value} {_iparen(self.rhs, prec + 1)}"
@@ -274,7 +285,15 @@ class IBin:
 
 IndexExpr = IConst | IVar | INeg | IBin
 
-_INDEX_PREC = {IndexOp.ADD: 1, IndexOp.SUB: 1, IndexOp.MUL: 2, IndexOp.FLOORDIV: 2, IndexOp.MOD: 2}
+_INDEX_PREC = {
+    IndexOp.ADD: 1,
+    IndexOp.SUB: 1,
+    IndexOp.MUL: 2,
+    IndexOp.FLOORDIV: 2,
+    IndexOp.MOD: 2,
+    IndexOp.MIN: 3,  # a call: an atom
+    IndexOp.MAX: 3,
+}
 
 
 def _iparen(expr: IndexExpr, prec: int) -> str:
@@ -324,6 +343,8 @@ def fold_index(expr: IBin) -> IndexExpr:
             IndexOp.MUL: lambda: a * b,
             IndexOp.FLOORDIV: lambda: a // b,
             IndexOp.MOD: lambda: a % b,
+            IndexOp.MIN: lambda: min(a, b),
+            IndexOp.MAX: lambda: max(a, b),
         }[expr.op]()
     )
 

@@ -124,6 +124,10 @@ def evaluate_index(expr: IndexExpr, values: Mapping[str, int]) -> int:
         return a * b
     if expr.op is IndexOp.FLOORDIV:
         return a // b
+    if expr.op is IndexOp.MIN:
+        return min(a, b)
+    if expr.op is IndexOp.MAX:
+        return max(a, b)
     return a % b
 
 
@@ -148,6 +152,9 @@ def isl_expr(expr: IndexExpr, names: Mapping[str, str], params: Collection[str] 
     if op in (IndexOp.ADD, IndexOp.SUB):
         lhs, rhs = isl_expr(expr.lhs, names, params), isl_expr(expr.rhs, names, params)
         return f"({lhs}) {op.value} ({rhs})"
+    if op.is_call:  # isl takes min and max as piecewise affine
+        lhs, rhs = isl_expr(expr.lhs, names, params), isl_expr(expr.rhs, names, params)
+        return f"{op.value}({lhs}, {rhs})"
     if op is IndexOp.MUL:
         # isl reads a product only with a bare integer literal on the left.
         for const_side, other in ((expr.lhs, expr.rhs), (expr.rhs, expr.lhs)):

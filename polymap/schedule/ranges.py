@@ -177,6 +177,10 @@ def index_interval(e: IndexExpr, ranges: Mapping[str, Interval]) -> Interval:
             return a - b
         if e.op is IndexOp.MUL:
             return a * b
+        if e.op is IndexOp.MIN:
+            return a.min_with(b)
+        if e.op is IndexOp.MAX:
+            return a.max_with(b)
         if b.lo is None or b.lo != b.hi:
             raise InternalError(f"index expression {e} divides by a non-constant")
         return a.floordiv(b.lo) if e.op is IndexOp.FLOORDIV else a.mod(b.lo)
