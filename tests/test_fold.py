@@ -182,3 +182,21 @@ def test_a_folded_convolution_is_costed_by_scip_as_printed():
     mapping = optimize(program, time_limit=60)
     assert mapping.kernels[0].loops[0].index == "n_k"  # folded
     assert mapping.solver[0].objective == pytest.approx(mapping.costs[0].objective_s * 1e6, rel=1e-5)
+
+
+def test_a_folded_band_whose_inner_loop_is_empty_launches_the_grid_it_proved():
+    """With K = 1 the triangular loop ``par i2 i3`` is empty, so the statement has no
+    instance; the grid of the folded band still has 5 blocks, and the proof must assume
+    them (the extents were once taken from the statement's empty domain: 1 block, and the
+    compile stopped on the launcher's check). Fuzz seed 8018."""
+    text = """param K = 1
+in  X: f32[15, 5, 15]
+out W: f32[K, K + 1, 5, 5]
+par 5 i1 { par K i2 { par i2 i3 { par i1 i4 {
+  W[K - 1 - i2, i3 + 1, 4 - i4, 4 - i1] -= X[3 * i4, i4, 3 * i4]
+} } } }"""
+    program = parse(text, name="empty").bind_defaults()
+    x = np.ones((15, 5, 15), np.float32)
+    kernel = compile(program)
+    np.testing.assert_array_equal(kernel.run_host(X=x)["W"], np.zeros((1, 2, 5, 5), np.float32))
+    np.testing.assert_array_equal(reference(program, X=x)["W"], np.zeros((1, 2, 5, 5), np.float32))

@@ -157,3 +157,28 @@ def test_guards_leave_the_mapping_problem_that_of_the_loops():
     a = np.random.default_rng(4).standard_normal((9, 11)).astype(np.float32)
     want = reference(program.bind_defaults(), A=a)["r"]
     np.testing.assert_array_equal(polymap.compile(program, mapping).run_host(A=a)["r"], want)
+
+
+def test_a_statement_isl_shifts_gets_its_index_value_without_shadowing_the_iterator():
+    """isl generates the odd iterations as ``S1(k + 1)`` inside the loop over the even ones;
+    the value ``= k`` of S1 is then ``k + 1`` printed in place: a ``const k = k + 1`` read
+    itself (undefined, and the addresses after it read the shadow: a crash on the host)."""
+    text = """param M = 2
+out W: f32[3 * M, M, M + 6]
+par M i {
+  par M j {
+    seq M + 3 k {
+      if k % 2 == 0 { W[3 * i, j, k + 3] = k } else { W[3 * i, j, k + 3] = -k }
+    }
+  }
+}"""
+    program = parse(text, name="shifted").bind_defaults()
+    want = np.zeros((6, 2, 8), np.float32)
+    for i in range(2):
+        for j in range(2):
+            for k in range(5):
+                want[3 * i, j, k + 3] = k if k % 2 == 0 else -k
+    np.testing.assert_array_equal(reference(program)["W"], want)
+    kernel = polymap.compile(program)
+    np.testing.assert_array_equal(kernel.run_host()["W"], want)
+    assert "const long long k = " not in kernel.source and "const int k = " not in kernel.source

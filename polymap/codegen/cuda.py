@@ -437,20 +437,30 @@ class _Emitter:
         # loop indices are C variables only where the statement uses one as a value
         valued = _valued_indices(stmt.value)
         lines, ranges = [], dict(self.size_ranges)
+        inline: dict[str, str] = {}  # loop indices printed as isl's expression of them
         for loop, arg in zip(s.loops, args):
             interval = printer.interval(arg)
             ranges[loop.index] = interval
             text = printer.expr(arg)
             if loop.index in valued and text != self.cn[loop.index]:  # a host index is already one
                 require64(interval, f"loop index '{loop.index}' of {s.label}")
+                if self.cn[loop.index] in schedule.iterators:
+                    # the index's C name is an iterator of the AST, which ``text`` and the
+                    # addresses read (isl shifted this statement: ``S1(k + 1)``): a
+                    # declaration would shadow it, so the value is the expression itself
+                    inline[loop.index] = f"({text})"
+                    continue
                 c_type = "int" if interval.fits32 else "long long"
                 lines.append(f"const {c_type} {self.cn[loop.index]} = {text};")
         self.printer.address = {k: self.address(printer, described, a) for k, a in described.accesses.items()}
         self.printer.index_ranges = ranges
+        named = self.printer.name
+        if inline:
+            self.printer.name = lambda name: inline.get(name) or named(name)
         try:
             body = self.printer.statement(stmt)
         finally:
-            self.printer.address, self.printer.index_ranges = {}, {}
+            self.printer.address, self.printer.index_ranges, self.printer.name = {}, {}, named
         head = comment(f"{s.name}: {stmt}")
         if not lines:
             return [head, body]

@@ -74,7 +74,7 @@ from polymap.mapping.staging import (
     stage_candidates,
     staged_buffer,
 )
-from polymap.poly.isl_text import const_value, evaluate_index
+from polymap.poly.isl_text import const_value, evaluate_index, isl_expr
 from polymap.poly.model import PolyModel, analyze
 from polymap.progress import step, watch_solve
 from polymap.targets import GpuTarget
@@ -670,20 +670,35 @@ def _fragments(
 
 
 def _max_extents(kernel: Kernel, model: PolyModel) -> tuple[int, ...]:
-    """The largest extent of each band loop over the loops of the kernel's statements (not
-    narrowed by the ifs around them: the launcher's grid covers the loops' extents, and the
-    proof must assume that grid)."""
+    """The largest extent of each band loop over the nest of the loops around it (host loops,
+    outer band loops), as the launcher's grid covers it (``schedule.kernel.grid_dims``), so
+    that the proof assumes that grid: not narrowed by the ifs around the statements, nor by
+    loops inside the band that are empty for some of its iterations (a triangular loop of
+    extent 0 left a statement no instance while the grid still had the band's blocks)."""
     out = []
-    for position, loop in enumerate(kernel.band):
-        depth = len(kernel.host_loops) + position  # statement dims: host loops, then the band
-        best = 0
-        for stmt in model.statements:
-            if len(stmt.ctx.loops) > depth and stmt.ctx.loops[depth] is loop:
-                domain = stmt.loops_domain
-                if not domain.is_empty():
-                    best = max(best, int(domain.dim_max(depth).max_val().to_python()) + 1)
-        out.append(max(best, 1))
+    for position in range(len(kernel.band)):
+        out.append(max(_nest_extent(model, kernel.host_loops + kernel.band[: position + 1]), 1))
     return tuple(out)
+
+
+def _nest_extent(model: PolyModel, loops: tuple[Loop, ...]) -> int:
+    """The largest extent of the last of ``loops`` over the values of the ones before it
+    (0 where the nest is empty), at the model's sizes."""
+    names, params = model.names, model.params
+    env = {p: names[p] for p in params}
+    xs, constraints = [], []
+    for loop in loops:
+        x = names.fresh(f"x_{loop.index}")
+        constraints.append(f"0 <= {x} < {isl_expr(loop.extent, env, params)}")
+        env[loop.index] = x
+        xs.append(x)
+    prefix = "[" + ", ".join(names[p] for p in params) + "] -> "
+    nest = isl.Set(f"{prefix}{{ [{', '.join(xs)}] : {' and '.join(constraints)} }}").intersect_params(
+        model.context
+    )
+    if nest.is_empty():
+        return 0
+    return int(nest.dim_max(len(xs) - 1).max_val().to_python()) + 1
 
 
 def _elements(decls) -> int:
