@@ -247,11 +247,15 @@ def _evaluate(e, env):
     if isinstance(e, IVar):
         return env[e.name]
     a, b = _evaluate(e.lhs, env), _evaluate(e.rhs, env)
-    return (
-        {IndexOp.ADD: a + b, IndexOp.SUB: a - b, IndexOp.MUL: a * b}.get(e.op)
-        if e.op not in (IndexOp.FLOORDIV, IndexOp.MOD)
-        else (a // b if e.op is IndexOp.FLOORDIV else a % b)
-    )
+    return {
+        IndexOp.ADD: lambda: a + b,
+        IndexOp.SUB: lambda: a - b,
+        IndexOp.MUL: lambda: a * b,
+        IndexOp.FLOORDIV: lambda: a // b,
+        IndexOp.MOD: lambda: a % b,
+        IndexOp.MIN: lambda: min(a, b),
+        IndexOp.MAX: lambda: max(a, b),
+    }[e.op]()
 
 
 @settings(max_examples=300, deadline=None)
