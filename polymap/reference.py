@@ -102,8 +102,9 @@ def reference(program: Program, **arrays) -> dict[str, np.ndarray]:
     The program is first proved race free and in bounds by ``polymap.poly.model.analyze``
     (raising RaceError, BoundsError or NotAffineError), which is what makes the vectorized
     execution correct. Inputs (every ``in`` and ``inout`` buffer, by name) must have the
-    declared dtype exactly and the declared shape; unbound sizes are inferred from input
-    dimensions declared as a bare size name, then from defaults. The caller's arrays are
+    declared dtype exactly and the declared shape; unbound sizes are taken from arguments
+    that name them (``W=4``), then from input dimensions declared as a bare size name
+    (which must agree), then from defaults. The caller's arrays are
     never modified. Bad arguments raise :class:`ArgumentError`.
     """
     from polymap.poly.model import analyze  # lazy: the model imports isl
@@ -130,7 +131,10 @@ def _prepare(program: Program, arrays: dict) -> tuple[Program, dict[str, np.ndar
     ctx = program.error_context()
     decls = {b.name: b for b in program.buffers}
     inputs = {b.name: b for b in program.inputs}
+    arrays, fixed = split_sizes(program, arrays, ctx)
     expected = f"the inputs of program '{program.name}' are {', '.join(inputs) or 'none'}"
+    if program.param_names:
+        expected += f" (sizes may be given too: {', '.join(program.param_names)})"
     for name in arrays:
         if name in inputs:
             continue
@@ -146,7 +150,7 @@ def _prepare(program: Program, arrays: dict) -> tuple[Program, dict[str, np.ndar
         if name not in arrays:
             raise ArgumentError(f"missing input '{name}' ({decl}); {expected}", **ctx)
     given = {name: _as_array(decl, arrays[name], ctx) for name, decl in inputs.items()}
-    sizes = _infer_sizes(program, given, ctx)
+    sizes = _infer_sizes(program, given, ctx, fixed)
     bound = program.bind(**sizes)
     for decl in bound.inputs:
         want, got = _shape(decl, ctx), given[decl.name].shape
@@ -246,11 +250,34 @@ def _python_number(decl: BufferDecl, value: int | float, ctx: dict) -> np.ndarra
     return converted
 
 
-def _infer_sizes(program: Program, given: dict[str, np.ndarray], ctx: dict) -> dict[str, int]:
-    """Sizes from input dimensions declared as exactly a size name, then defaults."""
+def split_sizes(program: Program, arrays: dict, ctx: dict) -> tuple[dict, dict[str, int]]:
+    """The arguments that name a size of ``program`` (``W=5``: a size no input's shape gives,
+    or one checked against the shapes), apart from the arrays; each must be an integer."""
+    names = set(program.param_names)
+    sizes = {}
+    for name, value in arrays.items():
+        if name not in names:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ArgumentError(
+                f"size {name} of program '{program.name}' takes an integer, got {type(value).__name__}", **ctx
+            )
+        if value < 0:
+            raise ArgumentError(
+                f"size {name} of program '{program.name}' is {value}: a size is not negative", **ctx
+            )
+        sizes[name] = int(value)
+    return {k: v for k, v in arrays.items() if k not in sizes}, sizes
+
+
+def _infer_sizes(
+    program: Program, given: dict[str, np.ndarray], ctx: dict, fixed: dict[str, int] | None = None
+) -> dict[str, int]:
+    """Sizes given as arguments (``fixed``), then from input dimensions declared as exactly
+    a size name (which must agree with them), then defaults."""
     unbound = set(program.param_names)
-    sizes: dict[str, int] = {}
-    source: dict[str, str] = {}
+    sizes: dict[str, int] = dict(fixed or {})
+    source: dict[str, str] = {name: f"the argument {name}={value}" for name, value in sizes.items()}
     for decl in program.inputs:
         for dim, expr in enumerate(decl.shape):
             if not (isinstance(expr, IVar) and expr.name in unbound):
@@ -271,8 +298,8 @@ def _infer_sizes(program: Program, given: dict[str, np.ndarray], ctx: dict) -> d
         if name not in sizes:
             raise ArgumentError(
                 f"size {name} of program '{program.name}' is unbound: no input has a dimension "
-                f"declared as exactly {name} and it has no default; bind it first with "
-                f"program.bind({name}=...)",
+                f"declared as exactly {name} and it has no default; give it ({name}=...) or bind it "
+                f"first with program.bind({name}=...)",
                 **ctx,
             )
     return sizes

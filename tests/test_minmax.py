@@ -10,7 +10,7 @@ import pytest
 from oracle import run_oracle
 
 import polymap
-from polymap.errors import ArityError, NotAffineError
+from polymap.errors import ArgumentError, ArityError, NotAffineError
 from polymap.ir.parse import parse
 from polymap.reference import reference
 
@@ -125,3 +125,37 @@ def test_min_in_an_access_or_with_three_arguments_is_a_located_error(body, error
     text = f"param N = 8\nin x: f32[N]\nout y: f32[N]\npar N i {{ {body} }}"
     with pytest.raises(error, match=message):
         parse(text, source="t.te")
+
+
+def test_a_size_that_no_shape_gives_is_passed_as_an_argument():
+    """W appears in no buffer's shape: one kernel with N and W symbolic takes W=... next to
+    its arrays (the reference too), and runs either side of min(N - i, W)."""
+    program = parse(BANDED.replace(" = 37", "").replace(" = 5", ""), name="banded")
+    kernel = polymap.compile(program)
+    rng = np.random.default_rng(3)
+    for n, w in ((9, 3), (4, 40), (1, 1)):
+        a, x = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        want = [sum(float(a[i, i + k]) * float(x[i + k]) for k in range(min(n - i, w))) for i in range(n)]
+        np.testing.assert_allclose(kernel.run_host(A=a, x=x, W=w)["y"], want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(reference(program, A=a, x=x, W=w)["y"], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            {"W": 3, "N": 8},
+            r"conflicting values for size N: 8 from the argument N=8, 9 from dimension 0 of 'A'",
+        ),
+        ({"W": "3"}, r"size W of program 'banded' takes an integer, got str"),
+        ({"W": True}, r"size W of program 'banded' takes an integer, got bool"),
+        ({"W": -1}, r"size W of program 'banded' is -1: a size is not negative"),
+        ({}, r"size W of program 'banded' is unbound: .* give it \(W=...\)"),
+        ({"W": 3, "Q": 1}, r"'Q' is not an input of program 'banded' \(inputs: A, x; sizes: N, W\)"),
+    ],
+)
+def test_a_size_argument_is_checked(extra, message):
+    program = parse(BANDED.replace(" = 37", "").replace(" = 5", ""), name="banded")
+    a, x = np.ones((9, 9), np.float32), np.ones(9, np.float32)
+    with pytest.raises(ArgumentError, match=message):
+        polymap.compile(program).run_host(A=a, x=x, **extra)

@@ -17,7 +17,7 @@ import numpy as np
 from polymap.arrays import is_device_array
 from polymap.errors import ArgumentError, InternalError
 from polymap.ir.nodes import BufferDecl, DType, IConst, Program
-from polymap.reference import _as_array, _infer_sizes, _shape
+from polymap.reference import _as_array, _infer_sizes, _shape, split_sizes
 
 if TYPE_CHECKING:
     from polymap.codegen.cuda import CudaProgram
@@ -46,17 +46,19 @@ def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
     buffers = tuple(every[a.name] for a in cuda.arguments if a.kind == "buffer")
     ctx = program.error_context()
     inputs = {b.name: b for b in program.inputs}
+    arrays, fixed = split_sizes(program, arrays, ctx)
     for name in arrays:
         if name not in inputs:
             known = ", ".join(inputs) or "none"
+            sizes = f"; sizes: {', '.join(program.param_names)}" if program.param_names else ""
             raise ArgumentError(
-                f"'{name}' is not an input of program '{program.name}' (inputs: {known})", **ctx
+                f"'{name}' is not an input of program '{program.name}' (inputs: {known}{sizes})", **ctx
             )
     for name, decl in inputs.items():
         if name not in arrays:
             raise ArgumentError(f"missing input '{name}' ({decl}) of program '{program.name}'", **ctx)
     views = {name: _as_array(inputs[name], _stand_in(value), ctx) for name, value in arrays.items()}
-    sizes = _infer_sizes(program, views, ctx)
+    sizes = _infer_sizes(program, views, ctx, fixed)
     every_shape = _shapes_at(program, tuple(sizes.items()))
     shapes = {d.name: every_shape[d.name] for d in buffers}
     for name, view in views.items():
