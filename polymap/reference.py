@@ -36,7 +36,8 @@ Value typing (C-like, ``polymap/ir/value_types.py``; compute types ``i32 < i64 <
 
 Initial contents: ``out`` buffers are zeros; temporaries (``new``) are undefined in the
 language, so they are filled with NaN (floats), the integer farthest from zero (integers) or
-1 (bool), which makes a read before a write visible in comparisons. Float exceptions are silent: inf and NaN are values.
+1 (bool), which makes a read before a write visible in comparisons. Float exceptions are
+silent: inf and NaN are values.
 """
 
 from __future__ import annotations
@@ -319,7 +320,7 @@ def _shape(decl: BufferDecl, ctx: dict) -> tuple[int, ...]:
 
 Index = int | np.ndarray  # an index value: one int for every lane, or one per lane
 
-_I32, _F32 = np.dtype(np.int32), np.dtype(np.float32)
+_F32 = np.dtype(np.float32)
 
 
 _DTYPES = {dt.numpy: dt for dt in DType}
@@ -538,7 +539,7 @@ class _Executor:
         target[idx] = to_dtype(acc, target.dtype)
 
     def updated(self, stmt: Assign, old, value, dtype):
-        """``_updated`` for ``stmt``: an i32 ``/=`` by zero is its ArgumentError."""
+        """``_updated`` for ``stmt``: an integer ``/=`` by zero is its ArgumentError."""
         try:
             return _updated(stmt.op, old, value, dtype)
         except _ZeroDivisor as zero:
@@ -722,7 +723,7 @@ class _Eval:
         return np.mod(a, self.nonzero(b)).astype(a.dtype)
 
     def nonzero(self, b):
-        """``b`` where an i32 division or modulo by it is computed (a zero there is the
+        """``b`` where an integer division or modulo by it is computed (a zero there is the
         data's fault, raised: a modulo by zero is a division by zero, and the emitted code
         reports both alike), any nonzero value elsewhere."""
         zero = b == 0

@@ -70,22 +70,16 @@ class AstPrinter:
     def expr(self, e: isl.AstExpr) -> str:
         """C text of an expression; a sub-expression whose value may leave ``int`` is
         computed in ``long long`` (one operand widened, C's conversions do the rest)."""
+        return self.expr_and_interval(e)[0]
+
+    def expr_and_interval(self, e: isl.AstExpr) -> tuple[str, Interval]:
+        """``expr``'s text and the range of the expression's value, from one walk of it;
+        raises where some sub-expression may leave 64 bits."""
         found: list[Interval] = []
-        text = self._expr(e, found)[0]
-        for interval in found:
-            require64(interval, f"the expression {e.to_C_str()}")
-        return text
-
-    def interval(self, e: isl.AstExpr) -> Interval:
-        return self.intervals(e)[0]
-
-    def intervals(self, e: isl.AstExpr) -> list[Interval]:
-        """The interval of ``e`` first, then those of all its sub-expressions."""
-        kind = e.get_type()
-        if kind in (_T.id, _T.int):
-            return [self._leaf_interval(e)]
-        subs = [self.intervals(e.get_op_arg(k)) for k in range(e.get_op_n_arg())]
-        return [self._op_interval(e, [s[0] for s in subs]), *(i for s in subs for i in s)]
+        text, _, _, interval = self._expr(e, found)
+        for each in found:
+            require64(each, f"the expression {e.to_C_str()}")
+        return text, interval
 
     def _leaf_interval(self, e: isl.AstExpr) -> Interval:
         if e.get_type() == _T.int:

@@ -183,8 +183,7 @@ class StatementPrinter:
             text, prec = self.index(e.expr, wide=True)
             return f"({C_TYPE[compute]})({text})", compute, _UNARY
         if isinstance(e, Read):
-            text, dtype = widen(self.access(e.buffer, e.indices), self.decls[e.buffer].dtype)
-            return text, dtype, _UNARY if text.startswith("(") else _ATOM
+            return widen(self.access(e.buffer, e.indices), _ATOM, self.decls[e.buffer].dtype)
         if isinstance(e, Neg):
             text, dtype, prec = self.value(e.operand, compute)
             return negate(text, prec), dtype, _UNARY
@@ -239,8 +238,8 @@ class StatementPrinter:
             text, dtype, prec = args[0]
             if dtype is e.fn.cast:
                 return text, dtype, prec
-            stored, computed = widen(convert(text, prec, dtype, e.fn.cast), e.fn.cast)
-            return stored, computed, _UNARY if stored.startswith("(") else _ATOM
+            stored = convert(text, prec, dtype, e.fn.cast)
+            return widen(stored, _UNARY if stored.startswith("(") else _ATOM, e.fn.cast)
         if e.fn in _FLOAT_FN or e.fn in _HELPER_FN:
             text, dtype, prec = args[0]
             if dtype.is_integer:
@@ -281,8 +280,8 @@ class StatementPrinter:
         if stmt.op is AssignOp.SET:
             return f"{target} = {convert(value, vprec, vtype, ttype)};"
         common = promote(ttype, vtype)
-        old_text, old_type = widen(target, ttype)
-        old = convert(old_text, _UNARY if ttype.is_storage else _ATOM, old_type, common)
+        old_text, old_type, old_prec = widen(target, _ATOM, ttype)
+        old = convert(old_text, old_prec, old_type, common)
         new = convert(value, vprec, vtype, common)
         if stmt.op is AssignOp.DIV and common.is_integer:  # as ``/``: records a division by zero
             return f"{target} = {convert(f'pm_idiv({old}, {new}, __LINE__)', _ATOM, common, ttype)};"
@@ -318,13 +317,15 @@ def convert(text: str, prec: int, src: DType, dst: DType) -> str:
     return f"({C_TYPE[dst]}){paren(text, prec, _UNARY)}"
 
 
-def widen(text: str, dtype: DType) -> tuple[str, DType]:
-    """A stored value (C text of type ``dtype``) in its compute type: f16 and bf16 as f32,
-    i8, u8 and bool as int."""
+def widen(text: str, prec: int, dtype: DType) -> tuple[str, DType, int]:
+    """A stored value (C text of type ``dtype`` at precedence ``prec``) in its compute type,
+    with its precedence: f16 and bf16 as f32 (a call), i8, u8 and bool as int (a cast)."""
     if not dtype.is_storage:
-        return text, dtype
+        return text, dtype, prec
     fn = _WIDEN[dtype]
-    return (f"{fn}{text}" if fn.startswith("(") else f"{fn}({text})"), dtype.compute
+    if fn.startswith("("):
+        return f"{fn}{paren(text, prec, _UNARY)}", dtype.compute, _UNARY
+    return f"{fn}({text})", dtype.compute, _ATOM
 
 
 def literal(value: float, dtype: DType) -> str:

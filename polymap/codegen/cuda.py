@@ -439,9 +439,8 @@ class _Emitter:
         lines, ranges = [], dict(self.size_ranges)
         inline: dict[str, str] = {}  # loop indices printed as isl's expression of them
         for loop, arg in zip(s.loops, args):
-            interval = printer.interval(arg)
+            text, interval = printer.expr_and_interval(arg)
             ranges[loop.index] = interval
-            text = printer.expr(arg)
             if loop.index in valued and text != self.cn[loop.index]:  # a host index is already one
                 require64(interval, f"loop index '{loop.index}' of {s.label}")
                 if self.cn[loop.index] in schedule.iterators:

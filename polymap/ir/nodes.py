@@ -31,7 +31,7 @@ from polymap.errors import SourceLoc
 class DType(enum.Enum):
     """Element type of a buffer. ``f16``, ``bf16``, ``i8``, ``u8`` and ``bool`` are *storage*
     types: a read gives the value in its ``compute`` type (f32 for the two floats, i32 for
-    the others), and a store rounds or converts it back (``polymap/ir/typing.py``)."""
+    the others), and a store rounds or converts it back (``polymap/ir/value_types.py``)."""
 
     F16 = "f16"
     BF16 = "bf16"
@@ -143,6 +143,22 @@ class IndexOp(enum.Enum):
         """Written as a call, ``min(a, b)``, not infix."""
         return self in (IndexOp.MIN, IndexOp.MAX)
 
+    def apply(self, a: int, b: int) -> int:
+        """``a op b`` of two integers, as isl computes it: ``//`` and ``%`` round toward
+        minus infinity (Python's, for the positive divisors an index may have)."""
+        return _INDEX_APPLY[self](a, b)
+
+
+_INDEX_APPLY = {
+    IndexOp.ADD: operator.add,
+    IndexOp.SUB: operator.sub,
+    IndexOp.MUL: operator.mul,
+    IndexOp.FLOORDIV: operator.floordiv,
+    IndexOp.MOD: operator.mod,
+    IndexOp.MIN: min,
+    IndexOp.MAX: max,
+}
+
 
 class ValueOp(enum.Enum):
     ADD = "+"
@@ -228,8 +244,6 @@ _CASTS = {Fn(dt.value): dt for dt in DType}
 # Index arithmetic is exact in the model (isl) and 64-bit at most in the emitted C: an index
 # constant outside this range cannot be printed as a C integer, nor held by NumPy's int64.
 INDEX_MIN, INDEX_MAX = -(2**63), 2**63 - 1
-# The range of an integer literal in a statement that computes in i32.
-I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 # How deep expressions and loop nests may be. Every stage after parsing (lowering, validation,
 # the isl text, the printer, the reference executor, the C printer) walks them recursively;
 # these limits keep the deepest walk far below Python's recursion limit (1000 frames), with
@@ -336,17 +350,7 @@ def fold_index(expr: IBin) -> IndexExpr:
     a, b = expr.lhs.value, expr.rhs.value
     if expr.op in (IndexOp.FLOORDIV, IndexOp.MOD) and b <= 0:
         return expr  # left for the affinity check to report
-    return IConst(
-        {
-            IndexOp.ADD: lambda: a + b,
-            IndexOp.SUB: lambda: a - b,
-            IndexOp.MUL: lambda: a * b,
-            IndexOp.FLOORDIV: lambda: a // b,
-            IndexOp.MOD: lambda: a % b,
-            IndexOp.MIN: lambda: min(a, b),
-            IndexOp.MAX: lambda: max(a, b),
-        }[expr.op]()
-    )
+    return IConst(expr.op.apply(a, b))
 
 
 # --------------------------------------------------------------- value expressions

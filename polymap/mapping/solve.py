@@ -74,8 +74,8 @@ from polymap.mapping.staging import (
     stage_candidates,
     staged_buffer,
 )
-from polymap.poly.isl_text import const_value, evaluate_index, isl_expr
-from polymap.poly.model import PolyModel, analyze
+from polymap.poly.isl_text import const_value, evaluate_index
+from polymap.poly.model import PolyModel, analyze, loop_nest
 from polymap.progress import step, watch_solve
 from polymap.targets import GpuTarget
 
@@ -684,21 +684,11 @@ def _max_extents(kernel: Kernel, model: PolyModel) -> tuple[int, ...]:
 def _nest_extent(model: PolyModel, loops: tuple[Loop, ...]) -> int:
     """The largest extent of the last of ``loops`` over the values of the ones before it
     (0 where the nest is empty), at the model's sizes."""
-    names, params = model.names, model.params
-    env = {p: names[p] for p in params}
-    xs, constraints = [], []
-    for loop in loops:
-        x = names.fresh(f"x_{loop.index}")
-        constraints.append(f"0 <= {x} < {isl_expr(loop.extent, env, params)}")
-        env[loop.index] = x
-        xs.append(x)
-    prefix = "[" + ", ".join(names[p] for p in params) + "] -> "
-    nest = isl.Set(f"{prefix}{{ [{', '.join(xs)}] : {' and '.join(constraints)} }}").intersect_params(
-        model.context
-    )
+    sizes = [model.names[p] for p in model.params]
+    nest = loop_nest(model, loops, dict(zip(model.params, sizes)), sizes).intersect_params(model.context)
     if nest.is_empty():
         return 0
-    return int(nest.dim_max(len(xs) - 1).max_val().to_python()) + 1
+    return int(nest.dim_max(len(loops) - 1).max_val().to_python()) + 1
 
 
 def _elements(decls) -> int:

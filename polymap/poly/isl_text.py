@@ -18,7 +18,7 @@ import re
 from collections.abc import Collection, Mapping
 
 from polymap.errors import InternalError
-from polymap.ir.nodes import IBin, IConst, IndexExpr, IndexOp, INeg, IVar, index_vars
+from polymap.ir.nodes import IConst, IndexExpr, IndexOp, INeg, IVar, index_vars
 
 # Words isl's lexer reads as keywords (it compares them case-insensitively).
 ISL_KEYWORDS = frozenset(
@@ -104,7 +104,7 @@ def const_value(expr: IndexExpr) -> int | None:
         return None
     if expr.op in (IndexOp.FLOORDIV, IndexOp.MOD) and b <= 0:
         return None
-    return evaluate_index(IBin(expr.op, IConst(a), IConst(b)), {})
+    return expr.op.apply(a, b)
 
 
 def evaluate_index(expr: IndexExpr, values: Mapping[str, int]) -> int:
@@ -115,20 +115,7 @@ def evaluate_index(expr: IndexExpr, values: Mapping[str, int]) -> int:
         return values[expr.name]
     if isinstance(expr, INeg):
         return -evaluate_index(expr.operand, values)
-    a, b = evaluate_index(expr.lhs, values), evaluate_index(expr.rhs, values)
-    if expr.op is IndexOp.ADD:
-        return a + b
-    if expr.op is IndexOp.SUB:
-        return a - b
-    if expr.op is IndexOp.MUL:
-        return a * b
-    if expr.op is IndexOp.FLOORDIV:
-        return a // b
-    if expr.op is IndexOp.MIN:
-        return min(a, b)
-    if expr.op is IndexOp.MAX:
-        return max(a, b)
-    return a % b
+    return expr.op.apply(evaluate_index(expr.lhs, values), evaluate_index(expr.rhs, values))
 
 
 def isl_expr(expr: IndexExpr, names: Mapping[str, str], params: Collection[str] = ()) -> str:

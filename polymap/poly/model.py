@@ -162,7 +162,7 @@ class PolyModel:
                 f"cannot count the instances of {name} in program '{self.program.name}': sizes "
                 f"{', '.join(missing)} are symbolic; bind them (Program.bind(...) or --size)"
             )
-        return _count(stmt.loops, 0, {p: sizes[p] for p in self.params})
+        return _Counter(stmt.loops).count(0, {p: sizes[p] for p in self.params})
 
     def in_context(self, sizes: dict[str, int]) -> bool:
         """Whether ``sizes`` (a value per symbolic size, by the program's names) lie in the
@@ -459,9 +459,21 @@ def _schedule(statements: tuple[StatementModel, ...]) -> isl.UnionMap:
     return schedule if schedule is not None else isl.UnionMap("{ }")
 
 
-def _count(loops: tuple[Loop, ...], k: int, env: dict[str, int]) -> int:
-    """Points of ``{ 0 <= i_k < extent_k(i_0 .. i_{k-1}) }`` (``_Counter``)."""
-    return _Counter(loops).count(k, env)
+def loop_nest(model: PolyModel, loops: tuple[Loop, ...], env: dict[str, str], params: list[str]) -> isl.Set:
+    """The iterations ``{ [x_0, ..] : 0 <= x_k < extent_k(x_0 .. x_{k-1}) }`` of ``loops``
+    (outermost first, each index a fresh isl name), intersected with nothing: ``env`` gives
+    the isl name of every size and outer index their extents mention, ``params`` the set's
+    parameters, in order."""
+    env = dict(env)
+    xs, constraints = [], []
+    for loop in loops:
+        x = model.names.fresh(f"x_{loop.index}")
+        constraints.append(f"0 <= {x} < {isl_expr(loop.extent, env, model.params)}")
+        env[loop.index] = x
+        xs.append(x)
+    return isl.Set(
+        f"[{', '.join(params)}] -> {{ [{', '.join(xs)}] : {' and '.join(constraints) or 'true'} }}"
+    )
 
 
 class _Counter:

@@ -35,7 +35,7 @@ from polymap.mapping.accesses import kernel_statements as thread_statements
 from polymap.mapping.space import KernelMapping
 from polymap.mapping.staging import per_point_locals
 from polymap.poly.isl_text import isl_expr
-from polymap.poly.model import PolyModel, StatementModel
+from polymap.poly.model import PolyModel, StatementModel, loop_nest
 from polymap.schedule.hardware import (
     Executed,
     Frame,
@@ -514,15 +514,8 @@ def grid_dims(
         j = last[axis]
         env = {p: names[p] for p in params}
         env.update((loop.index, h) for loop, h in zip(km.kernel.host_loops, host_names))
-        xs, cons = [], []
-        for loop in km.kernel.band[: j + 1]:
-            x = names.fresh(f"x_{loop.index}")
-            cons.append(f"0 <= {x} < {isl_expr(loop.extent, env, params)}")
-            env[loop.index] = x
-            xs.append(x)
         all_params = [names[p] for p in params] + list(host_names)
-        nest = isl.Set(f"[{', '.join(all_params)}] -> {{ [{', '.join(xs)}] : {' and '.join(cons)} }}")
-        nest = nest.intersect_params(context)
+        nest = loop_nest(model, km.kernel.band[: j + 1], env, all_params).intersect_params(context)
         span = km.loops[j].threads * km.loops[j].seq
         top = nest.dim_max(j)  # the largest index: blocks = floor(top / span) + 1
         blocks = top.scale_down_val(isl.Val.int_from_si(top.get_ctx(), span)).floor()
