@@ -12,6 +12,12 @@
 // thread: a block of 1024 threads costs 1024 small stacks, reused block after block.
 // __shared__ variables are function-local statics per OS thread (thread_local), so they
 // are shared by the threads of a block and private to it.
+//
+// Warp exchanges (__shfl_*_sync, __syncwarp) need the other lanes of the warp to reach
+// them too, so they run on the fibers as well: a round of the scheduler resumes every thread
+// up to its next stop, and a lane posts its value in one round and reads its partner's in
+// the next (see shuffle below). The threads stopped at __syncthreads wait there until no
+// thread of the block is inside an exchange, so a barrier still holds every thread.
 #ifndef POLYMAP_HOST_H
 #define POLYMAP_HOST_H
 #define POLYMAP_HOST 1
@@ -27,9 +33,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 struct uint3 {
@@ -120,60 +128,195 @@ inline void make_context(Context& c, char* stack, std::size_t size, void (*entry
 }
 #endif
 
+// Where a fiber handed control back to the scheduler.
+enum class Stop : char {
+  barrier,  // at __syncthreads: resumed once no thread of the block is inside a warp exchange
+  warp,     // inside a warp exchange: resumed in the next round
+  ended,
+};
+
 // The fibers of one OS thread: a context and a stack per CUDA thread of the block, kept from
-// block to block (and launch to launch).
+// block to block (and launch to launch), and the words the lanes of a warp exchange through.
 constexpr std::size_t FIBER_STACK = 256 * 1024;  // untouched pages cost no memory
 struct Fibers {
   Context scheduler;
   std::vector<Context> contexts;
   std::vector<std::unique_ptr<char[]>> stacks;
-  void (*body)(void*) = nullptr;  // runs the kernel
+  std::vector<Stop> stops;           // where each thread of the block stopped last
+  std::vector<std::uint64_t> words;  // each thread's value in its warp exchange under way
+  std::vector<long> posted;          // the round in which each thread last posted its word
+  void (*body)(void*) = nullptr;     // runs the kernel
   void* kernel = nullptr;
-  long running = 0;           // the fiber in progress
-  bool at_barrier = false;    // whether it stopped at a barrier (else it ended)
+  long threads = 0;  // of the block
+  long running = 0;  // the fiber in progress: the linear id of its CUDA thread
+  // rounds count on from block to block (a block's last round, in which all its remaining
+  // threads end, posts nothing), so that a word posted in an earlier block never passes for
+  // one posted in the last round
+  long round = 0;
+  Stop stop = Stop::ended;  // where the fiber in progress stopped
 };
+// The pool of the block in progress on this OS thread; null outside run_block_as_fibers, which
+// is how the intrinsics that need fibers tell a launch without them.
 inline thread_local Fibers* fibers = nullptr;
 
 inline void fiber_main() {
   Fibers* f = fibers;
   f->body(f->kernel);
-  f->at_barrier = false;
+  f->stop = Stop::ended;
   swap(f->contexts[f->running], f->scheduler);  // ended: never resumed
   std::abort();
 }
 
-inline void barrier() {
-  Fibers* f = fibers;
-  f->at_barrier = true;
-  swap(f->contexts[f->running], f->scheduler);
+// An intrinsic used where CUDA gives it no meaning: called in a kernel launched without
+// fibers (sync = false, whose threads run one after another to their end, so that no other
+// thread can meet it there), or by a lane that its mask leaves out. The emitter wrote the call
+// and chose the launch, so this is its programming error, never the user's: stop with the
+// reason rather than return a value that might pass for a result.
+[[noreturn]] inline void misuse(const char* intrinsic, const char* reason) {
+  std::fprintf(stderr,
+               "polymap host emulation: %s in block (%u, %u, %u), thread (%u, %u, %u): %s\n",
+               intrinsic, block_index.x, block_index.y, block_index.z, thread_index.x,
+               thread_index.y, thread_index.z, reason);
+  std::abort();
 }
 
-// One block of a kernel with barriers: each thread from its start (or last barrier) to its
-// next barrier (or its end), in turn, until every thread has ended.
+inline Fibers& block_fibers(const char* intrinsic) {
+  if (fibers == nullptr)
+    misuse(intrinsic,
+           "called in a kernel launched with sync = false; the threads of a kernel that meets "
+           "at barriers or exchanges values across a warp must run as fibers (sync = true)");
+  return *fibers;
+}
+
+inline void barrier() {
+  Fibers& f = block_fibers("__syncthreads");
+  f.stop = Stop::barrier;
+  swap(f.contexts[f.running], f.scheduler);
+}
+
+// The end of the caller's round inside a warp exchange: every other thread that is not
+// waiting at a barrier runs up to its own next stop before the caller goes on.
+inline void warp_step(Fibers& f) {
+  f.stop = Stop::warp;
+  swap(f.contexts[f.running], f.scheduler);
+}
+
+// The lane (0 .. 31) of the thread in progress, checked to be in `mask`: CUDA leaves an
+// exchange undefined for a thread outside its own mask (on the GPU it may hang), a mistake
+// in the emitted code that no later result would show.
+inline unsigned lane_in(Fibers& f, const char* intrinsic, unsigned mask) {
+  const unsigned lane = unsigned(f.running) & 31;
+  if (((mask >> lane) & 1) == 0) misuse(intrinsic, "the calling lane is not in the mask");
+  return lane;
+}
+
+// PTX's shfl.sync, by which CUDA defines its shuffles: operand b (the source lane, offset or
+// lane mask, of which only the low 5 bits count) and c, which packs the segment mask
+// (32 - width) in bits 12:8 and a clamp in bits 4:0 (31, or 0 for .up). A lane reads lane j
+// of its warp when j passes the mode's test against its segment's bounds, else keeps its own
+// value: so .down and .up never leave the segment, .idx takes srcLane modulo width within it,
+// and .bfly may read an earlier segment but never a later one (as CUDA documents).
+enum class Mode : char { up, down, bfly, idx };
+
+template <class T>
+T shuffle(const char* intrinsic, Mode mode, unsigned mask, T var, unsigned b, int width) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(std::uint64_t),
+                "a warp shuffle moves at most 8 bytes");
+  Fibers& f = block_fibers(intrinsic);
+  const int lane = int(lane_in(f, intrinsic, mask));
+  const int segment = int(unsigned(32 - width) & 31);
+  const int clamp = mode == Mode::up ? 0 : 31;
+  const int min_lane = lane & segment;
+  const int max_lane = min_lane | (clamp & ~segment);
+  const int bval = int(b & 31);
+  int j = lane;
+  bool in_range = true;
+  switch (mode) {
+    case Mode::up:
+      j = lane - bval;
+      in_range = j >= max_lane;
+      break;
+    case Mode::down:
+      j = lane + bval;
+      in_range = j <= max_lane;
+      break;
+    case Mode::bfly:
+      j = lane ^ bval;
+      in_range = j <= max_lane;
+      break;
+    case Mode::idx:
+      j = min_lane | (bval & ~segment);
+      break;
+  }
+  // Post: every lane of the exchange executes the same shuffles since the last barrier (CUDA
+  // requires it of the lanes in `mask`), so all of them post in this round, whatever the
+  // other warps or lane groups do meanwhile.
+  const long me = f.running;
+  std::uint64_t word = 0;
+  __builtin_memcpy(&word, &var, sizeof(T));
+  f.words[me] = word;
+  f.posted[me] = f.round;
+  warp_step(f);
+  // Read, one round later: every partner has posted by now.
+  T value = var;
+  if (in_range && j != lane) {
+    const long partner = me - lane + j;
+    const bool named = partner < f.threads && ((mask >> j) & 1) != 0;
+    if (named && f.posted[partner] == f.round - 1) {
+      __builtin_memcpy(&value, &f.words[partner], sizeof(T));
+    } else if (named && f.stops[partner] != Stop::ended) {
+      misuse(intrinsic, "a lane named in the mask did not take part in the same exchange");
+    } else {
+      // a lane outside the mask, past the end of the block or exited: CUDA leaves the value
+      // undefined; all bits set (NaN, -1) so that a use of it shows in the checked results
+      // rather than a stale word that might look right
+      word = ~std::uint64_t(0);
+      __builtin_memcpy(&value, &word, sizeof(T));
+    }
+  }
+  // No lane posts again before every lane of this exchange has read: one more round.
+  warp_step(f);
+  return value;
+}
+
+// One block of a kernel with barriers: each thread from its start (or last stop) to its next
+// stop (or its end), in turn, until every thread has ended. A round resumes every thread that
+// is inside a warp exchange; the threads at a barrier wait until a round ends with none inside
+// one, and then all pass it together, so that the lanes of an exchange, which start it in the
+// same round, post and read in the same rounds.
 template <class Kernel>
 void run_block_as_fibers(dim3 grid, dim3 block, long b, long threads, Kernel& kernel) {
   static thread_local Fibers pool;
   fibers = &pool;
   pool.body = [](void* k) { (*static_cast<Kernel*>(k))(); };
   pool.kernel = &kernel;
+  pool.threads = threads;
   if (long(pool.contexts.size()) < threads) {
     pool.contexts.resize(threads);
+    pool.stops.resize(threads);
+    pool.words.resize(threads);
+    pool.posted.resize(threads, -1);
     while (long(pool.stacks.size()) < threads) pool.stacks.emplace_back(new char[FIBER_STACK]);
   }
   for (long t = 0; t < threads; ++t) make_context(pool.contexts[t], pool.stacks[t].get(), FIBER_STACK, fiber_main);
-  std::vector<char> ended(threads, 0);
+  std::fill_n(pool.stops.begin(), threads, Stop::barrier);  // as if all had just passed one
+  bool open = true;  // whether the threads at a barrier pass it in this round
   for (long left = threads; left > 0;) {
+    ++pool.round;
+    bool exchanging = false;
     for (long t = 0; t < threads; ++t) {
-      if (ended[t]) continue;
+      const Stop stop = pool.stops[t];
+      if (stop == Stop::ended || (stop == Stop::barrier && !open)) continue;
       enter(grid, block, b, t);
       pool.running = t;
-      swap(pool.scheduler, pool.contexts[t]);  // back at the thread's next barrier or its end
-      if (!pool.at_barrier) {
-        ended[t] = 1;
-        --left;
-      }
+      swap(pool.scheduler, pool.contexts[t]);  // back at the thread's next stop or its end
+      pool.stops[t] = pool.stop;
+      if (pool.stop == Stop::ended) --left;
+      exchanging = exchanging || pool.stop == Stop::warp;
     }
+    open = !exchanging;
   }
+  fibers = nullptr;
 }
 
 template <class Kernel>
@@ -228,6 +371,42 @@ void launch(dim3 grid, dim3 block, bool sync, Kernel kernel) {
   do {                                             \
     if (pm_fault != 0) return POLYMAP_ERROR_FAULT; \
   } while (0)
+
+// CUDA's warp intrinsics, on the fibers (polymap_host::shuffle). CUDA declares the shuffles
+// for int, unsigned, long, unsigned long, long long, unsigned long long, float and double, so
+// a smaller integer or a bool reaches the int one by promotion: the result type is what unary
+// + makes of the argument's, here as there (an f16 stored as unsigned short comes back int).
+template <class T>
+  requires std::is_arithmetic_v<T>
+inline decltype(+T()) __shfl_sync(unsigned mask, T var, int srcLane, int width = 32) {
+  return polymap_host::shuffle<decltype(+T())>("__shfl_sync", polymap_host::Mode::idx, mask, var,
+                                               unsigned(srcLane), width);
+}
+template <class T>
+  requires std::is_arithmetic_v<T>
+inline decltype(+T()) __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+  return polymap_host::shuffle<decltype(+T())>("__shfl_up_sync", polymap_host::Mode::up, mask, var,
+                                               delta, width);
+}
+template <class T>
+  requires std::is_arithmetic_v<T>
+inline decltype(+T()) __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+  return polymap_host::shuffle<decltype(+T())>("__shfl_down_sync", polymap_host::Mode::down, mask,
+                                               var, delta, width);
+}
+template <class T>
+  requires std::is_arithmetic_v<T>
+inline decltype(+T()) __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = 32) {
+  return polymap_host::shuffle<decltype(+T())>("__shfl_xor_sync", polymap_host::Mode::bfly, mask,
+                                               var, unsigned(laneMask), width);
+}
+// The lanes of `mask` meet: one round, which every lane of the warp that calls it ends at the
+// same time, so what one wrote before it the others read after it.
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  polymap_host::Fibers& f = polymap_host::block_fibers("__syncwarp");
+  polymap_host::lane_in(f, "__syncwarp", mask);
+  polymap_host::warp_step(f);
+}
 
 // CUDA's atomicMax, for the threads of the emulation that share the fault word.
 inline int atomicMax(int* address, int value) {
