@@ -212,9 +212,16 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="LOOP=DECISION",
         help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
-        "k.tile=16, k.stage=A,B (or none), k.transpose=A (or none), k.copy=1 (element-wise copies; 4: float4 at most), i.interleave=yes (the kernel's points in outer-product order)",
+        "k.tile=16, k.stage=A,B (or none), k.transpose=A (or none), k.copy=1 (element-wise copies; 4: float4 at most), i.interleave=yes (the kernel's points in outer-product order), i.lanes=32 (a warp per point: the body's reductions over its lanes; 1: a thread per point)",
     )
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
+    parser.add_argument(
+        "--no-reassociate",
+        dest="reassociate",
+        action="store_false",
+        help="keep every float sum in the program's order: no warp's lanes share a float += or *= "
+        "(max= and min= and integer sums still may: they are exact in any order)",
+    )
 
 
 def _proofs_option(parser: argparse.ArgumentParser) -> None:
@@ -257,6 +264,7 @@ _PIN_FIELDS = (
     "transpose",
     "copy",
     "interleave",
+    "lanes",
 )
 
 
@@ -271,7 +279,9 @@ def _pins(items: list[tuple[str, str, str]]) -> dict:
                 )
             else:
                 entry[field] = (
-                    int(value) if field in ("threads", "seq", "tile", "copy") and value.isdigit() else value
+                    int(value)
+                    if field in ("threads", "seq", "tile", "copy", "lanes") and value.isdigit()
+                    else value
                 )
         else:
             from polymap.mapping.space import parse_pins
@@ -309,7 +319,12 @@ def _map(args: argparse.Namespace) -> int:
 
         checked_plot_path(args.plot)  # before the solve: a bad path costs nothing
     mapping = optimize(
-        program, args.target, pins=_pins(args.pin), context=args.context, time_limit=args.time_limit
+        program,
+        args.target,
+        pins=_pins(args.pin),
+        context=args.context,
+        time_limit=args.time_limit,
+        reassociate=args.reassociate,
     )
     if args.json:
         import json
@@ -332,7 +347,13 @@ def _compile(args: argparse.Namespace, program):
 
     # one pipeline run: optimizing first and passing the mapping would prove it twice
     return polymap.compile(
-        program, None, args.target, pins=_pins(args.pin), context=args.context, time_limit=args.time_limit
+        program,
+        None,
+        args.target,
+        pins=_pins(args.pin),
+        context=args.context,
+        time_limit=args.time_limit,
+        reassociate=args.reassociate,
     )
 
 

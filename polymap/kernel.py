@@ -105,12 +105,21 @@ def compile(
     pins=None,
     context: str | None = None,
     time_limit: float | None = None,
+    reassociate: bool = True,
 ) -> Kernel:
     """Compile ``program`` to CUDA C. Without a ``mapping``, ``optimize`` chooses one (with
-    ``pins``, ``context`` and ``time_limit``); a given mapping is proved again with isl
+    ``pins``, ``context``, ``time_limit`` and ``reassociate``); a given mapping is proved again with isl
     before any code is generated, so a hand-made mapping cannot produce wrong code.
     The steps are ``polymap.pipeline.compile_program``."""
     check_program_argument(program, "compile")
     return Kernel(
-        compile_program(program, mapping, target, pins=pins, context=context, time_limit=time_limit)
+        compile_program(
+            program,
+            mapping,
+            target,
+            pins=pins,
+            context=context,
+            time_limit=time_limit,
+            reassociate=reassociate,
+        )
     )

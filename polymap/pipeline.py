@@ -74,6 +74,7 @@ def optimize_program(
     registers: bool = True,
     staging: bool = True,
     analyses: Analyses | None = None,
+    reassociate: bool = True,
 ) -> Mapped:
     """The steps of ``polymap.optimize`` (see its docstring for the options)."""
     analyses = analyses if analyses is not None else Analyses()
@@ -88,7 +89,7 @@ def optimize_program(
             rewritten = transform(program, registers=registers, analyses=analyses, axes=axes)
         with step("analysis at the cost sizes"):
             bound_model = analyses(rewritten.bind(**sizes))
-        return rewritten, map_kernels(bound_model, gpu, pinned, time_limit, staging, rewritten)
+        return rewritten, map_kernels(bound_model, gpu, pinned, time_limit, staging, rewritten, reassociate)
 
     bands = deep_bands(program)
     choices: tuple[BandChoice, ...] = ()
@@ -185,12 +186,19 @@ def compile_program(
     pins,
     context: str | None,
     time_limit: float | None,
+    reassociate: bool = True,
 ) -> CudaProgram:
     """The steps of ``polymap.compile``: optimize (or prove a given mapping), then emit."""
     analyses = Analyses()
     if mapping is None:
         mapped = optimize_program(
-            program, target, pins=pins, context=context, time_limit=time_limit, analyses=analyses
+            program,
+            target,
+            pins=pins,
+            context=context,
+            time_limit=time_limit,
+            analyses=analyses,
+            reassociate=reassociate,
         )
     else:
         if pins is not None or context is not None:

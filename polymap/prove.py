@@ -69,6 +69,7 @@ from polymap.mapping.staging import VECTOR_BYTES, scope_loops, stage_candidates,
 from polymap.poly.deps import Dependence
 from polymap.poly.isl_text import evaluate_index, isl_expr
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
+from polymap.prove_lanes import across_lanes, check_lane_shape, one_copy_per_lane, prove_lane_order
 from polymap.schedule.hardware import Executed, Frame, executed, frame_of, param_prefix
 from polymap.schedule.shared import SharedPlan, element_of, shared_plan, shared_reads
 from polymap.transform.fold import every_band_choice, fold_deep_bands
@@ -138,6 +139,7 @@ def _verify(model: PolyModel, mappings: tuple[KernelMapping, ...], context: str 
     done: dict[str, Executed] = {}
     proofs = []
     for rank, km in enumerate(mappings):
+        check_lane_shape(model, km)
         frame = frame_of(model, km)
         mine = [s for s in model.statements if owner[s.name] == rank]
         width = max((2 * (len(s.loops) - frame.outer) + 1 for s in mine), default=1)
@@ -379,20 +381,21 @@ def _prove_race_free(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
             pairs = p1.apply_range(p2.reverse())
             for dim in range(frame.host):
                 pairs = pairs.equate(_IN, dim, _OUT, dim)  # one launch
-            same = pairs
-            for dim in range(frame.host, frame.host + 6):
-                same = same.equate(_IN, dim, _OUT, dim)
-            clash = pairs.subtract(same)
+            pairs = one_copy_per_lane(pairs, frame, _buffer(model, a1).is_local)
+            # two lanes of one warp are ordered by its forks and joins: the lane-order proof
+            # takes those pairs (each is a dependence), this one every other pair of threads
+            _, clash = across_lanes(pairs, frame)
             touched[a1.buffer] = True
             if clash.is_empty():
                 continue
             raise _race(model, frame, (e1, a1), (e2, a2), clash)
+    among = " of two warps (two lanes of one warp: lane order)" if frame.mapping.lanes > 1 else ""
     return [
         Proved(
             Obligation.RACE_FREE,
             b,
-            f"(R_S1 ; A1) ; (R_S2 ; A2)^-1 on {b}, one launch, two threads",
-            f"{frame.mapping.kernel.name}: no race between threads on {b}",
+            f"(R_S1 ; A1) ; (R_S2 ; A2)^-1 on {b}, one launch, two threads" + among,
+            f"{frame.mapping.kernel.name}: no race between threads on {b}" + among,
         )
         for b in touched
     ]
@@ -472,9 +475,17 @@ def _prove_thread_order(model: PolyModel, frame: Frame, executed, deps: list[Dep
         one_thread = pairs
         for dim in range(frame.host, frame.host + 6):
             one_thread = one_thread.equate(_IN, dim, _OUT, dim)
-        across = pairs.subtract(one_thread)
+        lanes, across = across_lanes(pairs, frame)
         if not across.is_empty():
             raise _dep_error(model, name, dep, e1, e2, across, "runs them in different threads of one launch")
+        if not lanes.is_empty():
+
+            def error(bad, what, dep=dep, e1=e1, e2=e2):
+                return _dep_error(model, name, dep, e1, e2, bad, what)
+
+            lines.append(prove_lane_order(model, frame, dep, e1, e2, lanes, error))
+            if one_thread.is_empty():
+                continue
         late = one_thread.intersect(e1.time.lex_ge_map(e2.time))
         if not late.is_empty():
             raise _dep_error(

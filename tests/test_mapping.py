@@ -367,7 +367,51 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
             best_any = min(best_any, objective)
             if _within_registers(problem, staged):
                 best = min(best, objective)
+    if problem.spread:  # a warp per point: the band on y and z, nothing staged or interleaved
+        for combo in itertools.product(list(choices), repeat=len(band)):
+            if not _feasible_with_lanes(problem.extents, combo):
+                continue
+            laned = KernelMapping(
+                problem.kernel,
+                tuple(
+                    LoopMapping(loop.index, t, b, 2**lt, 2**ls, d, loop.extent, n)
+                    for loop, (t, b, lt, ls, d), n in zip(band, combo, problem.extents)
+                ),
+                lanes=32,
+                spread=problem.spread,
+            )
+            objective = problem.cost(laned).objective_s * 1e6
+            best_any = min(best_any, objective)
+            if _within_registers(problem, laned):
+                best = min(best, objective)
     return best, best_any
+
+
+def _feasible_with_lanes(extents: tuple[int, ...], loops: tuple[tuple, ...]) -> bool:
+    """The model's limits with lanes, restated for the oracle: threadIdx.x holds the 32 lanes,
+    so no band loop is on x, and the block is 32 times the band's threads."""
+    caps = [math.ceil(math.log2(n)) if n > 1 else 0 for n in extents]
+    tiny = sum(caps) < 5
+    axes = [t for t, *_ in loops]
+    blocks = [b for _, b, *_ in loops]
+    if len(set(axes)) != len(axes) or len(set(blocks)) != len(blocks) or Axis.X in axes:
+        return False
+    lts = [lt for _, _, lt, _, _ in loops]
+    lss = [ls for _, _, _, ls, _ in loops]
+    if tiny and (sum(lts) != 0 or any(lss)):
+        return False
+    if not tiny and 5 + sum(lts) > MAX_LOG_THREADS:
+        return False
+    if sum(lss) > MAX_LOG_SEQ_TOTAL:
+        return False
+    for (axis, block, lt, ls, _), cap, n in zip(loops, caps, extents):
+        if axis is Axis.Z and lt > MAX_LOG_Z:
+            return False
+        if not tiny and lt + ls > cap:
+            return False
+        if block in (Axis.Y, Axis.Z) and math.ceil(n / 2 ** (lt + ls)) > GRID_YZ:
+            return False
+    return True
 
 
 def _within_registers(problem: KernelProblem, mapped: KernelMapping) -> bool:

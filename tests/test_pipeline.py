@@ -76,7 +76,8 @@ ALLOWED = {
     "reference": {"ir", "poly"},
     "mapping": {"ir", "transform", "poly", "targets"},
     "schedule": {"ir", "poly", "targets", "mapping"},
-    "prove": {"ir", "transform", "poly", "targets", "mapping", "schedule"},
+    "prove": {"ir", "transform", "poly", "targets", "mapping", "schedule", "prove_lanes"},
+    "prove_lanes": {"ir", "poly", "targets", "mapping", "schedule"},  # the lanes' obligations
     "codegen": {"ir", "poly", "targets", "schedule"},
     "runtime": {"ir", "poly", "codegen", "reference", "targets"},
     "pipeline": {"ir", "transform", "poly", "targets", "mapping", "schedule", "prove", "codegen"},

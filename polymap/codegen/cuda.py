@@ -26,6 +26,7 @@ from polymap.codegen.ast_c import AstPrinter
 from polymap.codegen.cexpr import C_TYPE, StatementPrinter, linear_offset, records_faults
 from polymap.codegen.cnames import CNames
 from polymap.codegen.comments import comment, comment_text
+from polymap.codegen.lanes_c import fork_lines, join_lines, lanes_header
 from polymap.errors import CodegenError, InternalError
 from polymap.ir import walk
 from polymap.ir.nodes import (
@@ -115,7 +116,8 @@ class KernelLaunch:
     block: tuple[int, int, int]
     grid: tuple[isl.PwAff | int, ...]  # blocks per axis, functions of sizes and host indices
     host_params: tuple[str, ...]  # isl names of the host indices in ``grid``
-    sync: bool  # meets at __syncthreads (the host emulation runs its threads as fibers)
+    # meets at __syncthreads or shuffles between lanes (the host emulation runs its threads as fibers)
+    sync: bool
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -235,6 +237,7 @@ class _Emitter:
                     lines.append(f"  the {km.points} points of a thread interleaved (outer-product order)")
                 if km.staging is not None:
                     lines.append(f"  {km.staging.describe()} ({cost.shared_bytes} bytes per block)")
+                lines += lanes_header(km)
             at = ", ".join(f"{n} = {v}" for n, v in m.cost_sizes)
             lines.append(
                 f"  predicted {cost.time_s * 1e6:.4g} us per launch ({cost.roofs_text()})"
@@ -266,6 +269,8 @@ class _Emitter:
         for isl_name, hw in used_axes:
             lines.append(f"  const int {self.hw_names[isl_name]} = {hw};")
         self.shared_names = {}
+        if schedule.syncs:
+            self.check_lane_syncs(schedule)
         if plan is not None:
             self.check_barriers(schedule)
             for copy in plan.copies:
@@ -306,7 +311,7 @@ class _Emitter:
             km.block_dim(),
             self.checked_grid(km, grid_dims(self.model, km, host_params), host_params),
             host_params,
-            plan is not None,
+            plan is not None or km.lanes > 1,  # shuffles: the host runs the threads as fibers
         )
         return "\n".join(lines), launch
 
@@ -336,6 +341,16 @@ class _Emitter:
                 "not every thread of a block would meet it"
             )
 
+    def check_lane_syncs(self, schedule: KernelSchedule) -> None:
+        lane = (schedule.frame.hw[schedule.frame.host + 3],)
+        names = {x.name for x in schedule.syncs}
+        asts = [schedule.ast] + ([schedule.full[1]] if schedule.full is not None else [])
+        if not all(barriers_unconditional(ast, lane, names) for ast in asts):
+            raise InternalError(
+                f"{schedule.mapping.kernel.name}: isl placed a fork or join under a condition on the lane; "
+                "not every lane of a warp would meet its shuffles"
+            )
+
     def bind_hardware(self, frame: Frame) -> list[tuple[str, str]]:
         """C names for the host indices, block and thread coordinates of a kernel; returns
         the coordinates the mapping uses, each with its CUDA builtin."""
@@ -349,7 +364,7 @@ class _Emitter:
             isl_name = frame.hw[frame.host + k]
             self.hw_names[isl_name] = self.coordinates[k]  # bx .. tz
             axes = [lm.block_axis if k < 3 else lm.thread_axis for lm in km.loops]
-            if any(a.position == k % 3 for a in axes):
+            if any(a.position == k % 3 for a in axes) or (k == 3 and km.lanes > 1):
                 used.append((isl_name, builtin))
         return used
 
@@ -371,7 +386,17 @@ class _Emitter:
                 for s in statements
                 if k % 2 and len(s.loops) > frame.outer + depth
             }
-            if len(loops) == 1 and (index := loops.pop()) not in used:
+            # with lanes, a spread loop's dimension counts its steps (j = 32 * step + lane)
+            stepped = {
+                km.spread_at(s.ctx.position[frame.outer]) is not None
+                for s in statements
+                if k == 1 and len(s.loops) > frame.outer
+            }
+            if stepped == {True} and len(loops) == 1:
+                names.append(self.cn.fresh(f"{loops.pop()}_step"))
+            elif True in stepped:
+                names.append(self.cn.fresh(f"c{k}"))
+            elif len(loops) == 1 and (index := loops.pop()) not in used:
                 used.add(index)
                 names.append(self.cn[index])
             else:
@@ -425,6 +450,13 @@ class _Emitter:
         plan = schedule.shared
         if plan is not None and any(b.name == tuple_name for b in plan.barriers):
             return ["__syncthreads();"]
+        sync = next((x for x in schedule.syncs if x.name == tuple_name), None)
+        if sync is not None:
+            if sync.joins:
+                return join_lines(sync.spread, self.cn.__getitem__)
+            return fork_lines(
+                sync.spread, self.hw_names[schedule.frame.hw[schedule.frame.host + 3]], self.cn.__getitem__
+            )
         described = schedule.leaves.get(key)
         if isinstance(described, CopyLeaf):
             return self.copy_leaf(printer, described)

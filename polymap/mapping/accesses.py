@@ -76,7 +76,8 @@ class GlobalAccess:
         """max |addr(x + delta) - addr(x)| over the points x with x and x + delta in the
         domain, computed exactly by isl (the Farkas bound may exceed it for quasi-affine
         accesses: it bounds the rational relaxation)."""
-        if not self.quasi_affine:
+        coefficients = dict(self.coefficients)
+        if not self.quasi_affine and all(i in coefficients for i, step in delta.items() if step):
             return abs(sum(c * delta.get(i, 0) for i, c in self.coefficients))
         names = dict(self.isl_names)
         shift = {u: IBin(IndexOp.ADD, IVar(u), IConst(delta.get(u, 0))) for u in names}

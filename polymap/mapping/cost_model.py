@@ -9,7 +9,7 @@ import math
 from polymap.ir.nodes import Loop, index_vars
 from polymap.ir.walk import walk_block
 from polymap.mapping.accesses import GlobalAccess
-from polymap.mapping.space import Axis, Distribution, Kernel, KernelMapping
+from polymap.mapping.space import Axis, Distribution, Kernel, KernelMapping, SpreadLoop
 from polymap.mapping.staging import StagedBuffer
 from polymap.targets import GpuTarget
 
@@ -184,7 +184,8 @@ def fill_fraction(target: GpuTarget, mapping: KernelMapping, extents: tuple[int,
     GPU's thread slots; prod N / prod T S blocks against its SMs; the thread slots that blocks
     of this size can hold), whatever the rounding up."""
     work = math.prod(extents)
-    in_flight = work if mapping.interleaved else work / mapping.points
+    # with lanes a warp per point: ``lanes`` threads each
+    in_flight = (work if mapping.interleaved else work / mapping.points) * mapping.lanes
     span = math.prod(m.threads * m.seq for m in mapping.loops)
     return min(
         1.0,
@@ -238,6 +239,49 @@ def wrapped_sectors(
     column = (count - 1) * abs(row_stride) * element_bytes + element_bytes
     span = row + column - element_bytes
     return max(1, min(warp, -(-span // sector), count * -(-row // sector), lanes * -(-column // sector)))
+
+
+def lane_stride(access: GlobalAccess, spread: tuple[SpreadLoop, ...]) -> int | None:
+    """With lanes (``lanes.py``): the elements between neighbouring lanes' addresses for an
+    access of a spread loop (one step of the loop, exact by isl), None for any other access
+    (lane 0's alone)."""
+    loop = next((sp for sp in spread if access.statement in sp.statements), None)
+    if loop is None:
+        return None
+    return access.exact_stride({loop.index: 1})
+
+
+def lane_sectors(target: GpuTarget, access: GlobalAccess, spread: tuple[SpreadLoop, ...]) -> int:
+    """The model's sectors per request of an access with lanes: a spread loop's access spans
+    the warp along the loop; lane 0's own access is a request per instance, one sector, i.e.
+    ``sector_bytes`` bytes per instance, which the model's ``instances * sigma`` bytes counts
+    as ``sigma = sector_bytes`` (the model takes a request of a warp of lanes to move
+    ``sector_bytes`` per sector, so a sector per lane is ``warp_size = sector_bytes``)."""
+    stride = lane_stride(access, spread)
+    if stride is None:
+        return target.sector_bytes
+    return sectors_per_request(
+        stride, access.element_bytes, lanes=target.warp_size, sector=target.sector_bytes
+    )
+
+
+def lane_instructions(
+    target: GpuTarget, accesses: tuple[GlobalAccess, ...], spread: tuple[SpreadLoop, ...], points: int
+) -> float:
+    """Warp instructions lanes add to a kernel: lane 0's global accesses become a request
+    per instance (a warp per band point), and per band point (``points``) and spread loop,
+    the fork (a select of the identity, a shuffle per broadcast local, a ``__syncwarp``)
+    and the join (a ``__syncwarp``, then per accumulator a shuffle and an operation per
+    step of the butterfly, log2(warp) steps)."""
+    warp = target.warp_size
+    extra = 0.0
+    for a in accesses:
+        if lane_stride(a, spread) is None:
+            extra += a.instances - -(-a.instances // warp)
+    steps = log2_floor(warp)
+    for sp in spread:
+        extra += points * (3 + len(sp.broadcasts) + 2 * steps * len(sp.accumulators))
+    return extra
 
 
 def grid_need(extent: int, most_blocks: int) -> int:

@@ -79,6 +79,18 @@ def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mappin
             for loop in mapped.loops
         ],
         "interleaved": mapped.interleaved,
+        "lanes": mapped.lanes,
+        "spread": [
+            {
+                "index": sp.index,
+                "position": sp.position,
+                "statements": list(sp.statements),
+                "accumulators": [{"buffer": name, "op": op.value} for name, op in sp.accumulators],
+                "broadcasts": list(sp.broadcasts),
+                "reassociates": sp.reassociates,
+            }
+            for sp in mapped.spread
+        ],
         "staging": None
         if mapped.staging is None
         else {

@@ -26,6 +26,7 @@ class Obligation(enum.Enum):
     STAGING_COVERAGE = "staging coverage"  # a staged read finds its element copied, before it
     BARRIERS = "barriers"  # a barrier between a copy and other threads' accesses to its tile
     VECTOR_COPIES = "vector copies"  # a copy's vector: aligned, its lanes neighbours in the tile
+    LANE_ORDER = "lane order"  # across the lanes of a warp: source first, a fork or join between
     LAUNCH_ORDER = "launch order"  # across launches: the source's launch first
 
 

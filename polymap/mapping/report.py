@@ -120,6 +120,28 @@ def format_kernel(mapped: KernelMapping) -> list[str]:
         )
     if mapped.staging is not None:
         lines.extend(format_staging(mapped))
+    lines.extend(format_lanes(mapped))
+    return lines
+
+
+def format_lanes(mapped: KernelMapping) -> list[str]:
+    """A kernel's lanes (``lanes.py``): which loops a warp runs together, and what a join
+    combines (and whether that reorders a float sum)."""
+    if mapped.lanes <= 1:
+        return []
+    lines = [
+        f"  a warp per point: threadIdx.x is the lane; lane 0 runs the body, and the {mapped.lanes} lanes "
+        "run each loop below together (its iteration n on lane n % 32)"
+    ]
+    for sp in mapped.spread:
+        combined = ", ".join(f"{name} {op.value}" for name, op in sp.accumulators)
+        what = f"partial {combined} combined by shuffles at its end" if combined else "no reduction"
+        order = (
+            "; reorders a float sum (reassociate=False keeps the program's order)" if sp.reassociates else ""
+        )
+        loop = mapped.kernel.body[sp.position]
+        where = f" at {loop.loc}" if loop.loc is not None else f" (statement {sp.position + 1} of the body)"
+        lines.append(f"    loop '{sp.index}'{where}: {what}{order}")
     return lines
 
 

@@ -73,6 +73,8 @@ from polymap.mapping.cost_model import (
     grid_need,
     interleavable,
     issue_rate,
+    lane_instructions,
+    lane_sectors,
     log2_floor,
     loop_step_instructions,
     mentioned_loops,
@@ -131,6 +133,7 @@ class ScipModel:
         p_log = {loop.index: self.lt[j] + self.ls[j] for j, loop in enumerate(band)}
         block = self._block_size()
         traffic = self._staging(scip, pins, traffic, p_log, block)
+        self._lanes()
         self._registers(scip, quicksum(self.ls[j] for j in range(self.n)), block)
         time, traffic_time = self._time(traffic, block)
         self._objective(time, traffic_time)
@@ -189,8 +192,12 @@ class ScipModel:
             scip.addCons(quicksum(self.ut[j, k] for k in range(self.log_block + 1)) == 1)
             scip.addCons(quicksum(self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) == 1)
             scip.addCons(self.seq[j] == quicksum(2**m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)))
-        # threadIdx.x always holds a loop: it decides which loop's iterations are neighbours in a warp
-        scip.addCons(quicksum(self.ax[j, Axis.X] for j in range(self.n)) == 1)
+        # a warp per band point (``lanes.py``): threadIdx.x holds the lanes, the band y and z
+        # (the constant 0 where the body has no loop to spread: the model is then as before)
+        self.w = scip.addVar("lanes", vtype="B") if self.p.spread else 0
+        # threadIdx.x always holds a loop or the lanes: it decides which iterations are
+        # neighbours in a warp
+        scip.addCons(quicksum(self.ax[j, Axis.X] for j in range(self.n)) + self.w == 1)
         for a in Axis:
             scip.addCons(quicksum(self.ax[j, a] for j in range(self.n)) <= 1)
             scip.addCons(quicksum(self.bx[j, a] for j in range(self.n)) <= 1)
@@ -221,11 +228,12 @@ class ScipModel:
         ``max_threads_per_block`` threads; at most ``2^MAX_LOG_SEQ_TOTAL`` points per thread."""
         scip = self.scip
         self.total_lt = quicksum(self.lt[j] for j in range(self.n))
+        threads_log = self.total_lt + self.log_warp * self.w
         if self.tiny:
-            scip.addCons(self.total_lt == self.log_warp)
+            scip.addCons(threads_log == self.log_warp)
         else:
-            scip.addCons(self.total_lt >= self.log_warp)
-            scip.addCons(self.total_lt <= self.log_block)
+            scip.addCons(threads_log >= self.log_warp)
+            scip.addCons(threads_log <= self.log_block)
         scip.addCons(quicksum(self.ls[j] for j in range(self.n)) <= MAX_LOG_SEQ_TOTAL)
 
     def _lane_steps(self) -> dict[str, object]:
@@ -304,7 +312,11 @@ class ScipModel:
             # of the size of a row stride times SCIP's integrality tolerance (1e-7 on z) would
             # cancel the bound (seen: 2 sectors charged for 4)
             plain = scip.addVar(f"plain[{access.statement}:{access.text}]", vtype="B")
-            scip.addCons(plain >= 1 - wide - wrapped)
+            scip.addCons(plain >= 1 - wide - wrapped - self.w)
+            if self.p.spread:
+                # with lanes: a spread loop's access spans the warp along the loop, any other
+                # is lane 0's alone, a request of one sector per instance (``lane_sectors``)
+                scip.addCons(sectors >= lane_sectors(t, access, self.p.spread) * self.w)
             scip.addConsIndicator(t.sector_bytes * sectors - (t.warp_size - 1) * e * bound >= e, plain)
             for on, held in rows.values():  # a warp over x, y and z: a sector per lane
                 scip.addCons(wide >= on - held)
@@ -379,7 +391,7 @@ class ScipModel:
         scip = self.scip
         block = {v: scip.addVar(f"block_log2={v}", vtype="B") for v in range(self.log_block + 1)}
         scip.addCons(quicksum(block.values()) == 1)
-        scip.addCons(quicksum(v * block[v] for v in block) == self.total_lt)
+        scip.addCons(quicksum(v * block[v] for v in block) == self.total_lt + self.log_warp * self.w)
         return block
 
     def _time(self, traffic: list, block: dict):
@@ -399,9 +411,19 @@ class ScipModel:
             prod_s = nxt
         u = scip.addVar("underfill", vtype="C", lb=1.0)
         extents = math.prod(p.extents)
-        scip.addCons(u >= capacity / extents)
+        warp = t.warp_size
+        # a warp per band point with lanes: warp times the threads
+        if self.p.spread:
+            scip.addCons(
+                u >= capacity / extents - (capacity / extents - capacity / (warp * extents)) * self.w
+            )
+        else:
+            scip.addCons(u >= capacity / extents)
         # prod S threads fewer unless interleaved (a big-M of 64 points: prod S <= 64)
-        scip.addCons(extents * u >= capacity * (prod_s - 2**MAX_LOG_SEQ_TOTAL * self.inter))
+        # (lanes and interleaving exclude each other: one big-M serves both)
+        scip.addCons(extents * u >= capacity * (prod_s - 2**MAX_LOG_SEQ_TOTAL * (self.inter + self.w)))
+        if self.p.spread:
+            scip.addCons(warp * extents * u >= capacity * (prod_s - 2**MAX_LOG_SEQ_TOTAL * (1 - self.w)))
         # a block runs on one SM: fewer blocks than SMs leave SMs idle
         logs = quicksum(self.lt[j] + self.ls[j] for j in range(self.n))
         top = self.log_block + MAX_LOG_SEQ_TOTAL
@@ -433,7 +455,17 @@ class ScipModel:
             # tripled SCIP's time on tests/test_fold.py's band; measured)
             scip.addCons(time >= t.memory_latency_s * 1e6)  # at least one wave
             c = t.memory_latency_s * 1e6 * extents / capacity
-            tangents = [c / 2**k - c / 4**k * (prod_s - 2**k) for k in range(MAX_LOG_SEQ_TOTAL + 1)]
+            # with lanes a warp runs a thread's points: ``prod S / warp`` points per thread,
+            # prod S - z + z / warp with z = w prod S (exact: w is a binary, prod S bounded)
+            points = prod_s
+            if self.p.spread:
+                z = scip.addVar("lanes_points", vtype="C", lb=0.0, ub=2**MAX_LOG_SEQ_TOTAL)
+                scip.addCons(z <= 2**MAX_LOG_SEQ_TOTAL * self.w)
+                scip.addCons(z <= prod_s)
+                scip.addCons(z >= prod_s - 2**MAX_LOG_SEQ_TOTAL * (1 - self.w))
+                points = prod_s - z + z / warp
+            low = -log2_floor(warp) if self.p.spread else 0
+            tangents = [c / 2**k - c / 4**k * (points - 2**k) for k in range(low, MAX_LOG_SEQ_TOTAL + 1)]
             for tangent in tangents:
                 scip.addCons(time >= tangent)
             # blocks too small to fill an SM's thread slots hold fewer threads, so more waves:
@@ -449,6 +481,20 @@ class ScipModel:
         scip.addCons(shared >= u * quicksum(self.wavefronts) * (1e6 / shared_wavefront_rate(t)))
         scip.addCons(time >= shared)
         return time, memory + shared
+
+    def _lanes(self) -> None:
+        """With lanes (``w``): no staging, no interleaved points, and the warp instructions
+        lanes add (``cost_model.lane_instructions``): lane 0's requests one per instance,
+        and the forks and joins."""
+        scip = self.scip
+        if not self.p.spread:
+            return
+        for scope in self.scope.values():
+            scip.addCons(scope <= 1 - self.w)
+        scip.addCons(self.inter <= 1 - self.w)
+        extra = lane_instructions(self.p.target, self.p.accesses, self.p.spread, math.prod(self.p.extents))
+        if extra:
+            self.instructions.append(extra * self.w)
 
     def _loop_steps(self):
         """The loops' own instructions (``cost_model.loop_step_instructions``): per warp
@@ -500,6 +546,12 @@ class ScipModel:
             # 0.05 SCIP no longer closed the four-deep band of tests/test_fold.py in 30 s
             + 0.03 * (order + quicksum(self.cyc.values()))
         )
+        # with lanes, the threads of a block are often tied (a warp per point fills the GPU
+        # at any block size the occupancy allows): the fewest, (w * log2 threads, linearized)
+        if self.p.spread:
+            laned = scip.addVar("lanes_block_log2", vtype="C", lb=0.0)
+            scip.addCons(laned >= self.total_lt - self.log_block * (1 - self.w))
+            tie += TIE_BREAK * 0.03 * laned
         scip.setObjective(time + RANKING_WEIGHT * traffic_time + tie, "minimize")
 
     def _staging(self, scip: Model, pins: Pins, traffic: list, p_log: dict, block: dict) -> list:
@@ -798,6 +850,8 @@ class ScipModel:
             scip.addCons(self.cyc[j] == (1 if pin.distribution is Distribution.CYCLIC else 0))
         if pin.interleave is not None:  # the kernel's decision, pinned through one of its loops
             scip.addCons(self.inter == (1 if pin.interleave else 0))
+        if pin.lanes is not None and self.p.spread:  # the kernel's too (``_check_lane_pins``)
+            scip.addCons(self.w == (1 if pin.lanes > 1 else 0))
 
     def suggest_start(self) -> bool:
         """Hand SCIP one plain mapping as a partial solution, before it solves: the innermost
@@ -837,6 +891,8 @@ class ScipModel:
         for st in self.stage.values():
             self.scip.setSolVal(hint, st, 0.0)
         self.scip.setSolVal(hint, self.inter, 0.0)
+        if self.p.spread:
+            self.scip.setSolVal(hint, self.w, 0.0)
         self.scip.addSol(hint)
         # the hint fixes the decisions only; the multipliers and bounds (most of the
         # variables) are SCIP's to complete, beyond completesol's default share of unknowns
@@ -886,6 +942,8 @@ class ScipModel:
             )
             staging = Staging(loop, tile, tuple(c.buffer for c in staged), turned)
         mapping = KernelMapping(self.p.kernel, tuple(loops), staging, scip.getVal(self.inter) > 0.5)
+        if self.p.spread and scip.getVal(self.w) > 0.5:
+            mapping = replace(mapping, lanes=self.p.target.warp_size, spread=self.p.spread)
         if staging is not None:  # the widest copies the tiles allow (``staging.copy_vectors``)
             wide = replace(
                 staging, copy_vectors=copy_vectors(mapping, self.p.model.program, self.p.copy_width)

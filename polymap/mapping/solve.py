@@ -37,6 +37,9 @@ from polymap.mapping.cost_model import (
     fma_instructions,
     interleavable,
     issue_rate,
+    lane_instructions,
+    lane_sectors,
+    lane_stride,
     latency_time,
     log2_floor,
     loop_step_instructions,
@@ -50,6 +53,7 @@ from polymap.mapping.cost_model import (
     wrapped_sectors,
 )
 from polymap.mapping.farkas import solve
+from polymap.mapping.lanes import spread_loops
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.result import RANKING_WEIGHT, AccessCost, KernelCost, Mapping
 from polymap.mapping.scip_model import ScipModel, merge_pins
@@ -61,6 +65,7 @@ from polymap.mapping.space import (
     LoopMapping,
     LoopPin,
     Pins,
+    SpreadLoop,
     kernels,
 )
 from polymap.mapping.staging import (
@@ -97,6 +102,7 @@ def optimize(
     time_limit: float | None = None,
     registers: bool = True,
     staging: bool = True,
+    reassociate: bool = True,
 ) -> Mapping:
     """Choose the thread mapping of every kernel of ``program`` with SCIP, prove it with isl,
     and return it with its predicted cost and SCIP's report.
@@ -120,6 +126,10 @@ def optimize(
     ``timelimit`` with SCIP's objective, dual bound and gap (it is not claimed optimal);
     without one, SolverError names the kernel and the limit.
 
+    With ``reassociate`` (the default) the lanes of a warp may share a float ``+=``/``*=``
+    reduction, which changes the order of its sum (``lanes.py``; the report and the emitted
+    header say so); ``reassociate=False`` keeps every float sum in the program's order.
+
     The steps themselves are ``polymap.pipeline.optimize_program``."""
     from polymap.pipeline import optimize_program  # the pipeline sits above mapping/
 
@@ -131,6 +141,7 @@ def optimize(
         time_limit=time_limit,
         registers=registers,
         staging=staging,
+        reassociate=reassociate,
     ).mapping
 
 
@@ -141,17 +152,22 @@ def map_kernels(
     time_limit: float | None,
     staging: bool,
     written: Program | None = None,
+    reassociate: bool = True,
 ) -> tuple[tuple[KernelMapping, KernelCost, SolveReport], ...]:
     """Solve every kernel of the bound program ``model.program``: its decisions, their cost
     and SCIP's report, in launch order. ``written`` is the program as written, whose
-    decisions these become (``rebind``)."""
+    decisions these become (``rebind``); ``reassociate``: lanes may change the order of a
+    float sum (``lanes.py``)."""
     time_limit = checked_time_limit(time_limit)
     all_kernels = kernels(model.program)
     _check_pin_keys(pins, all_kernels, model.program if staging else None)
     out = []
     for kernel in all_kernels:
         with step(f"mapping of {kernel.name} (model built, SCIP solved)"):
-            problem = KernelProblem.build(kernel, model, target, pins, time_limit, staging, written)
+            problem = KernelProblem.build(
+                kernel, model, target, pins, time_limit, staging, written, reassociate
+            )
+            _check_lane_pins(pins, problem)
             report, decisions = problem.solve_or_explain()
         out.append((decisions, problem.cost(decisions), report))
     return tuple(out)
@@ -171,7 +187,7 @@ def cost_kernels(
             replace(m, extent=band.extent, max_extent=extent)
             for m, band, extent in zip(km.loops, problem.kernel.band, problem.extents)
         )
-        costs.append(problem.cost(KernelMapping(problem.kernel, loops, km.staging, km.interleaved)))
+        costs.append(problem.cost(replace(km, kernel=problem.kernel, loops=loops)))
     return tuple(costs)
 
 
@@ -247,6 +263,30 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Progra
     _check_interleave_pins(pins, all_kernels)
 
 
+def _check_lane_pins(pins: Pins, problem: KernelProblem) -> None:
+    """A ``lanes`` pin is 1 or the warp, and the warp only where the kernel has a loop its
+    lanes may run together (``lanes.py``)."""
+    warp, kernel = problem.target.warp_size, problem.kernel
+    for key, pin in pins.by_key:
+        if pin.lanes is None or not any(key in (i, f"{kernel.name}.{i}") for i in kernel.indices):
+            continue
+        if pin.lanes not in (1, warp):
+            raise ArgumentError(
+                f"pin '{key}': lanes is 1 (a thread per point) or {warp} (a warp per point), got {pin.lanes}"
+            )
+        if pin.lanes > 1 and not problem.spread:
+            why = (
+                "its band has more than two loops (threadIdx.x would hold the lanes)"
+                if len(kernel.band) > 2
+                else "no loop of its body qualifies: a loop whose iterations depend on each other only "
+                "through accumulators updated by one of += *= max= min= (a float += or *= only with "
+                "reassociation allowed)"
+            )
+            raise ArgumentError(
+                f"pin '{key}': lanes={pin.lanes} asks for a warp per point of {kernel.name}, but {why}"
+            )
+
+
 def _check_interleave_pins(pins: Pins, all_kernels: tuple[Kernel, ...]) -> None:
     for key, pin in pins.by_key:
         if not pin.interleave:
@@ -314,7 +354,7 @@ def rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> Kerne
         )
         for m, band in zip(mapped.loops, kernel.band)
     )
-    return KernelMapping(kernel, loops, mapped.staging, mapped.interleaved)
+    return replace(mapped, kernel=kernel, loops=loops)
 
 
 # --------------------------------------------------------------------------- model
@@ -346,6 +386,9 @@ class KernelProblem:
     # (``staging.copy_caps``); absent: the bound program's own
     copy_caps: tuple[tuple[tuple[str, str | None], int], ...] = ()
     certificates_checked: int = 0  # Farkas certificates of the last solution, checked exactly
+    # the thread body's loops a warp's lanes may run together (``lanes.py``): the lanes
+    # decision is off where there are none
+    spread: tuple[SpreadLoop, ...] = ()
 
     @classmethod
     def build(
@@ -357,9 +400,11 @@ class KernelProblem:
         time_limit: float | None,
         staging: bool = True,
         written: Program | None = None,
+        reassociate: bool = True,
     ) -> KernelProblem:
         """The problem of one kernel of the bound program ``model.program``; ``written``: the
-        program as written (sizes unbound), which bounds the copies' width (``copy_caps``)."""
+        program as written (sizes unbound), which bounds the copies' width (``copy_caps``);
+        ``reassociate``: whether lanes may change the order of a float sum (``lanes.py``)."""
         time_limit = checked_time_limit(time_limit)
         launches = _launches(kernel)
         candidates = stage_candidates(kernel, model.program) if staging else ()
@@ -386,6 +431,7 @@ class KernelProblem:
             _fragments(kernel, model, accesses),
             _loop_iterations(kernel, model) // max(1, launches),
             caps,
+            spread=spread_loops(kernel, model, reassociate=reassociate),
         )
 
     @property
@@ -561,7 +607,12 @@ class KernelProblem:
         )
         for a in self.accesses:
             stride = a.exact_stride(delta)
-            if beyond_y:
+            lanes = mapping.lanes > 1
+            if lanes:
+                along = lane_stride(a, mapping.spread)
+                stride = 0 if along is None else along
+                sectors = lane_sectors(t, a, mapping.spread)
+            elif beyond_y:
                 sectors = t.warp_size
             elif wrap:
                 sectors = wrapped_sectors(
@@ -577,6 +628,8 @@ class KernelProblem:
                     stride, a.element_bytes, lanes=t.warp_size, sector=t.sector_bytes
                 )
             requests = -(-a.instances // t.warp_size)
+            if lanes and lane_stride(a, mapping.spread) is None:
+                requests = a.instances  # lane 0's alone: a request per instance
             tile = next((sb for sb in staged if sb.candidate.serves(a.statement, a.buffer, a.is_write)), None)
             from_shared = tile is not None
             moved = 0 if from_shared else sectors * t.sector_bytes * requests
@@ -590,10 +643,16 @@ class KernelProblem:
                 shown = math.ceil(loads)
             if a.converts:
                 instructions += converted
+            if lanes and lane_stride(a, mapping.spread) is None:
+                moved = t.sector_bytes * requests  # a sector per request
+                sectors = 1
             rows.append(
                 AccessCost(a.statement, a.text, a.is_write, stride, sectors, shown, moved, from_shared)
             )
-            total_bytes += 0 if from_shared else a.instances * sectors
+            if lanes:  # the model's bytes (``lane_sectors``): no tile with lanes
+                total_bytes += a.instances * lane_sectors(t, a, mapping.spread)
+            else:
+                total_bytes += 0 if from_shared else a.instances * sectors
         for sb in staged:
             c = sb.candidate
             moved = self.staged_bytes(c, spans)
@@ -617,14 +676,20 @@ class KernelProblem:
                 )
             )
             total_bytes += moved
+        if mapping.lanes > 1:
+            instructions += lane_instructions(t, self.accesses, mapping.spread, math.prod(self.extents))
         threads = mapping.threads_per_block * mapping.blocks
         fill = fill_fraction(t, mapping, self.extents)
         memory_s = total_bytes / t.dram_bandwidth
         compute_s = self.flops / t.peak_fp32_flops
         shared_s = wavefronts / shared_wavefront_rate(t)
         issue_s = instructions / issue_rate(t)
-        latency_s = latency_time(
-            t, math.prod(self.extents), mapping.points, self.reads_global, mapping.threads_per_block
+        latency_s = latency_time(  # with lanes a warp per point
+            t,
+            math.prod(self.extents) * mapping.lanes,
+            mapping.points,
+            self.reads_global,
+            mapping.threads_per_block,
         )
         return KernelCost(
             self.kernel.name,

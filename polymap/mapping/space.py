@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polymap.errors import ArgumentError
-from polymap.ir.nodes import IndexExpr, Loop, New, Program, Stmt
+from polymap.ir.nodes import AssignOp, IndexExpr, Loop, New, Program, Stmt
 
 MAX_BAND = 3  # one par loop per hardware axis
 
@@ -184,11 +184,33 @@ class Staging:
 
 
 @dataclass(frozen=True, slots=True)
+class SpreadLoop:
+    """A loop of the thread body run by the lanes of a warp together (``lanes.py``): the
+    body statement at ``position`` (a loop over ``index``), iteration ``j`` on lane
+    ``j mod lanes``. Lane 0 runs the rest of the body. At the loop's start (the *fork*) the
+    other lanes start each accumulator of ``accumulators`` (a 0-d local updated by one
+    associative and commutative operator) at the operator's identity, and take lane 0's
+    value of each local of ``broadcasts``; at its end (the *join*) the lanes' partial
+    accumulators are combined into every lane by a butterfly of shuffles."""
+
+    position: int
+    index: str
+    statements: tuple[str, ...]  # the statements inside it (S0, S1, ...)
+    accumulators: tuple[tuple[str, AssignOp], ...]
+    broadcasts: tuple[str, ...]
+    reassociates: bool  # a float ``+=`` or ``*=`` among the accumulators: the sum's order changes
+
+
+@dataclass(frozen=True, slots=True)
 class KernelMapping:
     kernel: Kernel
     loops: tuple[LoopMapping, ...]  # in band order, outermost first
     staging: Staging | None = None  # None: every read from global memory
     interleaved: bool = False  # the thread's points run inside every step of the body
+    # lanes > 1: a warp per band point: threadIdx.x is the lane, the band loops are on y and
+    # z, and the loops of ``spread`` run over the lanes (``SpreadLoop``)
+    lanes: int = 1
+    spread: tuple[SpreadLoop, ...] = ()
 
     @property
     def points(self) -> int:
@@ -197,14 +219,18 @@ class KernelMapping:
 
     @property
     def threads_per_block(self) -> int:
-        return math.prod(loop.threads for loop in self.loops)
+        return self.lanes * math.prod(loop.threads for loop in self.loops)
+
+    def spread_at(self, position: int) -> SpreadLoop | None:
+        """The spread loop at a top-level position of the body, if any."""
+        return next((sp for sp in self.spread if sp.position == position), None)
 
     @property
     def blocks(self) -> int:
         return math.prod(loop.blocks for loop in self.loops)
 
     def block_dim(self) -> tuple[int, int, int]:
-        dims = [1, 1, 1]
+        dims = [self.lanes, 1, 1]
         for loop in self.loops:
             dims[loop.thread_axis.position] = loop.threads
         return (dims[0], dims[1], dims[2])
@@ -243,6 +269,7 @@ class LoopPin:
     transpose: tuple[str, ...] | None = None  # on a seq loop: the staged tiles stored transposed
     copy: int | None = None  # on a seq loop: the most elements one load of a tile's copy moves
     interleave: bool | None = None  # on a band loop: its kernel's points interleaved (or not)
+    lanes: int | None = None  # on a band loop: lanes of a warp per point of its kernel (1 or the warp)
 
     def items(self) -> tuple[tuple[str, Any], ...]:
         return tuple(
@@ -281,6 +308,7 @@ _FIELD_ALIASES = {
     "transpose": "transpose",
     "copy": "copy",
     "interleave": "interleave",
+    "lanes": "lanes",
 }
 
 

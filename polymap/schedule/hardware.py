@@ -45,6 +45,8 @@ class Frame:
         if k >= self.host + 6:
             return self.mapping.loops[k - self.host - 6].seq > 1
         axis = (k - self.host) % 3
+        if k - self.host == 3 and self.mapping.lanes > 1:
+            return True  # threadIdx.x: the lane
         used = (lm.block_axis if k - self.host < 3 else lm.thread_axis for lm in self.mapping.loops)
         return any(a.position == axis for a in used)
 
@@ -187,6 +189,11 @@ def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int,
     body = [names.fresh(f"n_{loop.index}") for loop in s.loops[outer:]]
     env = {p: names[p] for p in params}
     cons = list(frame.limits)
+    # with lanes (``mapping/lanes.py``) the lane is threadIdx.x: a spread loop's iteration
+    # j runs on lane j mod lanes at the loop's own step j div lanes; the rest on lane 0
+    spread = km.spread_at(s.ctx.position[outer]) if km.lanes > 1 and len(s.loops) > outer else None
+    if km.lanes > 1 and spread is None:
+        cons.append(f"{hw_t[0]} = 0")
     for k, (loop, d) in enumerate(zip(s.loops, s.dims)):
         extent = isl_expr(loop.extent, env, params)
         if k < h:
@@ -198,6 +205,8 @@ def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int,
             cons.append(f"{d} = {band_index(lm, g, t, sq)}")
             if lm.guard:
                 cons.append(f"{d} < {extent}")
+        elif k == outer and spread is not None:
+            cons += [f"{d} = {km.lanes}*{body[0]} + {hw_t[0]}", f"0 <= {d} < {extent}"]
         else:
             cons += [f"{d} = {body[k - outer]}", f"0 <= {d} < {extent}"]
         env[loop.index] = d

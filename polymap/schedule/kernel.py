@@ -46,6 +46,7 @@ from polymap.schedule.hardware import (
     param_prefix,
     time_layout,
 )
+from polymap.schedule.lane_syncs import LaneSync, lane_syncs
 from polymap.schedule.ranges import Interval, set_ranges, size_box
 from polymap.schedule.shared import CopyRelation, SharedPlan, element_of, shared_plan, tile_read
 
@@ -80,6 +81,8 @@ class KernelSchedule:
     # AST of its threads, built under that condition, so without the points' guards; the
     # other blocks run ``ast``, built for any block
     full: tuple[isl.AstExpr, isl.AstNode] | None = None
+    # the forks and joins of a kernel with lanes (``lane_syncs``)
+    syncs: tuple[LaneSync, ...] = ()
 
     @property
     def point_iterators(self) -> frozenset[str]:
@@ -190,6 +193,10 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
         for barrier in plan.barriers:
             timed = barrier.relation.range_map().apply_range(barrier.time)  # [hw -> Sync] -> time
             schedule = schedule.union(_extra_schedule(prefix, barrier.relation, timed, fixed, frame))
+    syncs = lane_syncs(model, frame, width)
+    for sync in syncs:
+        timed = sync.relation.range_map().apply_range(sync.time)
+        schedule = schedule.union(_extra_schedule(prefix, sync.relation, timed, fixed, frame))
     context = launch_context(model, frame)
     if schedule is not None:
         # the equalities made explicit: isl's AST generation then took 0.2 of 1.25 s less
@@ -247,6 +254,7 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
         leaves,
         ranges,
         full,
+        syncs,
     )
 
 

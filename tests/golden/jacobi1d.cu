@@ -50,6 +50,32 @@ __host__ __device__ __forceinline__ double pm_max(double a, double b) { return (
 __host__ __device__ __forceinline__ double pm_min(double a, double b) { return (a != a || a < b) ? a : b; }
 __host__ __device__ __forceinline__ int pm_abs(int a) { return a < 0 ? -a : a; }
 
+// The join of a spread loop (codegen/lanes_c.py): the 32 lanes' partial results combined
+// by a butterfly of shuffles. After step o each lane holds the combination of the 2o lanes
+// that agree with it above bit log2(o), so every lane ends with the combination of all 32;
+// lane 0's is the one the body reads next (a later spread loop broadcasts it). The whole
+// warp calls it (a warp is one band point, and the join is under no lane condition).
+template <typename T>
+__device__ __forceinline__ T pm_lanes_add(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = v + __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <typename T>
+__device__ __forceinline__ T pm_lanes_mul(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = v * __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <typename T>
+__device__ __forceinline__ T pm_lanes_max(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = pm_max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+template <typename T>
+__device__ __forceinline__ T pm_lanes_min(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = pm_min(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 // A loop over a thread's points, of constant trip count, to unroll: its per-point buffers,
 // indexed by the loop's counter, then stay in registers (nvcc, NVRTC); the host compiler
 // is asked the same (GCC's spelling, which clang takes too).

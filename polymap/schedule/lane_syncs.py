@@ -1,0 +1,71 @@
+"""The forks and joins of a kernel with lanes (``mapping/lanes.py``), as isl statements.
+
+Each spread loop at top-level position q of the thread body has a *fork* just before it and
+a *join* just after it, run by every lane of the warp of a band point (not only lane 0): at
+the fork the lanes other than 0 start the loop's accumulators at the identity and take lane
+0's value of its broadcast locals; at the join the lanes' partial accumulators are combined
+by a butterfly of shuffles. Both are scheduled like the statements, in the thread's time
+
+    fork:  [s-points, q, -1, 0, ..]      before the loop's first step ([s, q, r >= 0, ..])
+    join:  [s-points, q + 1, -2, 0, ..]  after its last, before whatever comes next
+                                          ([s, q + 1, n >= 0 or 0, ..], or a fork at -1)
+
+over the hardware points whose band point exists (the band's guards), with no condition on
+the lane: so isl's AST puts them under no condition on threadIdx.x, and every lane of the
+warp meets every shuffle (checked after the AST is built, as the barriers are).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polymap.mapping.space import SpreadLoop
+from polymap.poly.isl_text import isl_expr
+from polymap.poly.model import PolyModel
+from polymap.schedule.hardware import Frame, band_index, param_prefix
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LaneSync:
+    name: str  # isl tuple name (Fork_j, Join_j)
+    joins: bool  # a join (else a fork)
+    spread: SpreadLoop
+    relation: isl.Map  # [h, b, t, s] -> X[h, b, t, s], every lane of an existing band point
+    time: isl.Map  # X[..] -> the thread's time
+
+
+def lane_syncs(model: PolyModel, frame: Frame, width: int) -> tuple[LaneSync, ...]:
+    """The forks and joins of a kernel (none without lanes)."""
+    km = frame.mapping
+    if km.lanes <= 1:
+        return ()
+    names, params = model.names, model.params
+    h = frame.host
+    hw = list(frame.hw)
+    hw_b, hw_t, hw_s = hw[h : h + 3], hw[h + 3 : h + 6], hw[h + 6 :]
+    env = {p: names[p] for p in params}
+    cons = list(frame.limits)
+    for loop, hname in zip(km.kernel.host_loops, hw[:h]):
+        cons.append(f"0 <= {hname} < {isl_expr(loop.extent, env, params)}")
+        env[loop.index] = hname
+    for j, (loop, lm) in enumerate(zip(km.kernel.band, km.loops)):
+        g, t, s = hw_b[lm.block_axis.position], hw_t[lm.thread_axis.position], hw_s[j]
+        value = band_index(lm, g, t, s)
+        cons.append(f"0 <= {value} < {isl_expr(loop.extent, env, params)}")
+        env[loop.index] = f"({value})"
+    prefix = param_prefix(model)
+    point = ", ".join(hw)
+    syncs = []
+    for sp in km.spread:
+        for joins in (False, True):
+            name = names.fresh(f"{'Join' if joins else 'Fork'}_{sp.index}")
+            relation = isl.Map(
+                f"{prefix}{{ [{point}] -> {name}[{point}] : {' and '.join(cons)} }}"
+            ).intersect_params(model.context)
+            order = [str(sp.position + 1), "-2"] if joins else [str(sp.position), "-1"]
+            clock = list(hw_s) + order + ["0"] * (width - len(order))
+            time = isl.Map(f"{prefix}{{ {name}[{point}] -> [{', '.join(clock)}] }}")
+            syncs.append(LaneSync(name, joins, sp, relation, time.intersect_domain(relation.range())))
+    return tuple(syncs)

@@ -1,0 +1,318 @@
+"""Reductions across the lanes of a warp (issue 12): which loops may be spread
+(``mapping/lanes.py``), SCIP's choice, the proof's lane obligations, and the emitted code
+on the host against expected values computed here in float64 (with the error bound of a
+reordered sum) or exactly (integers, max and min)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import polymap
+from polymap import prove_lanes
+from polymap.errors import VerificationError
+from polymap.ir.nodes import AssignOp
+from polymap.ir.parse import load, parse
+from polymap.mapping.lanes import spread_loops
+from polymap.mapping.space import kernels
+from polymap.pipeline import Analyses, transform
+from polymap.poly.model import analyze
+
+U32 = 2.0**-24  # the unit roundoff of f32
+
+ROW_SUM = """param M = 70
+param N = 1000
+in  X: f32[M, N]
+out y: f32[M]
+par M i {
+  seq N j {
+    y[i] += X[i, j]
+  }
+}
+"""
+
+PREFIX_SUM = """param M = 70
+param N = 1000
+in  X: f32[M, N]
+out Y: f32[M, N]
+par M i {
+  new s: f32
+  s = 0
+  seq N j {
+    s += X[i, j]
+    Y[i, j] = s
+  }
+}
+"""
+
+CARRIED = """param M = 70
+param N = 1000
+in  X: f32[M, N]
+inout Y: f32[M, N]
+par M i {
+  seq N - 1 j {
+    Y[i, j + 1] = Y[i, j] + X[i, j]
+  }
+}
+"""
+
+INT_MAX_AND_SUM = """param M = 40
+param N = 77
+in  X: i32[M, N]
+out total: i32[M]
+out top: i32[M]
+par M i {
+  new s: i32
+  new m: i32
+  s = 0
+  m = X[i, 0]
+  seq N j {
+    s += X[i, j] * 3
+    m max= X[i, j]
+  }
+  total[i] = s
+  top[i] = m
+}
+"""
+
+BATCHED_ROW_SUM = """param B = 3
+param M = 5
+param N = 45
+in  X: f64[B, M, N]
+out y: f64[B, M]
+par B b {
+  par M i {
+    seq N j {
+      y[b, i] += X[b, i, j] * X[b, i, j]
+    }
+  }
+}
+"""
+
+
+def _spread(text: str, *, reassociate: bool = True):
+    program = transform(parse(text).bind_defaults(), registers=True, analyses=Analyses())
+    model = analyze(program)
+    (kernel,) = kernels(program)
+    return spread_loops(kernel, model, reassociate=reassociate)
+
+
+def _sum_bound(terms: np.ndarray) -> np.ndarray:
+    """Twice the error bound of an f32 sum of n terms in any order, ``(n - 1) u sum |t|``
+    per row: the reference's order and the lanes' order each lie within it of the exact sum."""
+    n = terms.shape[-1]
+    return 2 * (n - 1) * U32 * np.abs(terms).sum(axis=-1) + 1e-30
+
+
+# ------------------------------------------------------------------ which loops
+
+
+def test_a_row_sum_and_gemv_spread_their_reduction_and_say_the_order_changes():
+    (loop,) = _spread(ROW_SUM)
+    assert loop.index == "j" and loop.accumulators == (("y_acc", AssignOp.ADD),) and loop.reassociates
+    program = transform(load("models/gemv.te"), registers=True, analyses=Analyses())
+    (gemv,) = spread_loops(kernels(program)[0], analyze(program))
+    assert gemv.accumulators == (("y_acc", AssignOp.ADD),)
+
+
+def test_softmax_spreads_its_three_row_loops_with_exact_max_and_broadcast_locals():
+    program = transform(load("models/softmax_rows.te"), registers=True, analyses=Analyses())
+    loops = spread_loops(kernels(program)[0], analyze(program))
+    assert [(sp.accumulators, sp.broadcasts, sp.reassociates) for sp in loops] == [
+        ((("mx", AssignOp.MAX),), (), False),
+        ((("sum", AssignOp.ADD),), ("mx",), True),
+        ((), ("sum",), False),
+    ]
+
+
+def test_a_prefix_sum_is_never_spread():
+    assert _spread(PREFIX_SUM) == ()  # the running sum is read by another statement
+    assert _spread(CARRIED) == ()  # a dependence between iterations on a global buffer
+
+
+def test_without_reassociation_only_exact_reductions_are_spread():
+    assert _spread(ROW_SUM, reassociate=False) == ()
+    (loop,) = _spread(INT_MAX_AND_SUM, reassociate=False)
+    assert dict(loop.accumulators) == {"s": AssignOp.ADD, "m": AssignOp.MAX} and not loop.reassociates
+
+
+def test_argmax_keeps_its_row_in_one_thread():
+    program = transform(load("models/argmax_rows.te"), registers=True, analyses=Analyses())
+    assert spread_loops(kernels(program)[0], analyze(program)) == ()
+
+
+# ------------------------------------------------------- SCIP's choice and the code
+
+
+def test_scip_gives_gemv_a_warp_per_row_and_predicts_a_tenth_of_the_time():
+    program = load("models/gemv.te")
+    with_lanes = polymap.optimize(program)
+    without = polymap.optimize(program, reassociate=False)
+    assert with_lanes.kernels[0].lanes == 32 and without.kernels[0].lanes == 1
+    assert with_lanes.predicted_time_s * 10 < without.predicted_time_s
+    assert "a warp per point" in with_lanes.report() and "a warp per point" not in without.report()
+
+
+def test_a_row_sum_on_the_lanes_matches_the_reference_within_the_reordered_sums_bound():
+    program = parse(ROW_SUM, name="row_sum").bind_defaults()
+    kernel = polymap.compile(program, pins={"i": {"lanes": 32}})
+    assert kernel.mapping.kernels[0].lanes == 32
+    assert "reassociates the float reduction of y_acc" in kernel.source
+    x = np.random.default_rng(0).standard_normal((70, 1000)).astype(np.float32)
+    got = kernel.run_host(X=x)["y"]
+    exact = x.astype(np.float64).sum(axis=1)
+    assert np.all(np.abs(got - exact) <= _sum_bound(x.astype(np.float64)))
+    assert np.all(np.abs(polymap.reference(program, X=x)["y"] - exact) <= _sum_bound(x.astype(np.float64)))
+    assert ".entry" in kernel.ptx() and "shfl.sync.bfly" in kernel.ptx()
+
+
+def test_integer_sums_and_maxima_on_the_lanes_are_exact():
+    program = parse(INT_MAX_AND_SUM, name="int_reduce").bind_defaults()
+    kernel = polymap.compile(program, pins={"i": {"lanes": 32}})
+    assert kernel.mapping.kernels[0].lanes == 32
+    x = np.random.default_rng(1).integers(-1000, 1000, (40, 77)).astype(np.int32)
+    got = kernel.run_host(X=x)
+    np.testing.assert_array_equal(got["total"], (x.astype(np.int64) * 3).sum(axis=1))
+    np.testing.assert_array_equal(got["top"], x.max(axis=1))
+
+
+def test_softmax_on_the_lanes_with_rows_shorter_than_a_warp():
+    program = load("models/softmax_rows.te").bind(M=37, N=19)
+    kernel = polymap.compile(program)
+    assert kernel.mapping.kernels[0].lanes == 32  # 13 lanes have no column: they only combine
+    x = np.random.default_rng(2).standard_normal((37, 19)).astype(np.float32) * 4
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(kernel.run_host(X=x)["Y"], want, rtol=1e-5, atol=1e-7)
+
+
+def test_a_band_of_two_loops_on_y_and_z_with_the_lanes_on_x():
+    program = parse(BATCHED_ROW_SUM, name="batched").bind_defaults()
+    kernel = polymap.compile(program, pins={"i": {"lanes": 32}})
+    km = kernel.mapping.kernels[0]
+    assert km.lanes == 32 and {lm.thread_axis.value for lm in km.loops} == {"y", "z"}
+    x = np.random.default_rng(3).standard_normal((3, 5, 45))
+    got = kernel.run_host(X=x)["y"]
+    np.testing.assert_allclose(got, (x * x).sum(axis=2), rtol=1e-13)
+
+
+def test_one_symbolic_kernel_with_lanes_runs_at_any_size():
+    program = parse(ROW_SUM.replace("param M = 70\nparam N = 1000\n", "param M\nparam N\n"), name="row_sum")
+    kernel = polymap.compile(program, pins={"i": {"lanes": 32}})
+    assert "every size" in kernel.mapping.report()
+    for m, n in ((1, 1), (3, 31), (5, 33), (9, 200)):
+        x = np.random.default_rng(m * n).standard_normal((m, n)).astype(np.float32)
+        got = kernel.run_host(X=x)["y"]
+        assert np.all(np.abs(got - x.astype(np.float64).sum(axis=1)) <= _sum_bound(x.astype(np.float64)))
+
+
+def test_pinning_the_lanes_off_keeps_the_reduction_in_a_thread():
+    mapping = polymap.optimize(load("models/gemv.te"), pins={"i": {"lanes": 1}})
+    assert mapping.kernels[0].lanes == 1
+
+
+def test_lanes_of_other_than_a_warp_are_refused():
+    with pytest.raises(polymap.ArgumentError, match="lanes"):
+        polymap.optimize(load("models/gemv.te"), pins={"i": {"lanes": 8}})
+
+
+# ------------------------------------------------------------ the proof's own checks
+
+
+def _laned(text: str):
+    program = parse(text).bind_defaults()
+    return polymap.optimize(program, pins={"i": {"lanes": 32}})
+
+
+def test_a_mapping_that_names_the_wrong_operator_is_refused():
+    mapping = polymap.optimize(parse(INT_MAX_AND_SUM).bind_defaults(), pins={"i": {"lanes": 32}})
+    km = mapping.kernels[0]
+    (sp,) = km.spread
+    wrong = dataclasses.replace(sp, accumulators=(("s", AssignOp.MAX), ("m", AssignOp.MAX)))
+    edited = dataclasses.replace(mapping, kernels=(dataclasses.replace(km, spread=(wrong,)),))
+    with pytest.raises(VerificationError, match="not spread as the mapping says"):
+        polymap.compile(mapping.program, edited)
+
+
+def test_the_lane_proof_catches_a_local_that_no_fork_carries(monkeypatch):
+    """With the shape check deceived (the analysis made to agree with a mapping that drops a
+    broadcast), the lane-order proof itself finds the local read on other lanes."""
+    program = load("models/softmax_rows.te").bind(M=8, N=40)
+    mapping = polymap.optimize(program)
+    km = mapping.kernels[0]
+    forged = tuple(dataclasses.replace(sp, broadcasts=()) for sp in km.spread)
+    edited = dataclasses.replace(mapping, kernels=(dataclasses.replace(km, spread=forged),))
+    monkeypatch.setattr(prove_lanes, "spread_loops", lambda *a, **k: forged)
+    with pytest.raises(
+        VerificationError, match="passes a local's value between lanes that no fork or join carries"
+    ):
+        polymap.compile(mapping.program, edited)
+
+
+def test_the_lane_proof_catches_a_dependence_inside_one_run_of_a_loop(monkeypatch):
+    program = parse(CARRIED).bind_defaults()
+    mapping = polymap.optimize(program)
+    km = mapping.kernels[0]
+    loop = km.kernel.body[0]
+    forged = polymap.mapping.space.SpreadLoop(0, loop.index, ("S0",), (), (), False)
+    lanes = [dataclasses.replace(lm, thread_axis=polymap.Axis.Y) for lm in km.loops]
+    edited_km = dataclasses.replace(
+        km, loops=tuple(lanes), lanes=32, spread=(forged,), staging=None, interleaved=False
+    )
+    edited = dataclasses.replace(mapping, kernels=(edited_km,))
+    monkeypatch.setattr(prove_lanes, "spread_loops", lambda *a, **k: (forged,))
+    with pytest.raises(VerificationError, match="on two lanes inside one run of loop 'j'"):
+        polymap.compile(mapping.program, edited)
+
+
+FORK_ORDERED = """param M = 20
+param N = 70
+in  X: f32[M, N]
+inout W: f32[M, 4]
+out y: f32[M]
+par M i {
+  W[i, 3] = X[i, 0] * 2
+  seq N j {
+    y[i] += W[i, j % 4] * X[i, j]
+  }
+}
+"""
+
+
+def test_lane_0s_global_write_before_a_spread_loop_reaches_every_lane_through_the_fork():
+    program = parse(FORK_ORDERED, name="fork_ordered").bind_defaults()
+    kernel = polymap.compile(program, pins={"i": {"lanes": 32}})
+    assert kernel.mapping.kernels[0].lanes == 32
+    assert "lane order" in kernel.mapping.report()
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((20, 70)).astype(np.float32)
+    w = rng.standard_normal((20, 4)).astype(np.float32)
+    got = kernel.run_host(X=x, W=w.copy())
+    w2 = w.astype(np.float64).copy()
+    w2[:, 3] = 2 * x[:, 0]
+    terms = w2[:, np.arange(70) % 4] * x
+    assert np.all(np.abs(got["y"] - terms.sum(axis=1)) <= _sum_bound(terms))
+
+
+def test_the_json_mapping_and_the_command_line_say_what_the_lanes_do(capsys):
+    from polymap.cli import main
+
+    data = polymap.optimize(load("models/gemv.te")).to_json()["kernels"][0]
+    assert data["lanes"] == 32 and data["block"][0] == 32
+    assert data["spread"] == [
+        {
+            "index": "j",
+            "position": 2,
+            "statements": ["S1"],
+            "accumulators": [{"buffer": "y_acc", "op": "+="}],
+            "broadcasts": [],
+            "reassociates": True,
+        }
+    ]
+    assert main(["map", "models/gemv.te", "--no-reassociate"]) == 0
+    assert "a warp per point" not in capsys.readouterr().out
+    assert main(["map", "models/softmax_rows.te", "--no-reassociate"]) == 0
+    out = capsys.readouterr().out  # the max and the normalization are exact: still on the lanes
+    assert "a warp per point" in out and "partial sum" not in out
