@@ -318,14 +318,7 @@ def _map(args: argparse.Namespace) -> int:
         from polymap.plot import checked_plot_path
 
         checked_plot_path(args.plot)  # before the solve: a bad path costs nothing
-    mapping = optimize(
-        program,
-        args.target,
-        pins=_pins(args.pin),
-        context=args.context,
-        time_limit=args.time_limit,
-        reassociate=args.reassociate,
-    )
+    mapping = optimize(program, args.target, **_solver_options(args))
     if args.json:
         import json
 
@@ -346,15 +339,18 @@ def _compile(args: argparse.Namespace, program):
     import polymap
 
     # one pipeline run: optimizing first and passing the mapping would prove it twice
-    return polymap.compile(
-        program,
-        None,
-        args.target,
-        pins=_pins(args.pin),
-        context=args.context,
-        time_limit=args.time_limit,
-        reassociate=args.reassociate,
-    )
+    return polymap.compile(program, None, args.target, **_solver_options(args))
+
+
+def _solver_options(args: argparse.Namespace) -> dict:
+    """The options of ``optimize`` the mapping commands share: pins, context, SCIP's time
+    limit, and whether lanes may reorder a float sum."""
+    return {
+        "pins": _pins(args.pin),
+        "context": args.context,
+        "time_limit": args.time_limit,
+        "reassociate": args.reassociate,
+    }
 
 
 def _signature(kernel) -> str:

@@ -316,3 +316,18 @@ def test_the_json_mapping_and_the_command_line_say_what_the_lanes_do(capsys):
     assert main(["map", "models/softmax_rows.te", "--no-reassociate"]) == 0
     out = capsys.readouterr().out  # the max and the normalization are exact: still on the lanes
     assert "a warp per point" in out and "partial sum" not in out
+
+
+def test_layer_norm_maps_to_a_warp_per_row_and_matches_numpy():
+    program = load("models/layernorm.te").bind(M=33, N=100)
+    kernel = polymap.compile(program)
+    km = kernel.mapping.kernels[0]
+    assert km.lanes == 32 and len(km.spread) == 3
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((33, 100)) * 3 + 1).astype(np.float32)
+    gamma, beta = rng.standard_normal(100).astype(np.float32), rng.standard_normal(100).astype(np.float32)
+    xd = x.astype(np.float64)
+    mean = xd.mean(axis=1, keepdims=True)
+    var = ((xd - mean) ** 2).mean(axis=1, keepdims=True)
+    want = (xd - mean) / np.sqrt(var + 1e-5) * gamma + beta
+    np.testing.assert_allclose(kernel.run_host(X=x, gamma=gamma, beta=beta)["Y"], want, rtol=1e-4, atol=1e-5)

@@ -244,20 +244,20 @@ def wrapped_sectors(
 def lane_stride(access: GlobalAccess, spread: tuple[SpreadLoop, ...]) -> int | None:
     """With lanes (``lanes.py``): the elements between neighbouring lanes' addresses for an
     access of a spread loop (one step of the loop, exact by isl), None for any other access
-    (lane 0's alone)."""
+    (lane 0's alone). ``KernelProblem.lane_strides`` keeps them, one isl computation each."""
     loop = next((sp for sp in spread if access.statement in sp.statements), None)
     if loop is None:
         return None
     return access.exact_stride({loop.index: 1})
 
 
-def lane_sectors(target: GpuTarget, access: GlobalAccess, spread: tuple[SpreadLoop, ...]) -> int:
-    """The model's sectors per request of an access with lanes: a spread loop's access spans
-    the warp along the loop; lane 0's own access is a request per instance, one sector, i.e.
-    ``sector_bytes`` bytes per instance, which the model's ``instances * sigma`` bytes counts
-    as ``sigma = sector_bytes`` (the model takes a request of a warp of lanes to move
-    ``sector_bytes`` per sector, so a sector per lane is ``warp_size = sector_bytes``)."""
-    stride = lane_stride(access, spread)
+def lane_sectors(target: GpuTarget, access: GlobalAccess, stride: int | None) -> int:
+    """The model's sectors per request of an access with lanes, ``stride`` its
+    ``lane_stride``: a spread loop's access spans the warp along the loop; lane 0's own
+    access is a request per instance, one sector, i.e. ``sector_bytes`` bytes per instance,
+    which the model's ``instances * sigma`` bytes counts as ``sigma = sector_bytes`` (the
+    model takes a request of a warp of lanes to move ``sector_bytes`` per sector, so a sector
+    per lane is ``warp_size = sector_bytes``)."""
     if stride is None:
         return target.sector_bytes
     return sectors_per_request(
@@ -266,17 +266,21 @@ def lane_sectors(target: GpuTarget, access: GlobalAccess, spread: tuple[SpreadLo
 
 
 def lane_instructions(
-    target: GpuTarget, accesses: tuple[GlobalAccess, ...], spread: tuple[SpreadLoop, ...], points: int
+    target: GpuTarget,
+    accesses: tuple[GlobalAccess, ...],
+    strides: tuple[int | None, ...],
+    spread: tuple[SpreadLoop, ...],
+    points: int,
 ) -> float:
-    """Warp instructions lanes add to a kernel: lane 0's global accesses become a request
-    per instance (a warp per band point), and per band point (``points``) and spread loop,
-    the fork (a select of the identity, a shuffle per broadcast local, a ``__syncwarp``)
-    and the join (a ``__syncwarp``, then per accumulator a shuffle and an operation per
-    step of the butterfly, log2(warp) steps)."""
+    """Warp instructions lanes add to a kernel: lane 0's global accesses (``strides`` None)
+    become a request per instance (a warp per band point), and per band point (``points``)
+    and spread loop, the fork (a select of the identity, a shuffle per broadcast local, a
+    ``__syncwarp``) and the join (a ``__syncwarp``, then per accumulator a shuffle and an
+    operation per step of the butterfly, log2(warp) steps)."""
     warp = target.warp_size
     extra = 0.0
-    for a in accesses:
-        if lane_stride(a, spread) is None:
+    for a, stride in zip(accesses, strides):
+        if stride is None:
             extra += a.instances - -(-a.instances // warp)
     steps = log2_floor(warp)
     for sp in spread:

@@ -302,6 +302,7 @@ class ScipModel:
         traffic = []
         self.sectors = []
         wrapped = quicksum(on for on, _ in rows.values()) if rows else 0
+        strides = p.lane_strides(p.spread)
         for k, access in enumerate(p.accesses):
             bound = self._stride_bound(k, access, deltas, "D")
             sectors = scip.addVar(f"sigma[{access.statement}:{access.text}]", vtype="I", lb=1, ub=t.warp_size)
@@ -316,7 +317,7 @@ class ScipModel:
             if self.p.spread:
                 # with lanes: a spread loop's access spans the warp along the loop, any other
                 # is lane 0's alone, a request of one sector per instance (``lane_sectors``)
-                scip.addCons(sectors >= lane_sectors(t, access, self.p.spread) * self.w)
+                scip.addCons(sectors >= lane_sectors(t, access, strides[k]) * self.w)
             scip.addConsIndicator(t.sector_bytes * sectors - (t.warp_size - 1) * e * bound >= e, plain)
             for on, held in rows.values():  # a warp over x, y and z: a sector per lane
                 scip.addCons(wide >= on - held)
@@ -492,7 +493,10 @@ class ScipModel:
         for scope in self.scope.values():
             scip.addCons(scope <= 1 - self.w)
         scip.addCons(self.inter <= 1 - self.w)
-        extra = lane_instructions(self.p.target, self.p.accesses, self.p.spread, math.prod(self.p.extents))
+        p = self.p
+        extra = lane_instructions(
+            p.target, p.accesses, p.lane_strides(p.spread), p.spread, math.prod(p.extents)
+        )
         if extra:
             self.instructions.append(extra * self.w)
 

@@ -9,7 +9,7 @@ it), SCIP solves it, and ``KernelProblem.cost`` evaluates the same formulas
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 from pyscipopt import Model
@@ -305,12 +305,12 @@ def _check_stage_pins(pins: Pins, all_kernels: tuple[Kernel, ...], program: Prog
     would be ignored; so would a transposed one that is not staged or whose tile cannot be
     transposed (``StageCandidate.transposable``)."""
     for key, pin in pins.by_key:
-        for field, named in (("stage", pin.stage), ("transpose", pin.transpose)):
+        for decision, named in (("stage", pin.stage), ("transpose", pin.transpose)):
             if not named:
                 continue
             if program is None:
                 raise ArgumentError(
-                    f"pin '{key}': {field}={list(named)} asks for shared memory, but staging is off "
+                    f"pin '{key}': {decision}={list(named)} asks for shared memory, but staging is off "
                     "(staging=False)"
                 )
             candidates = []
@@ -318,14 +318,14 @@ def _check_stage_pins(pins: Pins, all_kernels: tuple[Kernel, ...], program: Prog
                 loops = {loop.index for loop in scope_loops(kernel)}
                 here = {i for i in loops if key in (i, f"{kernel.name}.{i}")}
                 candidates += [c for c in stage_candidates(kernel, program) if c.loop in here]
-            allowed = {c.buffer for c in candidates if field == "stage" or c.transposable}
+            allowed = {c.buffer for c in candidates if decision == "stage" or c.transposable}
             unknown = [b for b in named if b not in allowed]
             if unknown:
                 names = {b.name for b in program.buffers}
                 what = ", ".join(f"'{b}'" + ("" if b in names else " (no such buffer)") for b in unknown)
-                verb = "staged" if field == "stage" else "staged with a tile that can be transposed"
+                verb = "staged" if decision == "stage" else "staged with a tile that can be transposed"
                 raise ArgumentError(
-                    f"pin '{key}': {field} names {what}, which cannot be {verb} over loop '{key}'; the "
+                    f"pin '{key}': {decision} names {what}, which cannot be {verb} over loop '{key}'; the "
                     f"buffers that can: {', '.join(sorted(allowed)) or 'none'}"
                 )
         if pin.transpose and pin.stage is not None:
@@ -389,6 +389,8 @@ class KernelProblem:
     # the thread body's loops a warp's lanes may run together (``lanes.py``): the lanes
     # decision is off where there are none
     spread: tuple[SpreadLoop, ...] = ()
+    # per spread loops: each access's ``lane_stride``, computed by isl once
+    _lane_strides: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(
@@ -433,6 +435,12 @@ class KernelProblem:
             caps,
             spread=spread_loops(kernel, model, reassociate=reassociate),
         )
+
+    def lane_strides(self, spread: tuple[SpreadLoop, ...]) -> tuple[int | None, ...]:
+        """Each access's ``cost_model.lane_stride`` under these spread loops (kept)."""
+        if spread not in self._lane_strides:
+            self._lane_strides[spread] = tuple(lane_stride(a, spread) for a in self.accesses)
+        return self._lane_strides[spread]
 
     @property
     def reads_global(self) -> bool:
@@ -605,13 +613,12 @@ class KernelProblem:
         instructions += loop_step_instructions(
             t, self.loop_iterations, mapping.points if mapping.interleaved else 1
         )
-        for a in self.accesses:
-            stride = a.exact_stride(delta)
-            lanes = mapping.lanes > 1
+        lanes = mapping.lanes > 1
+        strides = self.lane_strides(mapping.spread)
+        for a, along in zip(self.accesses, strides):
+            stride = (0 if along is None else along) if lanes else a.exact_stride(delta)
             if lanes:
-                along = lane_stride(a, mapping.spread)
-                stride = 0 if along is None else along
-                sectors = lane_sectors(t, a, mapping.spread)
+                sectors = lane_sectors(t, a, along)
             elif beyond_y:
                 sectors = t.warp_size
             elif wrap:
@@ -628,7 +635,7 @@ class KernelProblem:
                     stride, a.element_bytes, lanes=t.warp_size, sector=t.sector_bytes
                 )
             requests = -(-a.instances // t.warp_size)
-            if lanes and lane_stride(a, mapping.spread) is None:
+            if lanes and along is None:
                 requests = a.instances  # lane 0's alone: a request per instance
             tile = next((sb for sb in staged if sb.candidate.serves(a.statement, a.buffer, a.is_write)), None)
             from_shared = tile is not None
@@ -643,14 +650,14 @@ class KernelProblem:
                 shown = math.ceil(loads)
             if a.converts:
                 instructions += converted
-            if lanes and lane_stride(a, mapping.spread) is None:
+            if lanes and along is None:
                 moved = t.sector_bytes * requests  # a sector per request
                 sectors = 1
             rows.append(
                 AccessCost(a.statement, a.text, a.is_write, stride, sectors, shown, moved, from_shared)
             )
             if lanes:  # the model's bytes (``lane_sectors``): no tile with lanes
-                total_bytes += a.instances * lane_sectors(t, a, mapping.spread)
+                total_bytes += a.instances * lane_sectors(t, a, along)
             else:
                 total_bytes += 0 if from_shared else a.instances * sectors
         for sb in staged:
@@ -677,7 +684,9 @@ class KernelProblem:
             )
             total_bytes += moved
         if mapping.lanes > 1:
-            instructions += lane_instructions(t, self.accesses, mapping.spread, math.prod(self.extents))
+            instructions += lane_instructions(
+                t, self.accesses, strides, mapping.spread, math.prod(self.extents)
+            )
         threads = mapping.threads_per_block * mapping.blocks
         fill = fill_fraction(t, mapping, self.extents)
         memory_s = total_bytes / t.dram_bandwidth

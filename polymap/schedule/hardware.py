@@ -182,6 +182,26 @@ def band_index(lm: LoopMapping, g: str, t: str, s: str) -> str:
     return f"{span}*{g} + {lm.seq}*{t} + {s}"
 
 
+def band_constraints(model: PolyModel, frame: Frame) -> tuple[list[str], list[str]]:
+    """Over the hardware point ``[h, b, t, s]``: the launch's constraints (the frame's limits,
+    the host indices in their loops), and the band's (each band index below its extent)."""
+    km = frame.mapping
+    names, params = model.names, model.params
+    h, hw = frame.host, frame.hw
+    b, t, sq = hw[h : h + 3], hw[h + 3 : h + 6], hw[h + 6 :]
+    env = {p: names[p] for p in params}
+    launch = list(frame.limits)
+    for loop, x in zip(km.kernel.host_loops, hw[:h]):
+        launch.append(f"0 <= {x} < {isl_expr(loop.extent, env, params)}")
+        env[loop.index] = x
+    inside = []
+    for loop, lm, s in zip(km.kernel.band, km.loops, sq):
+        index = f"({band_index(lm, b[lm.block_axis.position], t[lm.thread_axis.position], s)})"
+        inside.append(f"{index} < {isl_expr(loop.extent, env, params)}")
+        env[loop.index] = index
+    return launch, inside
+
+
 def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int, width: int) -> Executed:
     names, params = model.names, model.params
     km, h, outer = frame.mapping, frame.host, frame.outer

@@ -40,7 +40,7 @@ from polymap.schedule.hardware import (
     Executed,
     Frame,
     TimeLayout,
-    band_index,
+    band_constraints,
     executed,
     frame_of,
     param_prefix,
@@ -381,21 +381,8 @@ def full_blocks(model: PolyModel, frame: Frame) -> isl.Set:
     """The blocks every point of whose threads is inside the band: ``[h, b]`` (host indices
     and block coordinates) of the launch such that no ``[t, s]`` of the block fails a guard.
     isl computes it as the launch's blocks minus the projection of the guarded-out points."""
-    km = frame.mapping
-    names, params = model.names, model.params
-    h = frame.host
-    hw = frame.hw
-    b, t, sq = hw[h : h + 3], hw[h + 3 : h + 6], hw[h + 6 :]
-    env = {p: names[p] for p in params}
-    launch = list(frame.limits)
-    for loop, x in zip(km.kernel.host_loops, hw[:h]):
-        launch.append(f"0 <= {x} < {isl_expr(loop.extent, env, params)}")
-        env[loop.index] = x
-    inside = []
-    for loop, lm, s in zip(km.kernel.band, km.loops, sq):
-        index = f"({band_index(lm, b[lm.block_axis.position], t[lm.thread_axis.position], s)})"
-        inside.append(f"{index} < {isl_expr(loop.extent, env, params)}")
-        env[loop.index] = index
+    h, hw = frame.host, frame.hw
+    launch, inside = band_constraints(model, frame)
     prefix = param_prefix(model)
     space = f"[{', '.join(hw)}]"
     points = isl.Set(f"{prefix}{{ {space} : {' and '.join(launch)} }}").intersect_params(model.context)

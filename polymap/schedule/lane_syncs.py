@@ -22,9 +22,8 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polymap.mapping.space import SpreadLoop
-from polymap.poly.isl_text import isl_expr
 from polymap.poly.model import PolyModel
-from polymap.schedule.hardware import Frame, band_index, param_prefix
+from polymap.schedule.hardware import Frame, band_constraints, param_prefix
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -41,20 +40,11 @@ def lane_syncs(model: PolyModel, frame: Frame, width: int) -> tuple[LaneSync, ..
     km = frame.mapping
     if km.lanes <= 1:
         return ()
-    names, params = model.names, model.params
-    h = frame.host
+    names = model.names
     hw = list(frame.hw)
-    hw_b, hw_t, hw_s = hw[h : h + 3], hw[h + 3 : h + 6], hw[h + 6 :]
-    env = {p: names[p] for p in params}
-    cons = list(frame.limits)
-    for loop, hname in zip(km.kernel.host_loops, hw[:h]):
-        cons.append(f"0 <= {hname} < {isl_expr(loop.extent, env, params)}")
-        env[loop.index] = hname
-    for j, (loop, lm) in enumerate(zip(km.kernel.band, km.loops)):
-        g, t, s = hw_b[lm.block_axis.position], hw_t[lm.thread_axis.position], hw_s[j]
-        value = band_index(lm, g, t, s)
-        cons.append(f"0 <= {value} < {isl_expr(loop.extent, env, params)}")
-        env[loop.index] = f"({value})"
+    hw_s = hw[frame.host + 6 :]
+    launch, inside = band_constraints(model, frame)
+    cons = launch + inside
     prefix = param_prefix(model)
     point = ", ".join(hw)
     syncs = []
