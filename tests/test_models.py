@@ -118,6 +118,13 @@ def _jacobi1d(i, s):
     return {"A": a, "B": b}
 
 
+def _layernorm(i, s):
+    x = i["X"].astype(np.float64)
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    return {"Y": (x - mean) / np.sqrt(var + 1e-5) * i["gamma"] + i["beta"]}
+
+
 def _softmax_rows(i, s):
     x = i["X"].astype(np.float64)
     e = np.exp(x - x.max(axis=1, keepdims=True))
@@ -174,6 +181,7 @@ NUMERIC = {
     "trmv_lower": ({"N": 9}, lambda i, s: {"y": np.tril(i["L"]) @ i["x"]}),
     "jacobi1d": ({"T": 3, "N": 10}, _jacobi1d),
     "softmax_rows": ({"M": 5, "N": 7}, _softmax_rows),
+    "layernorm": ({"M": 5, "N": 7}, _layernorm),
     "syrk_lower": ({"N": 6, "M": 4}, _syrk_lower),
     "argmax_rows": ({"M": 5, "N": 7}, lambda i, s: {"best": np.argmax(i["X"], axis=1)}),
     "masked_softmax": ({"N": 7}, _masked_softmax),
