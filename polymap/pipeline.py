@@ -201,8 +201,11 @@ def compile_program(
             reassociate=reassociate,
         )
     else:
-        if pins is not None or context is not None:
-            raise ArgumentError("pins and context belong to optimize; a given mapping already fixes them")
+        if pins is not None or context is not None or not reassociate:
+            raise ArgumentError(
+                "pins, context and reassociate belong to optimize; a given mapping already fixes them "
+                "(its report says which loops reorder a float sum)"
+            )
         mapped = given(program, mapping, analyses=analyses)
     with step("code generation"):
         return emit_cuda(mapped.mapping, model=mapped.model)

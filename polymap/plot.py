@@ -160,6 +160,7 @@ def warp_requests(mapping: Mapping, km: KernelMapping) -> list[WarpRequest]:
     sizes = dict(program.bindings) | dict(mapping.cost_sizes)
     block = km.block_dim()
     lanes: list[dict | None] = []
+    lane_of: list[int] = []  # with lanes (``mapping/lanes.py``), threadIdx.x
     for lane in range(min(mapping.target.warp_size, math.prod(block))):
         t = (lane % block[0], lane // block[0] % block[1], lane // (block[0] * block[1]))
         env = dict(sizes) | {loop.index: 0 for loop in km.kernel.host_loops}
@@ -168,10 +169,16 @@ def warp_requests(mapping: Mapping, km: KernelMapping) -> list[WarpRequest]:
             env[lm.index] = place(lm, 0, t[lm.thread_axis.position], 0)
             inside = inside and env[lm.index] < evaluate_index(lm.extent, env)
         lanes.append(env if inside else None)
+        lane_of.append(t[0])
+    # a spread loop runs its iteration n on lane n % lanes; the rest of the body on lane 0
+    spread = [km.kernel.body[sp.position] for sp in km.spread] if km.lanes > 1 else []
     globals_ = {d.name: d for d in program.buffers}
     requests = []
     for stmt, around in _statements(km.kernel.body, ()):
-        runs = _first_run(stmt, around, lanes)
+        on_lanes = bool(around) and any(around[0] is loop for loop in spread)
+        runs = _first_run(stmt, around, lanes, (km.lanes, lane_of) if on_lanes else None)
+        if km.lanes > 1 and not on_lanes:
+            runs = [env if lane == 0 else None for env, lane in zip(runs, lane_of)]
         touched = [(r.buffer, r.indices, False) for r in reads_of(stmt.value)]
         if isinstance(stmt, Assign):
             if stmt.op.is_update:
@@ -207,13 +214,20 @@ def _statements(body, around: tuple[Loop, ...]):
             yield stmt, around
 
 
-def _first_run(stmt, around: tuple[Loop, ...], lanes: list[dict | None]) -> list[dict | None]:
+def _first_run(
+    stmt, around: tuple[Loop, ...], lanes: list[dict | None], spread: tuple[int, list[int]] | None = None
+) -> list[dict | None]:
     """Per lane, its instance of ``stmt`` at the first iteration of the loops ``around`` (the
-    first ``SEARCHED`` of each, in order) where some lane runs it; all None if none does."""
+    first ``SEARCHED`` of each, in order) where some lane runs it; all None if none does.
+    ``spread``: the outermost loop of ``around`` runs on the lanes, ``(count, lane of each)``:
+    its n-th step is iteration ``count * n + lane``."""
     for values in itertools.product(range(SEARCHED), repeat=len(around)):
         runs = []
-        for env in lanes:
+        for k, env in enumerate(lanes):
             here = None if env is None else env | {loop.index: v for loop, v in zip(around, values)}
+            if here is not None and spread is not None:
+                count, lane_of = spread
+                here[around[0].index] = count * values[0] + lane_of[k]
             if here is not None and not all(
                 here[loop.index] < evaluate_index(loop.extent, here) for loop in around
             ):
@@ -361,7 +375,10 @@ def plot_mapping(mapping: Mapping, path: str | Path) -> Path:
             left.scatter(xs, ys, s=10, c="crimson", label="thread 0's points")
             left.xaxis.set_major_locator(MaxNLocator(integer=True))
             left.yaxis.set_major_locator(MaxNLocator(integer=True))
-            left.set_xlabel(f"{grid.across.index} (threads on x)" if grid.across else "(no loop on x)")
+            if km.lanes > 1:
+                left.set_xlabel(f"(threadIdx.x: the {km.lanes} lanes of each point)")
+            else:
+                left.set_xlabel(f"{grid.across.index} (threads on x)" if grid.across else "(no loop on x)")
             if grid.down is None:
                 left.set_yticks([])
                 left.set_ylabel("(no loop on y)")

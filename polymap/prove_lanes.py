@@ -52,13 +52,14 @@ def check_lane_shape(model: PolyModel, km: KernelMapping) -> None:
             f"{name}: lanes stage nothing in shared memory and run the points one after another"
         )
     found = {sp.position: sp for sp in spread_loops(km.kernel, model, reassociate=True)}
+    positions = [sp.position for sp in km.spread]
+    if positions != sorted(set(positions)):
+        raise VerificationError(
+            f"{name}: the mapping spreads a loop twice or out of order (body positions {positions}): each "
+            "spread loop has one fork and one join"
+        )
     for sp in km.spread:
-        known = found.get(sp.position)
-        if known is None or (known.index, known.accumulators, known.broadcasts) != (
-            sp.index,
-            sp.accumulators,
-            sp.broadcasts,
-        ):
+        if found.get(sp.position) != sp:  # its loop, statements, accumulators, broadcasts, reordering
             raise VerificationError(
                 f"{name}: loop '{sp.index}' at position {sp.position} of the body is not spread as the mapping "
                 "says: its lanes' fork and join would not compute what the loop does"

@@ -159,7 +159,7 @@ def test_a_row_sum_on_the_lanes_matches_the_reference_within_the_reordered_sums_
     program = parse(ROW_SUM, name="row_sum").bind_defaults()
     kernel = polymap.compile(program, pins={"i": {"lanes": 32}})
     assert kernel.mapping.kernels[0].lanes == 32
-    assert "reassociates the float reduction of y_acc" in kernel.source
+    assert "reorders the float reduction y_acc +=" in kernel.source
     x = np.random.default_rng(0).standard_normal((70, 1000)).astype(np.float32)
     got = kernel.run_host(X=x)["y"]
     exact = x.astype(np.float64).sum(axis=1)
@@ -331,3 +331,92 @@ def test_layer_norm_maps_to_a_warp_per_row_and_matches_numpy():
     var = ((xd - mean) ** 2).mean(axis=1, keepdims=True)
     want = (xd - mean) / np.sqrt(var + 1e-5) * gamma + beta
     np.testing.assert_allclose(kernel.run_host(X=x, gamma=gamma, beta=beta)["Y"], want, rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------- found by a review that attacked the lanes
+
+
+def test_a_mapping_that_spreads_a_loop_twice_or_hides_its_reordering_is_refused():
+    mapping = polymap.optimize(parse(ROW_SUM).bind_defaults(), pins={"i": {"lanes": 32}})
+    km = mapping.kernels[0]
+    (sp,) = km.spread
+    for forged in ((sp, sp), (dataclasses.replace(sp, reassociates=False),)):
+        edited = dataclasses.replace(mapping, kernels=(dataclasses.replace(km, spread=forged),))
+        with pytest.raises(VerificationError, match="spreads a loop twice|not spread as the mapping says"):
+            polymap.compile(mapping.program, edited)
+
+
+SELECT_COUNT = """param M = 4
+param N = 100
+in  F: f32[M, N]
+out c: i32[M]
+par M i {
+  new s: i32
+  s = 33554432
+  seq N j {
+    s += select(F[i, j] > 0, 1, 3)
+  }
+  c[i] = s
+}
+"""
+
+NARROW_MIN = """param M = 4
+param N = 70
+in  L: i64[M, N]
+in  W: i64[M, N]
+out lo: i32[M]
+out total: i32[M]
+par M i {
+  new m: i32
+  new t: i32
+  m = 2147483647
+  t = 0
+  seq N j {
+    m min= L[i, j]
+    t += W[i, j]
+  }
+  lo[i] = m
+  total[i] = t
+}
+"""
+
+
+def test_an_integer_accumulator_that_computes_in_float_or_narrows_a_min_stays_in_a_thread():
+    assert _spread(SELECT_COUNT, reassociate=False) == ()  # the select's condition reads an f32
+    # min= truncates an i64 value to i32 on each update: the order matters; += wraps alike
+    assert _spread(NARROW_MIN) == ()
+    assert _spread(NARROW_MIN.replace("    m min= L[i, j]\n", "")) != ()
+
+
+def test_a_given_mapping_takes_no_reassociate_option():
+    program = load("models/gemv.te")
+    mapping = polymap.optimize(program)
+    with pytest.raises(polymap.ArgumentError, match="reassociate belong to optimize"):
+        polymap.compile(mapping.program, mapping, reassociate=False)
+
+
+def test_the_header_names_only_the_float_reductions_a_loop_reorders():
+    text = INT_MAX_AND_SUM.replace("out top: i32[M]", "out top: i32[M]\nout f: f32[M]").replace(
+        "  m = X[i, 0]\n", "  m = X[i, 0]\n  new g: f32\n  g = 0\n"
+    )
+    text = text.replace("    m max= X[i, j]\n", "    m max= X[i, j]\n    g += X[i, j] * 0.5\n")
+    text = text.replace("  top[i] = m\n", "  top[i] = m\n  f[i] = g\n")
+    kernel = polymap.compile(parse(text, name="mixed").bind_defaults(), pins={"i": {"lanes": 32}})
+    header = kernel.source.split("extern")[0]
+    assert "reorders the float reduction g +=" in header and "s +=" not in header
+
+
+def test_a_lanes_pin_other_than_1_or_32_says_what_lanes_can_be():
+    for value in (0, 8, True):
+        with pytest.raises(polymap.ArgumentError, match=r"lanes is 1 \(a thread per point\) or 32"):
+            polymap.optimize(load("models/gemv.te"), pins={"i": {"lanes": value}})
+
+
+def test_the_picture_of_a_warps_requests_puts_a_spread_loop_on_the_lanes():
+    from polymap.plot import warp_requests
+
+    mapping = polymap.optimize(load("models/gemv.te"))
+    requests = {r.text: r for r in warp_requests(mapping, mapping.kernels[0])}
+    assert requests["read A[i, j]"].addresses == tuple(4 * lane for lane in range(32))
+    assert requests["read A[i, j]"].sectors == 4  # as the report's table says
+    assert requests["write y[i]"].addresses[1:] == (None,) * 31  # lane 0's alone

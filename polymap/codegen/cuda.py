@@ -237,7 +237,7 @@ class _Emitter:
                     lines.append(f"  the {km.points} points of a thread interleaved (outer-product order)")
                 if km.staging is not None:
                     lines.append(f"  {km.staging.describe()} ({cost.shared_bytes} bytes per block)")
-                lines += lanes_header(km)
+                lines += lanes_header(km, lambda name: self.program.buffer(name).dtype.is_float)
             at = ", ".join(f"{n} = {v}" for n, v in m.cost_sizes)
             lines.append(
                 f"  predicted {cost.time_s * 1e6:.4g} us per launch ({cost.roofs_text()})"

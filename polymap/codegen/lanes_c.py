@@ -54,16 +54,26 @@ def join_lines(sp: SpreadLoop, c_name: Callable[[str], str]) -> list[str]:
     return lines
 
 
-def lanes_header(km: KernelMapping) -> list[str]:
-    """The header's lines on a kernel's lanes: which loops, and whether a sum is reordered."""
+def lanes_header(km: KernelMapping, is_float: Callable[[str], bool]) -> list[str]:
+    """The header's lines on a kernel's lanes: which loops, and which float sums or products
+    they reorder (``is_float``: whether a buffer is a float)."""
     if km.lanes <= 1:
         return []
-    loops = ", ".join(f"'{sp.index}'" for sp in km.spread)
+    loops = ", ".join(spread_loop_name(km, sp) for sp in km.spread)
     lines = [f"  a warp per point: loops {loops} run on its {km.lanes} lanes, the rest on lane 0"]
     for sp in km.spread:
-        if sp.reassociates:
-            sums = ", ".join(name for name, op in sp.accumulators if op in IDENTITY)
+        reordered = [
+            f"{name} {op.value}" for name, op in sp.accumulators if op in IDENTITY and is_float(name)
+        ]
+        if reordered:
             lines.append(
-                f"  loop '{sp.index}' reassociates the float reduction of {sums} (reassociate=False keeps it)"
+                f"  loop {spread_loop_name(km, sp)} reorders the float reduction {', '.join(reordered)} "
+                "(reassociate=False keeps the program's order)"
             )
     return lines
+
+
+def spread_loop_name(km: KernelMapping, sp: SpreadLoop) -> str:
+    """``'j' at 24:3``: a spread loop by its index and, where the text has one, its place."""
+    loop = km.kernel.body[sp.position]
+    return f"'{sp.index}'" + (f" at {loop.loc}" if loop.loc is not None else "")

@@ -46,6 +46,7 @@ from polymap.ir.nodes import (
     Select,
     reads_of,
 )
+from polymap.ir.value_types import promote, statement_type
 from polymap.ir.walk import declared_locals, walk_block
 from polymap.mapping.space import Kernel, SpreadLoop
 from polymap.poly.model import PolyModel, StatementModel
@@ -145,6 +146,18 @@ def _integer_valued(e, dtype_of) -> bool:
     return False  # a call: a float function, or a conversion; kept in one thread
 
 
+def _exact_integer_update(stmt: Assign, dtype: DType, dtype_of) -> bool:
+    """Whether ``acc op= value`` on an integer accumulator gives the same result in any
+    order: the statement computes in an integer type (every buffer it reads, a select's
+    condition too, is an integer: ``statement_type``) and its value is an integer; for
+    ``max=``/``min=`` that type is no wider than the accumulator's (a value wider than it,
+    truncated on each update, makes the order matter; ``+=`` and ``*=`` wrap alike)."""
+    computes = statement_type(stmt, dtype_of)
+    if not computes.is_integer or not _integer_valued(stmt.value, dtype_of):
+        return False
+    return stmt.op not in EXACT_IN_ANY_ORDER or promote(dtype, computes) is dtype.compute
+
+
 def _accumulated(name: str, inside: list[StatementModel], decl, dtype_of) -> AssignOp | None:
     """The operator of an accumulator: every access of ``name`` in the loop is an update by
     that one operator whose value does not read it; None if it is no accumulator."""
@@ -157,7 +170,7 @@ def _accumulated(name: str, inside: list[StatementModel], decl, dtype_of) -> Ass
         if isinstance(stmt, Assign) and stmt.buffer == name:
             if stmt.op not in COMBINABLE or reads_it:
                 return None
-            if decl.dtype.is_integer and not _integer_valued(stmt.value, dtype_of):
+            if decl.dtype.is_integer and not _exact_integer_update(stmt, decl.dtype, dtype_of):
                 return None
             ops.add(stmt.op)
         elif reads_it:

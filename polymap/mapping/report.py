@@ -137,7 +137,9 @@ def format_lanes(mapped: KernelMapping) -> list[str]:
         combined = ", ".join(f"{name} {op.value}" for name, op in sp.accumulators)
         what = f"partial {combined} combined by shuffles at its end" if combined else "no reduction"
         order = (
-            "; reorders a float sum (reassociate=False keeps the program's order)" if sp.reassociates else ""
+            "; reorders a float += or *= (reassociate=False keeps the program's order)"
+            if sp.reassociates
+            else ""
         )
         loop = mapped.kernel.body[sp.position]
         where = f" at {loop.loc}" if loop.loc is not None else f" (statement {sp.position + 1} of the body)"

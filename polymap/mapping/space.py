@@ -404,6 +404,10 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
             raise ArgumentError(
                 f"pin for '{key}': distribution must be cyclic or blocked, got {value!r}"
             ) from None
+    if name == "lanes" and (isinstance(value, bool) or value not in (1, 32)):
+        raise ArgumentError(
+            f"pin for '{key}': lanes is 1 (a thread per point) or 32 (a warp per point), got {value!r}"
+        )
     if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value & (value - 1):
         raise ArgumentError(f"pin for '{key}': {name} must be a power of two >= 1, got {value!r}")
     return value
