@@ -89,7 +89,10 @@ def optimize_program(
             rewritten = transform(program, registers=registers, analyses=analyses, axes=axes)
         with step("analysis at the cost sizes"):
             bound_model = analyses(rewritten.bind(**sizes))
-        return rewritten, map_kernels(bound_model, gpu, pinned, time_limit, staging, rewritten, reassociate)
+        symbolic = analyses(rewritten, context)  # the proof's program: where lanes must hold
+        return rewritten, map_kernels(
+            bound_model, gpu, pinned, time_limit, staging, rewritten, reassociate, symbolic
+        )
 
     bands = deep_bands(program)
     choices: tuple[BandChoice, ...] = ()

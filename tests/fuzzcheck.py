@@ -210,13 +210,45 @@ def check_case(case: FuzzCase, *, time_limit: float = 10.0, ptx: bool = False) -
         return _classify(seed, "run", err)
     if (why := mismatch(got, want, off_by_one=loose)) is not None:
         staged = any(k.staging is not None for k in kernel.mapping.kernels)
-        return Result(seed, "wrong result", "run", "staged" if staged else "unstaged", why)
+        laned = any(k.lanes > 1 for k in kernel.mapping.kernels)
+        return Result(
+            seed, "wrong result", "run", "lanes" if laned else "staged" if staged else "unstaged", why
+        )
+    # every kernel that could give a warp to each point and was not given one, pinned to it:
+    # the lanes' code runs on every program that has a loop to spread, not only where SCIP
+    # finds them faster
+    pins = _lane_pins(kernel.mapping)
+    if pins:
+        try:
+            laned = polymap.compile(compiled, context=context, time_limit=time_limit, pins=pins)
+            got = laned.run_host(**inputs)
+        except Exception as err:  # noqa: BLE001
+            return _classify(seed, "lanes", err)
+        if (why := mismatch(got, want, off_by_one=loose)) is not None:
+            return Result(seed, "wrong result", "run", "lanes pinned", why)
     if ptx:
         try:
             kernel.ptx()
         except Exception as err:  # noqa: BLE001
             return _classify(seed, "ptx", err)
     return Result(seed, "ok")
+
+
+def _lane_pins(mapping) -> dict:
+    """Pins giving a warp per point to every kernel of the mapping that has a loop to spread
+    (``polymap.mapping.lanes``) and a thread per point."""
+    from polymap.mapping.lanes import spread_loops
+    from polymap.mapping.space import kernels
+    from polymap.poly.model import analyze
+
+    if all(k.lanes > 1 or not k.loops for k in mapping.kernels):
+        return {}
+    model = analyze(mapping.program, context=mapping.context)
+    pins = {}
+    for kernel, km in zip(kernels(mapping.program), mapping.kernels):
+        if km.lanes == 1 and spread_loops(kernel, model):
+            pins[f"{kernel.name}.{kernel.indices[0]}"] = {"lanes": 32}
+    return pins
 
 
 # ------------------------------------------------------------------ worker processes

@@ -420,3 +420,28 @@ def test_the_picture_of_a_warps_requests_puts_a_spread_loop_on_the_lanes():
     assert requests["read A[i, j]"].addresses == tuple(4 * lane for lane in range(32))
     assert requests["read A[i, j]"].sectors == 4  # as the report's table says
     assert requests["write y[i]"].addresses[1:] == (None,) * 31  # lane 0's alone
+
+
+ONE_ITERATION_AT_THE_COST_SIZES = """param K = 1, M = 9
+out W: f32[M, 3]
+in X: f32[M, K]
+par M i {
+  par 3 d {
+    seq K k {
+      if d >= 1 { W[i, d] += X[i, k] - d }
+    }
+  }
+}
+"""
+
+
+def test_the_loops_lanes_may_run_are_found_for_every_size_the_proof_covers():
+    """Fuzz seed 8461: at the cost size K = 1 the loop has no dependence between iterations,
+    at K = 2 it has one (the global update); the lanes' loops come from the symbolic program."""
+    program = parse(ONE_ITERATION_AT_THE_COST_SIZES, name="one_iteration")
+    kernel = polymap.compile(program)  # proved for every K: spread nothing
+    assert kernel.mapping.kernels[0].lanes == 1
+    x = np.random.default_rng(6).standard_normal((9, 5)).astype(np.float32)
+    want = np.zeros((9, 3))
+    want[:, 1:] = x.astype(np.float64).sum(axis=1, keepdims=True) - 5 * np.arange(1, 3)
+    np.testing.assert_allclose(kernel.run_host(X=x)["W"], want, rtol=1e-5, atol=1e-5)

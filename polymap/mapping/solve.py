@@ -153,19 +153,35 @@ def map_kernels(
     staging: bool,
     written: Program | None = None,
     reassociate: bool = True,
+    symbolic: PolyModel | None = None,
 ) -> tuple[tuple[KernelMapping, KernelCost, SolveReport], ...]:
     """Solve every kernel of the bound program ``model.program``: its decisions, their cost
     and SCIP's report, in launch order. ``written`` is the program as written, whose
     decisions these become (``rebind``); ``reassociate``: lanes may change the order of a
-    float sum (``lanes.py``)."""
+    float sum (``lanes.py``); ``symbolic``: the model of ``written`` under the context,
+    where the loops the lanes may run are found, so that they hold at every size the proof
+    covers (at the cost sizes alone a loop of one iteration has no dependence to forbid it)."""
     time_limit = checked_time_limit(time_limit)
     all_kernels = kernels(model.program)
     _check_pin_keys(pins, all_kernels, model.program if staging else None)
+    spread = {}
+    if symbolic is not None:
+        spread = {
+            k.name: spread_loops(k, symbolic, reassociate=reassociate) for k in kernels(symbolic.program)
+        }
     out = []
     for kernel in all_kernels:
         with step(f"mapping of {kernel.name} (model built, SCIP solved)"):
             problem = KernelProblem.build(
-                kernel, model, target, pins, time_limit, staging, written, reassociate
+                kernel,
+                model,
+                target,
+                pins,
+                time_limit,
+                staging,
+                written,
+                reassociate,
+                spread.get(kernel.name),
             )
             _check_lane_pins(pins, problem)
             report, decisions = problem.solve_or_explain()
@@ -403,10 +419,13 @@ class KernelProblem:
         staging: bool = True,
         written: Program | None = None,
         reassociate: bool = True,
+        spread: tuple[SpreadLoop, ...] | None = None,
     ) -> KernelProblem:
         """The problem of one kernel of the bound program ``model.program``; ``written``: the
         program as written (sizes unbound), which bounds the copies' width (``copy_caps``);
-        ``reassociate``: whether lanes may change the order of a float sum (``lanes.py``)."""
+        ``reassociate``: whether lanes may change the order of a float sum (``lanes.py``);
+        ``spread``: the loops the lanes may run, found on the program the proof covers (every
+        size of the context; None: found here, on the bound program)."""
         time_limit = checked_time_limit(time_limit)
         launches = _launches(kernel)
         candidates = stage_candidates(kernel, model.program) if staging else ()
@@ -433,7 +452,7 @@ class KernelProblem:
             _fragments(kernel, model, accesses),
             _loop_iterations(kernel, model) // max(1, launches),
             caps,
-            spread=spread_loops(kernel, model, reassociate=reassociate),
+            spread=spread_loops(kernel, model, reassociate=reassociate) if spread is None else spread,
         )
 
     def lane_strides(self, spread: tuple[SpreadLoop, ...]) -> tuple[int | None, ...]:
