@@ -106,6 +106,30 @@ def test_gpu_and_host_runs_agree():
     assert_matches(gpu, {k: np.asarray(v) for k, v in host.items()}, program)
 
 
+def test_lanes_on_the_gpu_hold_the_bounds_the_host_runs_are_held_to():
+    """A warp per point on the device (issue 12): shuffles and __syncwarp as CUDA runs them,
+    against the expected values of tests/test_lanes.py (a reordered f32 sum within its
+    bound, integers exactly, softmax and layer norm to float64)."""
+    from test_lanes import INT_MAX_AND_SUM, ROW_SUM, _sum_bound
+
+    lanes = {"i": {"lanes": 32}}
+    rng = np.random.default_rng(11)
+    row_sum = polymap.compile(polymap.parse(ROW_SUM, name="row_sum").bind_defaults(), pins=lanes)
+    x = rng.standard_normal((70, 1000)).astype(np.float32)
+    got = row_sum(X=x)["y"]
+    assert np.all(np.abs(got - x.astype(np.float64).sum(axis=1)) <= _sum_bound(x.astype(np.float64)))
+    ints = polymap.compile(polymap.parse(INT_MAX_AND_SUM, name="ints").bind_defaults(), pins=lanes)
+    xi = rng.integers(-1000, 1000, (40, 77)).astype(np.int32)
+    got = ints(X=xi)
+    np.testing.assert_array_equal(got["total"], (xi.astype(np.int64) * 3).sum(axis=1))
+    np.testing.assert_array_equal(got["top"], xi.max(axis=1))
+    for name, sizes in (("softmax_rows", {"M": 37, "N": 19}), ("layernorm", {"M": 33, "N": 100})):
+        program = polymap.load(Path(__file__).parent.parent / "models" / f"{name}.te").bind(**sizes)
+        kernel = polymap.compile(program, pins=lanes)
+        inputs = random_inputs(program, seed=12)
+        assert_matches(kernel(**inputs), polymap.reference(program, **inputs), program)
+
+
 def test_kernel_time_replays_a_graph_and_leaves_the_outputs_right():
     """kernel.time captures the launches into a CUDA graph (no fallback to Python launches),
     and a later call still computes the reference's values: the timing ran on its own
