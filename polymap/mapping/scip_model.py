@@ -17,6 +17,12 @@ has (binary unless said otherwise):
   D_r elements of e bytes) unless ``z_r`` (then ``sigma_r = 32``, one sector per lane);
 * ``interleaved``: the thread's points run inside every step of the body (outer-product
   order, ``space.py``); 0 where the body has no loop (``cost_model.interleavable``);
+* ``lanes`` (w), only for a kernel whose body has a loop to spread (``lanes.py``): a warp
+  per band point. threadIdx.x then holds the lanes (no band loop on x, 32 times the threads
+  in the block, the fill and the first-load roof), a spread loop's access spans the warp
+  along the loop and lane 0's is a request of one sector per instance (``lane_sectors``),
+  the forks and joins count in the issue time (``lane_instructions``), and nothing is
+  staged or interleaved;
 * the fraction of the GPU the launch fills, 1/u: ``u >= 1``,
   ``u >= (SMs * threads per SM) * prod_j S_j / prod_j N_j`` (fewer threads than the GPU
   holds) unless interleaved (then each point is independent work in flight, and the bound
