@@ -269,10 +269,20 @@ class _Emitter:
         for isl_name, hw in used_axes:
             lines.append(f"  const int {self.hw_names[isl_name]} = {hw};")
         self.shared_names = {}
-        if schedule.syncs:
-            self.check_lane_syncs(schedule)
+        if schedule.syncs:  # on the lane, threadIdx.x
+            self.check_unconditional(
+                schedule,
+                {x.name for x in schedule.syncs},
+                range(1),
+                "a fork or join under a condition on the lane; not every lane of a warp would meet its shuffles",
+            )
         if plan is not None:
-            self.check_barriers(schedule)
+            self.check_unconditional(
+                schedule,
+                {b.name for b in plan.barriers},
+                range(3),
+                "a barrier under a condition on the thread; not every thread of a block would meet it",
+            )
             for copy in plan.copies:
                 c_name = self.shared_names[copy.buffer.name] = self.cn.fresh(f"{copy.buffer.name}_sh")
                 decl = self.program.buffer(copy.buffer.name)
@@ -330,26 +340,17 @@ class _Emitter:
                 )
         return grid
 
-    def check_barriers(self, schedule: KernelSchedule) -> None:
-        threads = tuple(schedule.frame.hw[schedule.frame.host + 3 : schedule.frame.host + 6])
-        names = {b.name for b in schedule.shared.barriers}
+    @staticmethod
+    def check_unconditional(schedule: KernelSchedule, names: set[str], threads: range, what: str) -> None:
+        """Every one of the leaves ``names`` (barriers, forks, joins) sits under no loop bound
+        or condition on the thread coordinates ``threads`` (0 .. 2: x, y, z): else not every
+        thread that must meet it would. ``what`` says which, for the InternalError."""
+        frame = schedule.frame
+        coordinates = tuple(frame.hw[frame.host + 3 + k] for k in threads)
         asts = [schedule.ast] + ([schedule.full[1]] if schedule.full is not None else [])
         # the condition of a full block mentions no thread (``full_blocks``: a set of blocks)
-        if not all(barriers_unconditional(ast, threads, names) for ast in asts):
-            raise InternalError(
-                f"{schedule.mapping.kernel.name}: isl placed a barrier under a condition on the thread; "
-                "not every thread of a block would meet it"
-            )
-
-    def check_lane_syncs(self, schedule: KernelSchedule) -> None:
-        lane = (schedule.frame.hw[schedule.frame.host + 3],)
-        names = {x.name for x in schedule.syncs}
-        asts = [schedule.ast] + ([schedule.full[1]] if schedule.full is not None else [])
-        if not all(barriers_unconditional(ast, lane, names) for ast in asts):
-            raise InternalError(
-                f"{schedule.mapping.kernel.name}: isl placed a fork or join under a condition on the lane; "
-                "not every lane of a warp would meet its shuffles"
-            )
+        if not all(barriers_unconditional(ast, coordinates, names) for ast in asts):
+            raise InternalError(f"{schedule.mapping.kernel.name}: isl placed {what}")
 
     def bind_hardware(self, frame: Frame) -> list[tuple[str, str]]:
         """C names for the host indices, block and thread coordinates of a kernel; returns

@@ -59,7 +59,7 @@ def lanes_header(km: KernelMapping, is_float: Callable[[str], bool]) -> list[str
     they reorder (``is_float``: whether a buffer is a float)."""
     if km.lanes <= 1:
         return []
-    loops = ", ".join(spread_loop_name(km, sp) for sp in km.spread)
+    loops = ", ".join(km.spread_place(sp) for sp in km.spread)
     lines = [f"  a warp per point: loops {loops} run on its {km.lanes} lanes, the rest on lane 0"]
     for sp in km.spread:
         reordered = [
@@ -67,13 +67,7 @@ def lanes_header(km: KernelMapping, is_float: Callable[[str], bool]) -> list[str
         ]
         if reordered:
             lines.append(
-                f"  loop {spread_loop_name(km, sp)} reorders the float reduction {', '.join(reordered)} "
+                f"  loop {km.spread_place(sp)} reorders the float reduction {', '.join(reordered)} "
                 "(reassociate=False keeps the program's order)"
             )
     return lines
-
-
-def spread_loop_name(km: KernelMapping, sp: SpreadLoop) -> str:
-    """``'j' at 24:3``: a spread loop by its index and, where the text has one, its place."""
-    loop = km.kernel.body[sp.position]
-    return f"'{sp.index}'" + (f" at {loop.loc}" if loop.loc is not None else "")

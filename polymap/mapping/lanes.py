@@ -36,6 +36,7 @@ from polymap.ir.nodes import (
     Assign,
     AssignOp,
     Binary,
+    BufferDecl,
     Const,
     DType,
     IndexValue,
@@ -64,12 +65,13 @@ def spread_loops(kernel: Kernel, model: PolyModel, *, reassociate: bool = True) 
         return ()
     outer = len(kernel.host_loops) + len(kernel.band)
     mine = [s for s in model.statements if s.loops[:outer] == kernel.host_loops + kernel.band]
+    body_locals = {d.name: d for d in declared_locals(kernel.body)}
     found = []
     for position, stmt in enumerate(kernel.body):
         if not isinstance(stmt, Loop):
             continue
         inside = [s for s in mine if len(s.loops) > outer and s.ctx.position[outer] == position]
-        spread = _spread(model, kernel, position, stmt, inside, outer, reassociate)
+        spread = _spread(model, body_locals, position, stmt, inside, outer, reassociate)
         if spread is not None:
             found.append(spread)
     return tuple(found)
@@ -77,23 +79,20 @@ def spread_loops(kernel: Kernel, model: PolyModel, *, reassociate: bool = True) 
 
 def _spread(
     model: PolyModel,
-    kernel: Kernel,
+    body_locals: dict[str, BufferDecl],
     position: int,
     loop: Loop,
     inside: list[StatementModel],
     outer: int,
     reassociate: bool,
 ) -> SpreadLoop | None:
+    """The loop at ``position`` of the thread body as a spread loop, if it is one;
+    ``body_locals``: the body's block-local buffers by name, ``inside``: its statements."""
     if not inside:
         return None
-    body_locals = {d.name: d for d in declared_locals(kernel.body)}
     own = {s.decl.name for s in walk_block(loop.body) if isinstance(s, New)}
     accumulators: dict[str, AssignOp] = {}
-    written = set()
-    for s in inside:
-        stmt = s.stmt
-        if isinstance(stmt, Assign):
-            written.add(stmt.buffer)
+    written = {s.stmt.buffer for s in inside if isinstance(s.stmt, Assign)}
     for name in sorted(written):
         if name in own or name not in body_locals:
             continue  # a fresh copy per iteration, or a global buffer: the dependences decide

@@ -141,9 +141,7 @@ def format_lanes(mapped: KernelMapping) -> list[str]:
             if sp.reassociates
             else ""
         )
-        loop = mapped.kernel.body[sp.position]
-        where = f" at {loop.loc}" if loop.loc is not None else f" (statement {sp.position + 1} of the body)"
-        lines.append(f"    loop '{sp.index}'{where}: {what}{order}")
+        lines.append(f"    loop {mapped.spread_place(sp)}: {what}{order}")
     return lines
 
 

@@ -221,6 +221,13 @@ class KernelMapping:
     def threads_per_block(self) -> int:
         return self.lanes * math.prod(loop.threads for loop in self.loops)
 
+    def spread_place(self, sp: SpreadLoop) -> str:
+        """``'j' at 24:3``: a spread loop by its index and its place in the text (else by
+        its statement's number in the body), for the report and the emitted header."""
+        loop = self.kernel.body[sp.position]
+        where = f"at {loop.loc}" if loop.loc is not None else f"(statement {sp.position + 1} of the body)"
+        return f"'{sp.index}' {where}"
+
     def spread_at(self, position: int) -> SpreadLoop | None:
         """The spread loop at a top-level position of the body, if any."""
         return next((sp for sp in self.spread if sp.position == position), None)
