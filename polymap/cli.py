@@ -23,6 +23,10 @@ compiles the source to machine code for the target's architecture with NVRTC and
 per kernel, what ptxas made of it (registers, stack, shared memory, occupancy, the hot loop's
 instruction mix), read with cuobjdump: no GPU needed.
 
+``polymap plan FILE --capacity 16K [--size ...] [--link Q=dram ...]`` reads the program as
+a chain of einsums and prints the tiling and fusion that moves the fewest bytes off chip
+within the capacity (elements, or bytes with a unit: 64KiB), proved optimal by SCIP.
+
 ``polymap bench [MODELS ...] [-o FILE]`` measures the optimizer on models/ and records the
 raw results.
 
@@ -137,6 +141,39 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("file", help="a .te program")
     _mapping_options(inspect)
+    planner = commands.add_parser(
+        "plan",
+        help="tile and fuse the program's einsum chain under an on-chip capacity (SCIP, proved optimal)",
+    )
+    planner.add_argument("file", help="a .te program whose statements form a chain of einsums")
+    planner.add_argument(
+        "--capacity",
+        required=True,
+        help="the on-chip store: elements (16384, 16K, 512K) or bytes with a unit (64KiB, 228KB)",
+    )
+    planner.add_argument(
+        "--size",
+        action="append",
+        type=_size,
+        default=[],
+        metavar="NAME=N",
+        help="bind a size parameter (repeatable; sizes with defaults take them)",
+    )
+    planner.add_argument(
+        "--link",
+        action="append",
+        type=_link,
+        default=[],
+        metavar="BUFFER=MODE",
+        help="pin an intermediate: Q=dram (written back), Q=tiled (fused, a tile at a time), Q=whole (on chip whole)",
+    )
+    planner.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="SCIP's time limit (default 60); at the limit the best plan found is printed with its gap",
+    )
     bench = commands.add_parser("bench", help="measure the optimizer on models/ and record the raw results")
     bench.add_argument("models", nargs="*", help=".te files (default: every file in models/)")
     bench.add_argument("--target", default="h100", help=_TARGET_HELP)
@@ -166,13 +203,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--host", action="store_true", help="with --kernels: the host correctness run only")
     bench.add_argument(
+        "--plan",
+        action="store_true",
+        help="the fusion planner on seed 000's attention chain (4 sizes x 3 capacities) and the Orojenesis "
+        "2-GEMM, each planned free and unfused in the same run",
+    )
+    bench.add_argument(
         "--plot",
         default=None,
         metavar="FILE.png",
         help="also draw the predicted roofline of every kernel of the models into FILE (.png, .svg or "
         ".pdf; needs matplotlib, the plot extra); not with --kernels",
     )
-    for command in (check, mapper, emit, run, inspect, bench):
+    for command in (check, mapper, emit, run, inspect, planner, bench):
         command.add_argument(
             "-q",
             "--quiet",
@@ -237,6 +280,13 @@ def _positive(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return int(text)
+
+
+def _link(text: str) -> tuple[str, str]:
+    buffer, sep, mode = text.partition("=")
+    if not sep or not buffer.strip() or mode.strip() not in ("dram", "tiled", "whole"):
+        raise argparse.ArgumentTypeError(f"expected BUFFER=dram, BUFFER=tiled or BUFFER=whole, got {text!r}")
+    return buffer.strip(), mode.strip()
 
 
 def _pin(text: str) -> tuple[str, str, str]:
@@ -307,6 +357,17 @@ def _check(args: argparse.Namespace) -> int:
     _, model = _load(args)
     print(model.describe())
     print(f"{args.file}: valid")
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from polymap.plan.planner import DEFAULT_TIME_LIMIT_S, plan
+
+    program = load(args.file).bind(**dict(args.size))
+    limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit
+    with step("plan: SCIP"):
+        result = plan(program, args.capacity, links=dict(args.link), time_limit_s=limit)
+    print(result)
     return 0
 
 
@@ -557,6 +618,12 @@ def _bench(args: argparse.Namespace) -> int:
     from polymap.bench import bench_solver, solver_json, solver_markdown
     from polymap.errors import ArgumentError
 
+    if args.plan:
+        if args.kernels or args.models or args.plot is not None or args.json:
+            raise ArgumentError(
+                "bench --plan runs its own cases: not with --kernels, models, --plot or --json"
+            )
+        return _bench_plan(args)
     if args.kernels:
         if args.plot is not None:
             raise ArgumentError(
@@ -592,6 +659,30 @@ def _bench(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         drawn = plot_roofline([(run.model, run.mapping) for run in runs], args.plot)
         print(f"drew the roofline into {drawn}", file=sys.stderr)
+    return 0
+
+
+def _bench_plan(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from polymap.bench import machine
+    from polymap.plan import bench
+
+    if not Path("models").is_dir():
+        print("error: run from the polymap checkout (models/ not found)", file=sys.stderr)
+        return 1
+
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(line, flush=True)
+
+    runs = bench.run(Path("."), time_limit_s=args.time_limit, say=say)
+    text = bench.markdown(runs, command="polymap " + " ".join(sys.argv[1:]), machine=machine())
+    if args.output:
+        _write(args.output, text)
+        print(f"wrote {args.output}")
+    else:
+        print(text)
     return 0
 
 
@@ -701,6 +792,7 @@ def _command(args: argparse.Namespace) -> int:
         "emit": _emit,
         "run": _run,
         "inspect": _inspect,
+        "plan": _plan,
         "bench": _bench,
     }
     return commands[args.command](args)

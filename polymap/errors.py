@@ -181,3 +181,9 @@ class CudaCompileError(PolymapError):
 class MachineCodeError(PolymapError):
     """The machine code of a kernel could not be read: the disassembler (``cuobjdump``) is
     missing, failed or timed out, or printed something polymap does not understand."""
+
+
+class PlanError(PolymapError):
+    """The fusion planner cannot plan this program or capacity: the program is not a chain
+    of einsums (the message names the statement and why), or the capacity is too small for
+    any plan (the message names the einsum that does not fit)."""

@@ -59,9 +59,10 @@ def step(name: str) -> Iterator[None]:
         reporter.line(f"{name}: {elapsed:.1f} s")
 
 
-def watch_solve(model, label: str) -> None:
+def watch_solve(model, label: str, *, unit: str = "us", scale: float = 1.0, what: str = "mapping") -> None:
     """With a reporter, have SCIP report its progress on ``model`` while it solves (an event
-    handler on new incumbents and solved nodes, throttled); without one, nothing is added."""
+    handler on new incumbents and solved nodes, throttled); without one, nothing is added.
+    The objective is printed times ``scale``, in ``unit``; ``what`` names a solution."""
     reporter = _current.get()
     if reporter is None:
         return
@@ -83,16 +84,16 @@ def watch_solve(model, label: str) -> None:
             if solving < reporter.after_s or solving - self.last < reporter.every_s:
                 return
             self.last = solving
-            reporter.line(f"{label}: SCIP at {solving:.0f} s, {_incumbent(self.model)}")
+            reporter.line(f"{label}: SCIP at {solving:.0f} s, {_incumbent(self.model, unit, scale, what)}")
 
     model.includeEventhdlr(SolveProgress(), "polymap_progress", "progress lines while SCIP solves")
 
 
-def _incumbent(model) -> str:
-    """SCIP's best mapping so far and its bound, in the report's words."""
+def _incumbent(model, unit: str, scale: float, what: str) -> str:
+    """SCIP's best solution so far and its bound, in the report's words."""
     nodes = f"{model.getNNodes()} nodes"
     best, bound, inf = model.getPrimalbound(), model.getDualbound(), model.infinity()
     if abs(best) >= inf:
-        return f"no mapping yet, {nodes}"
-    bound_text = f"{bound:.6g} us" if abs(bound) < inf else "none yet"
-    return f"best {best:.6g} us, bound {bound_text}, {nodes}"
+        return f"no {what} yet, {nodes}"
+    bound_text = f"{bound * scale:.6g} {unit}" if abs(bound) < inf else "none yet"
+    return f"best {best * scale:.6g} {unit}, bound {bound_text}, {nodes}"

@@ -1,0 +1,236 @@
+"""``polymap.plan``: tile and fuse a chain of einsums under an on-chip capacity with SCIP.
+
+The planner reads the program as a chain (:mod:`polymap.plan.chain`), builds one SCIP
+model of every plan (:mod:`polymap.plan.formulation`), solves it, reads the plan back and
+accounts for it exactly in integers (:mod:`polymap.plan.tree`). The printed traffic and
+footprints are that exact accounting of the plan SCIP chose; SCIP's own objective and dual
+bound are printed next to it, in the same unit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from polymap.errors import ArgumentError, InternalError, PlanError, PolymapError, SolverError
+from polymap.ir.nodes import Program
+from polymap.mapping.outcome import Outcome, SolveReport
+from polymap.plan.chain import Chain, read_chain
+from polymap.plan.tree import (
+    Accounting,
+    Level,
+    LinkMode,
+    Loop,
+    Nest,
+    account,
+    link_mode_of,
+    reduction_outside_output,
+    segments,
+)
+from polymap.progress import watch_solve
+
+DEFAULT_TIME_LIMIT_S = 60.0
+
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """The on-chip store: ``amount`` elements, or bytes when ``in_bytes``."""
+
+    amount: int
+    in_bytes: bool = False
+
+    @classmethod
+    def parse(cls, text: str | int) -> Capacity:
+        """``16384``, ``16K``, ``512K`` (elements) or ``64KiB``, ``228KB``, ``1MiB``, ``4096B`` (bytes)."""
+        if isinstance(text, bool):
+            raise ArgumentError(
+                f"capacity must be a number of elements or a size such as '64KiB', got {text!r}"
+            )
+        if isinstance(text, int):
+            return cls._checked(text, False, str(text))
+        match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)(i?[bB])?\s*", str(text))
+        if not match:
+            raise ArgumentError(
+                f"capacity {text!r}: expected a number of elements (16384, 16K) or of bytes (64KiB, 4096B)"
+            )
+        amount = int(match.group(1)) * _UNITS[match.group(2).lower()]
+        return cls._checked(amount, match.group(3) is not None, text)
+
+    @classmethod
+    def _checked(cls, amount: int, in_bytes: bool, text) -> Capacity:
+        if amount < 1:
+            raise ArgumentError(f"capacity {text!r} must be at least 1")
+        return cls(amount, in_bytes)
+
+    @property
+    def unit(self) -> str:
+        return "bytes" if self.in_bytes else "elements"
+
+    def __str__(self) -> str:
+        return f"{self.amount} {self.unit}"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A plan SCIP chose for a chain (module :mod:`polymap.plan.tree` says what it means)."""
+
+    chain: Chain
+    capacity: Capacity
+    nests: tuple[Nest, ...]
+    modes: tuple[LinkMode, ...]  # per link position (DRAM where there is no link)
+    accounting: Accounting
+    report: SolveReport
+    objective_unit_bytes: float  # SCIP's objective and bound are in units of this many bytes
+    sizes: tuple[tuple[str, int], ...]
+
+    @property
+    def segments(self) -> tuple[tuple[int, ...], ...]:
+        return segments(self.modes)
+
+    @property
+    def bytes(self) -> int:
+        """Off-chip traffic of the plan, exactly."""
+        return self.accounting.total_bytes
+
+    def link_modes(self) -> dict[str, LinkMode]:
+        return {link.buffer: mode for link, mode in zip(self.chain.links, self.modes) if link is not None}
+
+    def __str__(self) -> str:
+        from polymap.plan.report import format_plan
+
+        return format_plan(self)
+
+
+def plan(
+    program: Program,
+    capacity: int | str | Capacity,
+    *,
+    links: dict[str, str | LinkMode] | None = None,
+    time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
+) -> Plan:
+    """The tiling and fusion of ``program``'s einsum chain that moves the fewest bytes off
+    chip within ``capacity`` (elements, or bytes with a unit: ``"64KiB"``), proved optimal
+    by SCIP. ``links`` pins intermediates: ``{"Q": "dram"}`` (written back), ``"tiled"``
+    (fused, one tile at a time) or ``"whole"`` (kept whole on chip)."""
+    cap = capacity if isinstance(capacity, Capacity) else Capacity.parse(capacity)
+    try:
+        return _plan(program, cap, links or {}, time_limit_s)
+    except PolymapError as err:
+        raise err.located(**program.error_context()) from None
+
+
+def _plan(program: Program, cap: Capacity, links: dict, time_limit_s: float | None) -> Plan:
+    from polymap.mapping.farkas import solve
+    from polymap.plan.formulation import build
+
+    chain = read_chain(program)
+    _check_fits(chain, cap)
+    pinned = _link_pins(chain, links)
+    try:
+        model = build(chain, cap.amount, bytes_unit=cap.in_bytes, modes=pinned)
+    except Exception as err:  # pyscipopt raises plain Exceptions
+        raise SolverError(f"SCIP rejected the plan model of '{chain.program}': {err}") from err
+    watch_solve(
+        model.scip,
+        f"plan of {chain.program}",
+        unit="bytes",
+        scale=math.exp(model.log_traffic_scale),
+        what="plan",
+    )
+    report = solve(model.scip, time_limit_s=time_limit_s)
+    if report.outcome is Outcome.INFEASIBLE:
+        pins = ", ".join(f"{chain.links[k].buffer}={mode.value}" for k, mode in pinned.items())
+        raise PlanError(
+            f"no plan of '{chain.program}' fits in {cap} with the pins {pins}: each pinned intermediate must "
+            "fit on chip with what its einsums need"
+            if pins
+            else f"no plan of '{chain.program}' fits in {cap} (SCIP proved it infeasible)"
+        )
+    if not report.outcome.solved:
+        raise PlanError(
+            f"SCIP found no plan of '{chain.program}' (status '{report.status}'); try a longer time limit"
+        )
+    nests, modes = model.read_plan()
+    accounting = account(chain, nests, modes, bytes_unit=cap.in_bytes)
+    sizes = tuple(program.bind_defaults().bindings)
+    result = Plan(chain, cap, nests, modes, accounting, report, math.exp(model.log_traffic_scale), sizes)
+    _check(result)
+    return result
+
+
+def _check_fits(chain: Chain, cap: Capacity) -> None:
+    """The least any plan needs is one element of each tensor of an einsum."""
+    for einsum in chain.einsums:
+        least = sum(t.itemsize if cap.in_bytes else 1 for t in einsum.tensors)
+        if cap.amount < least:
+            raise PlanError(
+                f"capacity {cap} is below what einsum {einsum.name} `{einsum.text}` needs at the least: one "
+                f"element of each of its {len(einsum.tensors)} tensors ({least} {cap.unit})",
+                loc=einsum.loc,
+            )
+
+
+def _link_pins(chain: Chain, links: dict[str, str | LinkMode]) -> dict[int, LinkMode]:
+    pinned: dict[int, LinkMode] = {}
+    for buffer, mode in links.items():
+        try:
+            mode = LinkMode(mode)
+        except ValueError:
+            raise ArgumentError(f"link {buffer}={mode!r}: expected dram, tiled or whole") from None
+        index = next(
+            (k for k, link in enumerate(chain.links) if link is not None and link.buffer == buffer), None
+        )
+        if index is None:
+            if mode is LinkMode.DRAM:
+                continue  # every other buffer goes through DRAM anyway
+            known = ", ".join(link.buffer for link in chain.links if link is not None) or "none"
+            raise PlanError(
+                f"cannot keep '{buffer}' on chip: it is not an intermediate that one einsum writes and only the "
+                f"next one reads (those are: {known})"
+            )
+        pinned[index] = mode
+    return pinned
+
+
+def _check(result: Plan) -> None:
+    """The plan SCIP returned is a plan: it fits, no partial sum leaves chip, a tiled link's
+    band is shared, and SCIP's objective is the exact traffic (within its tolerance)."""
+    for e, (einsum, nest, footprint) in enumerate(
+        zip(result.chain.einsums, result.nests, result.accounting.footprints, strict=True)
+    ):
+        if footprint > result.capacity.amount:
+            raise InternalError(f"the plan's einsum {einsum.name} needs {footprint} {result.capacity.unit}")
+        spilled = reduction_outside_output(einsum, nest)
+        if spilled is not None:
+            raise InternalError(f"the plan spills partial sums of {einsum.name} over '{spilled}'")
+        levels = sorted(item.tensor for item in nest.items if isinstance(item, Level))
+        expected = [
+            t
+            for t in range(len(einsum.tensors))
+            if t not in nest.held and link_mode_of(result.chain, result.modes, e, t) is not LinkMode.WHOLE
+        ]
+        if levels != expected:
+            raise InternalError(f"the plan's nest of {einsum.name} places levels {levels}")
+        for d in einsum.dims:
+            total = math.prod(
+                i.factor for i in nest.band + nest.items if isinstance(i, Loop) and i.dim == d.name
+            )
+            if total != d.size:
+                raise InternalError(
+                    f"the plan splits {einsum.name}'s loop {d.name} into {total}, not {d.size}"
+                )
+    for k, mode in enumerate(result.modes):
+        if mode is LinkMode.TILED:
+            link = result.chain.links[k]
+            band_p = {loop.dim: loop.factor for loop in result.nests[k].band}
+            band_c = {loop.dim: loop.factor for loop in result.nests[k + 1].band}
+            if {c: band_p[p] for p, c in link.dim_pairs if p in band_p} != band_c:
+                raise InternalError(f"the plan's band over {link.buffer} differs between its einsums")
+    objective = result.report.objective
+    if objective is not None:
+        scip_bytes = objective * result.objective_unit_bytes
+        if abs(scip_bytes - result.bytes) > 1e-5 * max(result.bytes, 1):
+            raise InternalError(f"SCIP's objective is {scip_bytes:.6g} bytes, the plan moves {result.bytes}")

@@ -1,0 +1,282 @@
+"""The fusion planner: reading chains, SCIP against enumeration, exact accounting, errors."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from plan_oracle import best_bytes, nest_cost
+
+import polymap
+from polymap.cli import main
+from polymap.errors import ArgumentError, PlanError
+from polymap.plan.chain import read_chain
+from polymap.plan.planner import Capacity, plan
+from polymap.plan.tree import Level, LinkMode, Loop
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+
+FFN = """
+param M = 4
+param D = 2
+param F = 2
+in X: f32[M, D]
+in W1: f32[D, F]
+in W2: f32[F, D]
+new H: f32[M, F]
+out Y: f32[M, D]
+H[m, f] += X[m, d] * W1[d, f]
+Y[m, e] += H[m, f] * W2[f, e]
+"""
+
+ATTENTION = """
+in X: f32[2, 2]
+in Wq: f32[2, 2]
+in K: f32[2, 2]
+in V: f32[2, 2]
+new Q: f32[2, 2]
+new S: f32[2, 2]
+out O: f32[2, 2]
+Q[s, d] += X[s, e] * Wq[e, d]
+S[s, t] += Q[s, d] * K[t, d]
+O[s, d] += S[s, t] * V[t, d]
+"""
+
+# two primes in one size and two element sizes
+MATMUL_MIXED = """
+in A: f32[6, 2]
+in B: f64[2, 3]
+out C: f32[6, 3]
+C[i, j] += A[i, k] * B[k, j]
+"""
+
+FC = """
+in A: f32[4, 2]
+in B: f32[2, 2]
+in bias: f32[2]
+out C: f32[4, 2]
+C[i, j] += A[i, k] * B[k, j]
+C[i, j] = max(C[i, j] + bias[j], 0)
+"""
+
+
+# ------------------------------------------------------------------ reading the chain
+
+
+def test_the_attention_chain_is_three_einsums_joined_by_q_and_s():
+    chain = read_chain(polymap.load(MODELS / "gpt3_attention_tiny.te"))
+    assert [e.statements for e in chain.einsums] == [("S0", "S1"), ("S2", "S3"), ("S4",)]
+    qk = chain.einsums[1]
+    assert [(d.name, d.size, d.reduction) for d in qk.dims] == [
+        ("s", 32, False),
+        ("t", 32, False),
+        ("d", 128, True),
+    ]
+    assert [t.text for t in qk.tensors] == ["Q[s, d]", "K[t, d]", "S[s, t]"]
+    assert [link.buffer for link in chain.links] == ["Q", "S"]
+    assert chain.links[1].dim_pairs == (("s", "s"), ("t", "t"))
+    assert chain.conflicts == ()
+
+
+def test_an_epilogue_in_place_is_a_link_and_an_intermediate_read_twice_is_not():
+    fc = read_chain(polymap.load(MODELS / "fc_bias_relu.te"))
+    assert [link.buffer for link in fc.links] == ["C"]
+    twice = read_chain(
+        polymap.parse(
+            "in A: f32[4]\nnew T: f32[4]\nnew U: f32[4]\nout B: f32[4]\n"
+            "T[i] = A[i] * 2\nU[i] = T[i] + 1\nB[i] = U[i] + T[i]\n"
+        )
+    )
+    assert twice.links[0] is None  # T is read by the third einsum too: it must reach DRAM
+    assert twice.links[1].buffer == "U"
+    assert [(j, k) for j, k, _ in twice.conflicts] == [(0, 1), (0, 2)]  # T, written then read unlinked
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ("in A: f32[8]\nout B: f32[8]\npar 7 i { B[i + 1] = A[i] }\n", "indexes B with `i + 1`"),
+        ("in A: f32[8, 8]\nout B: f32[8]\npar 8 i { B[i] = A[i, i] }\n", "indexes A twice with 'i'"),
+        ("in A: f32[8]\nout B: f32[1]\nseq 8 i { B[0] = A[i] }\n", "indexes B with `0`"),
+        ("in A: f32[8]\nout B: f32[8]\npar 8 i { if i < 4 { B[i] = A[i] } }\n", "runs under a condition"),
+        ("in A: f32[8, 4]\nout B: f32[8]\npar 8 i { seq 4 k { B[i] = A[i, k] } }\n", "only the last value"),
+    ],
+)
+def test_programs_outside_the_class_get_a_located_plan_error(source, words):
+    with pytest.raises(PlanError, match="does not apply") as err:
+        plan(polymap.parse(source), 64)
+    assert words in str(err.value)
+    assert err.value.loc is not None
+
+
+def test_unbound_sizes_are_named():
+    with pytest.raises(PlanError, match="bind N"):
+        plan(polymap.parse("param N\nin A: f32[N]\nout B: f32[N]\nB[i] = A[i]\n"), 64)
+
+
+# ------------------------------------------------------------- SCIP against enumeration
+
+
+@pytest.mark.parametrize(
+    ("source", "capacity"),
+    [
+        (MATMUL_MIXED, 4),
+        (FC, 6),
+        (FFN, 8),
+        (ATTENTION, 10),
+    ],
+)
+def test_scip_finds_the_fewest_bytes_that_enumeration_finds(source, capacity):
+    program = polymap.parse(source)
+    expected = best_bytes(read_chain(program), capacity)
+    result = plan(program, capacity)
+    assert result.report.optimal
+    assert result.bytes == expected
+    assert max(result.accounting.footprints) <= capacity
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", [MATMUL_MIXED, FC, FFN, ATTENTION])
+@pytest.mark.parametrize("capacity", [3, 4, 5, 6, 8, 12, 16, 24])
+def test_scip_against_enumeration_over_capacities(source, capacity):
+    program = polymap.parse(source)
+    expected = best_bytes(read_chain(program), capacity)
+    if expected is None:
+        with pytest.raises(PlanError):
+            plan(program, capacity)
+    else:
+        assert plan(program, capacity).bytes == expected
+
+
+def _walk(chain, result):
+    """The traffic of each tensor of the plan, walked point by point by the oracle."""
+    walked = {}
+    for e, (einsum, nest) in enumerate(zip(chain.einsums, result.nests, strict=True)):
+        order = [item.tensor for item in nest.items if isinstance(item, Level)]
+        skip = set(range(len(einsum.tensors))) - set(order)
+        order += sorted(skip)  # no level: the oracle costs none of them
+        buckets = {d.name: [1] * (len(order) + 1) for d in einsum.dims}
+        b = 0
+        for item in nest.items:
+            if isinstance(item, Level):
+                b += 1
+            else:
+                buckets[item.dim][b] *= item.factor
+        band = {loop.dim: loop.factor for loop in nest.band}
+        traffic, tiles = nest_cost(einsum, band, order, buckets, skip)
+        walked.update({(e, t): (traffic[t], tiles[t]) for t in traffic})
+    return walked
+
+
+@pytest.mark.parametrize(("source", "capacity"), [(FFN, 8), (ATTENTION, 10), (FC, 6), (MATMUL_MIXED, 4)])
+def test_the_traffic_a_plan_claims_is_what_walking_its_loops_counts(source, capacity):
+    program = polymap.parse(source)
+    chain = read_chain(program)
+    result = plan(program, capacity)
+    walked = _walk(chain, result)
+    for cost in result.accounting.tensors:
+        if (cost.einsum, cost.tensor) in walked:
+            traffic, tile = walked[cost.einsum, cost.tensor]
+            assert cost.tile == tile, cost
+            if cost.where != "tiled":  # a fused intermediate's level moves nothing off chip
+                assert cost.reads + cost.writes == traffic, cost
+
+
+# ------------------------------------------------------------------ values by hand
+
+
+def test_with_room_for_everything_each_tensor_moves_once_and_the_intermediate_never():
+    result = plan(polymap.parse(FFN), 64)
+    # X 4x2, W1 2x2, W2 2x2, Y 4x2 once each, 4 bytes an element; H never leaves chip
+    assert result.bytes == (8 + 4 + 4 + 8) * 4
+    assert result.link_modes()["H"] is not LinkMode.DRAM
+
+
+def test_pinning_an_intermediate_to_dram_costs_its_write_and_its_read():
+    result = plan(polymap.parse(FFN), 64, links={"H": "dram"})
+    assert result.link_modes() == {"H": LinkMode.DRAM}
+    assert result.bytes == (8 + 4 + 4 + 8 + 8 + 8) * 4  # H (4x2) written and read once more
+
+
+def test_a_capacity_too_small_for_fusion_gives_the_unfused_plan():
+    # every einsum fits in 3 elements only with a tile of one element each: no room for H
+    result = plan(polymap.parse(FFN), 3)
+    assert result.link_modes() == {"H": LinkMode.DRAM}
+    assert max(result.accounting.footprints) == 3
+
+
+def test_a_capacity_below_one_element_of_each_tensor_is_a_clear_error():
+    with pytest.raises(
+        PlanError, match=r"needs at the least: one element of each of its 3 tensors \(3 elements\)"
+    ):
+        plan(polymap.parse(FFN), 2)
+    with pytest.raises(PlanError, match=r"\(12 bytes\)"):
+        plan(polymap.parse(FFN), "11B")
+
+
+def test_a_fused_band_splits_the_shared_rank_in_both_einsums():
+    program = polymap.load(MODELS / "fc_bias_relu.te")
+    result = plan(program, "64KiB")
+    assert result.link_modes() == {"C": LinkMode.TILED}
+    gemm, epilogue = result.nests
+    assert gemm.band == epilogue.band  # the same dims, i and j, in both
+    assert {loop.dim for loop in gemm.band} <= {"i", "j"}
+    for einsum, nest in zip(result.chain.einsums, result.nests, strict=True):
+        for d in einsum.dims:
+            loops = [i for i in nest.band + nest.items if isinstance(i, Loop) and i.dim == d.name]
+            assert math.prod(loop.factor for loop in loops) == d.size
+
+
+# ------------------------------------------------------------------ pins and capacity
+
+
+def test_pins_that_cannot_hold_are_named():
+    with pytest.raises(PlanError, match="not an intermediate"):
+        plan(polymap.parse(FFN), 64, links={"X": "tiled"})
+    with pytest.raises(ArgumentError, match="expected dram, tiled or whole"):
+        plan(polymap.parse(FFN), 64, links={"H": "fused"})
+    with pytest.raises(PlanError, match="H=whole"):
+        plan(polymap.parse(FFN), 4, links={"H": "whole"})
+
+
+@pytest.mark.parametrize(
+    ("text", "amount", "in_bytes"),
+    [
+        ("16384", 16384, False),
+        ("16K", 16384, False),
+        ("512k", 524288, False),
+        ("64KiB", 65536, True),
+        ("4096B", 4096, True),
+    ],
+)
+def test_capacity_text(text, amount, in_bytes):
+    assert Capacity.parse(text) == Capacity(amount, in_bytes)
+
+
+@pytest.mark.parametrize("text", ["0", "-4", "16 Q", "", True])
+def test_bad_capacity_text_is_an_argument_error(text):
+    with pytest.raises(ArgumentError, match="capacity"):
+        Capacity.parse(text)
+
+
+# ------------------------------------------------------------------ the command
+
+
+def test_the_plan_command_prints_the_tree_the_traffic_and_scip(capsys):
+    assert main(["plan", str(MODELS / "gpt3_attention_tiny.te"), "--capacity", "16K", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "SCIP: optimal" in out
+    assert "capacity 16384 elements" in out
+    assert "S4: O[s, d] += S[s, t] * V[t, d]" in out
+    total = int(next(line for line in out.splitlines() if line.startswith("total")).split()[-1])
+    # X, Wq, K, V read once and O written once: 5 arrays of 32x128 or 128x128 floats
+    assert total == (32 * 128 * 3 + 128 * 128 + 32 * 128) * 4
+
+
+def test_the_plan_command_reports_errors_without_a_traceback(capsys):
+    assert main(["plan", str(MODELS / "softmax_rows.te"), "--capacity", "8K", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "block-local buffer 'mx'" in err and "Traceback" not in err
+    with pytest.raises(SystemExit):
+        main(["plan", str(MODELS / "gpt3_attention_tiny.te"), "--capacity", "8K", "--link", "Q=maybe"])
