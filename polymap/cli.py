@@ -174,6 +174,30 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="SCIP's time limit (default 60); at the limit the best plan found is printed with its gap",
     )
+    planner.add_argument("--json", action="store_true", help="print the plan as JSON (the same content)")
+    front = commands.add_parser(
+        "frontier",
+        help="the fewest off-chip bytes at each capacity, unfused, untiled-fused and tiled-fused (SCIP per point)",
+    )
+    front.add_argument("file", help="a .te program whose statements form a chain of einsums")
+    front.add_argument(
+        "--capacities",
+        required=True,
+        help="a comma-separated list (4K,16K,64K) or a range of powers of two (1K..1M), in elements or, "
+        "with a unit, bytes (16KiB..1MiB)",
+    )
+    front.add_argument(
+        "--size", action="append", type=_size, default=[], metavar="NAME=N", help="bind a size parameter"
+    )
+    front.add_argument(
+        "--time-limit", type=float, default=None, metavar="SECONDS", help="SCIP's limit per point"
+    )
+    front.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE.png",
+        help="also draw the frontier (.png, .svg or .pdf; needs matplotlib)",
+    )
     bench = commands.add_parser("bench", help="measure the optimizer on models/ and record the raw results")
     bench.add_argument("models", nargs="*", help=".te files (default: every file in models/)")
     bench.add_argument("--target", default="h100", help=_TARGET_HELP)
@@ -215,7 +239,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also draw the predicted roofline of every kernel of the models into FILE (.png, .svg or "
         ".pdf; needs matplotlib, the plot extra); not with --kernels",
     )
-    for command in (check, mapper, emit, run, inspect, planner, bench):
+    for command in (check, mapper, emit, run, inspect, planner, front, bench):
         command.add_argument(
             "-q",
             "--quiet",
@@ -367,7 +391,34 @@ def _plan(args: argparse.Namespace) -> int:
     limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit
     with step("plan: SCIP"):
         result = plan(program, args.capacity, links=dict(args.link), time_limit_s=limit)
-    print(result)
+    if args.json:
+        import json
+
+        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
+    else:
+        print(result)
+    return 0
+
+
+def _frontier(args: argparse.Namespace) -> int:
+    from polymap.plan.frontier import capacity_list, frontier
+    from polymap.plan.planner import DEFAULT_TIME_LIMIT_S
+
+    program = load(args.file).bind(**dict(args.size))
+    capacities = capacity_list(args.capacities)
+    if args.plot is not None:
+        from polymap.plot import checked_plot_path
+
+        checked_plot_path(args.plot)  # before the solves: a bad path costs nothing
+    limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit
+    with step("frontier: SCIP"):
+        result = frontier(program, capacities, time_limit_s=limit)
+    print(result.table())
+    if args.plot is not None:
+        from polymap.plot import plot_frontier
+
+        sys.stdout.flush()
+        print(f"drew the frontier into {plot_frontier(result, args.plot)}", file=sys.stderr)
     return 0
 
 
@@ -793,6 +844,7 @@ def _command(args: argparse.Namespace) -> int:
         "run": _run,
         "inspect": _inspect,
         "plan": _plan,
+        "frontier": _frontier,
         "bench": _bench,
     }
     return commands[args.command](args)

@@ -187,3 +187,8 @@ class PlanError(PolymapError):
     """The fusion planner cannot plan this program or capacity: the program is not a chain
     of einsums (the message names the statement and why), or the capacity is too small for
     any plan (the message names the einsum that does not fit)."""
+
+
+class CapacityError(PlanError):
+    """No plan fits the capacity: the message names the einsum that cannot fit, or the pins
+    that make every plan too large."""

@@ -515,3 +515,45 @@ def plot_roofline(mappings: list[tuple[str, Mapping]], path: str | Path) -> Path
     _save(fig, path)
     plt.close(fig)
     return path
+
+
+# ----------------------------------------------------------------- a plan's frontier
+
+
+def plot_frontier(frontier, path: str | Path) -> Path:
+    """Orojenesis' picture: on-chip capacity against off-chip bytes, one staircase per
+    strategy (:class:`polymap.plan.frontier.Frontier`), log-log."""
+    path = checked_plot_path(path)
+    plt = _pyplot()
+    from polymap.plan.frontier import STRATEGIES
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    styles = {"unfused": ("black", "o"), "untiled": ("tab:blue", "s"), "tiled": ("tab:red", "^")}
+    for strategy in STRATEGIES:
+        xs, ys = [], []
+        for capacity in frontier.capacities:
+            point = frontier.point(strategy, capacity)
+            if point.bytes is not None:
+                xs.append(capacity)
+                ys.append(point.bytes)
+        if xs:
+            colour, marker = styles[strategy]
+            ax.step(xs, ys, where="post", color=colour, lw=1.2)
+            ax.scatter(
+                xs,
+                ys,
+                color=colour,
+                marker=marker,
+                s=22,
+                label=f"{strategy} fusion" if strategy != "unfused" else "unfused",
+            )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(f"on-chip capacity ({frontier.unit})")
+    ax.set_ylabel("off-chip traffic (bytes)")
+    ax.set_title(f"{frontier.program}: fewest off-chip bytes per capacity (SCIP optimal)", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return path

@@ -12,6 +12,7 @@ import polymap
 from polymap.cli import main
 from polymap.errors import ArgumentError, PlanError
 from polymap.plan.chain import read_chain
+from polymap.plan.frontier import STRATEGIES, capacity_list, frontier
 from polymap.plan.planner import Capacity, plan
 from polymap.plan.tree import Level, LinkMode, Loop
 
@@ -280,3 +281,73 @@ def test_the_plan_command_reports_errors_without_a_traceback(capsys):
     assert err.startswith("error: ") and "block-local buffer 'mx'" in err and "Traceback" not in err
     with pytest.raises(SystemExit):
         main(["plan", str(MODELS / "gpt3_attention_tiny.te"), "--capacity", "8K", "--link", "Q=maybe"])
+
+
+def test_the_json_report_has_the_text_report_numbers(capsys):
+    import json
+
+    assert main(["plan", str(MODELS / "fc_bias_relu.te"), "--capacity", "64KiB", "--json", "-q"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["capacity"] == {"amount": 65536, "unit": "bytes"}
+    assert data["scip"]["status"] == "optimal"
+    rows = [t for e in data["einsums"] for t in e["tensors"]]
+    assert data["bytes"] == sum(t["bytes"] for t in rows)
+    assert abs(data["scip"]["objective_bytes"] - data["bytes"]) <= 1e-5 * data["bytes"]
+    assert all(e["footprint"] <= 65536 for e in data["einsums"])
+
+
+# ------------------------------------------------------------------ the frontier
+
+
+def test_the_frontier_falls_with_capacity_and_a_wider_space_is_never_worse():
+    result = frontier(polymap.parse(FFN), [2, 3, 6, 12, 64])
+    assert result.point("tiled", 2).plan is None  # below one element of each tensor
+    for strategy in STRATEGIES:
+        values = [result.point(strategy, c).bytes for c in result.capacities[1:]]
+        assert values == sorted(values, reverse=True)
+    for c in result.capacities[1:]:
+        unfused, untiled, tiled = (result.point(s, c).bytes for s in STRATEGIES)
+        assert tiled <= untiled <= unfused
+    assert result.point("unfused", 64).bytes == (8 + 4 + 4 + 8 + 8 + 8) * 4  # H written and read
+    assert result.point("tiled", 64).bytes == (8 + 4 + 4 + 8) * 4
+    assert "no plan fits" in result.table()
+
+
+@pytest.mark.parametrize("tile", [16, 32, 64])
+def test_the_gemm_frontier_is_at_or_below_a_hand_written_tiling(tile):
+    # C in T x T tiles, k innermost over A's column and B's row of the tile:
+    # on chip T*T + 2T floats; A read N/T times, B read M/T times, C written once.
+    n = 4096
+    program = polymap.parse(
+        f"in A: f32[{n}, {n}]\nin B: f32[{n}, {n}]\nout C: f32[{n}, {n}]\nC[i, j] += A[i, k] * B[k, j]\n"
+    )
+    by_hand = 4 * (2 * n**3 // tile + n * n)
+    result = frontier(program, [tile * tile + 2 * tile])
+    assert result.point("tiled", tile * tile + 2 * tile).bytes <= by_hand
+
+
+def test_capacity_ranges():
+    assert [c.amount for c in capacity_list("1K..8K")] == [1024, 2048, 4096, 8192]
+    assert [c.in_bytes for c in capacity_list("4KiB,16KiB")] == [True, True]
+    with pytest.raises(ArgumentError, match="one unit"):
+        capacity_list("8K..1K")
+    with pytest.raises(ArgumentError, match="one unit"):
+        frontier(polymap.parse(FFN), ["4K", "4KiB"])
+
+
+def test_the_frontier_command_prints_a_table_and_draws_it(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    picture = tmp_path / "frontier.png"
+    args = [
+        "frontier",
+        str(MODELS / "gpt3_attention_tiny.te"),
+        "--capacities",
+        "4K,8K",
+        "--plot",
+        str(picture),
+        "-q",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "capacity (elements)" in out and "131072" in out
+    assert picture.stat().st_size > 1000

@@ -150,8 +150,10 @@ def build(
     *,
     bytes_unit: bool,
     modes: Mapping[int, LinkMode] | None = None,
+    allowed: frozenset[LinkMode] = frozenset(LinkMode),
 ) -> PlanModel:
-    """The SCIP model of every plan of ``chain`` within ``capacity``. ``modes`` pins links."""
+    """The SCIP model of every plan of ``chain`` within ``capacity``. ``modes`` pins links;
+    ``allowed`` are the modes any link may take."""
     scip = Model("plan")
     scip.hideOutput()
     # SCIP tightens the LP's feasibility tolerance when a nonlinear constraint stays
@@ -167,6 +169,9 @@ def build(
         tiled[k] = scip.addVar(f"tiled_{link.buffer}", vtype="B")
         whole[k] = scip.addVar(f"whole_{link.buffer}", vtype="B")
         scip.addCons(tiled[k] + whole[k] <= 1)
+        for mode, var in ((LinkMode.TILED, tiled[k]), (LinkMode.WHOLE, whole[k])):
+            if mode not in allowed:
+                scip.addCons(var == 0)
         pinned = (modes or {}).get(k)
         if pinned is not None:
             scip.addCons(tiled[k] == int(pinned is LinkMode.TILED))

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from polymap.errors import ArgumentError, InternalError, PlanError, PolymapError, SolverError
+from polymap.errors import ArgumentError, CapacityError, InternalError, PlanError, PolymapError, SolverError
 from polymap.ir.nodes import Program
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.plan.chain import Chain, read_chain
@@ -33,6 +33,13 @@ from polymap.progress import watch_solve
 DEFAULT_TIME_LIMIT_S = 60.0
 
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+# the link modes each strategy may choose from (polymap.plan.frontier)
+STRATEGY_MODES = {
+    "unfused": frozenset({LinkMode.DRAM}),
+    "untiled": frozenset({LinkMode.DRAM, LinkMode.WHOLE}),
+    "tiled": frozenset(LinkMode),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +110,12 @@ class Plan:
 
         return format_plan(self)
 
+    def to_json(self) -> dict:
+        """The report as JSON-ready data (:func:`polymap.plan.report.plan_data`)."""
+        from polymap.plan.report import plan_data
+
+        return plan_data(self)
+
 
 def plan(
     program: Program,
@@ -110,19 +123,24 @@ def plan(
     *,
     links: dict[str, str | LinkMode] | None = None,
     time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
+    strategy: str = "tiled",
 ) -> Plan:
     """The tiling and fusion of ``program``'s einsum chain that moves the fewest bytes off
     chip within ``capacity`` (elements, or bytes with a unit: ``"64KiB"``), proved optimal
     by SCIP. ``links`` pins intermediates: ``{"Q": "dram"}`` (written back), ``"tiled"``
-    (fused, one tile at a time) or ``"whole"`` (kept whole on chip)."""
+    (fused, one tile at a time) or ``"whole"`` (kept whole on chip). ``strategy`` narrows the
+    space: ``"unfused"`` (every intermediate written back), ``"untiled"`` (written back or
+    kept whole), ``"tiled"`` (everything: the default)."""
+    if strategy not in STRATEGY_MODES:
+        raise ArgumentError(f"strategy {strategy!r}: expected one of {', '.join(STRATEGY_MODES)}")
     cap = capacity if isinstance(capacity, Capacity) else Capacity.parse(capacity)
     try:
-        return _plan(program, cap, links or {}, time_limit_s)
+        return _plan(program, cap, links or {}, time_limit_s, STRATEGY_MODES[strategy])
     except PolymapError as err:
         raise err.located(**program.error_context()) from None
 
 
-def _plan(program: Program, cap: Capacity, links: dict, time_limit_s: float | None) -> Plan:
+def _plan(program: Program, cap: Capacity, links: dict, time_limit_s: float | None, allowed) -> Plan:
     from polymap.mapping.farkas import solve
     from polymap.plan.formulation import build
 
@@ -130,7 +148,7 @@ def _plan(program: Program, cap: Capacity, links: dict, time_limit_s: float | No
     _check_fits(chain, cap)
     pinned = _link_pins(chain, links)
     try:
-        model = build(chain, cap.amount, bytes_unit=cap.in_bytes, modes=pinned)
+        model = build(chain, cap.amount, bytes_unit=cap.in_bytes, modes=pinned, allowed=allowed)
     except Exception as err:  # pyscipopt raises plain Exceptions
         raise SolverError(f"SCIP rejected the plan model of '{chain.program}': {err}") from err
     watch_solve(
@@ -143,7 +161,7 @@ def _plan(program: Program, cap: Capacity, links: dict, time_limit_s: float | No
     report = solve(model.scip, time_limit_s=time_limit_s)
     if report.outcome is Outcome.INFEASIBLE:
         pins = ", ".join(f"{chain.links[k].buffer}={mode.value}" for k, mode in pinned.items())
-        raise PlanError(
+        raise CapacityError(
             f"no plan of '{chain.program}' fits in {cap} with the pins {pins}: each pinned intermediate must "
             "fit on chip with what its einsums need"
             if pins
@@ -166,7 +184,7 @@ def _check_fits(chain: Chain, cap: Capacity) -> None:
     for einsum in chain.einsums:
         least = sum(t.itemsize if cap.in_bytes else 1 for t in einsum.tensors)
         if cap.amount < least:
-            raise PlanError(
+            raise CapacityError(
                 f"capacity {cap} is below what einsum {einsum.name} `{einsum.text}` needs at the least: one "
                 f"element of each of its {len(einsum.tensors)} tensors ({least} {cap.unit})",
                 loc=einsum.loc,

@@ -1,9 +1,80 @@
-"""The text of a plan: the loop tree, each tensor's traffic and tile, SCIP's account."""
+"""A plan as text and as JSON: the loop tree, each tensor's traffic and tile, SCIP's account.
+
+The JSON (``polymap plan --json``, :meth:`Plan.to_json`) has the content of the text, every
+number as computed: traffic in elements and bytes, tiles and footprints in the capacity's
+unit, SCIP's objective and dual bound converted to bytes (``null`` where SCIP has none).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from polymap.mapping.export import finite_or_none
 from polymap.plan.planner import Plan
 from polymap.plan.tree import LinkMode, Loop
+
+FORMAT_VERSION = 1  # bumped when a field changes meaning or is removed
+
+
+def plan_data(plan: Plan) -> dict[str, Any]:
+    """``plan`` as JSON-ready dicts, lists, strings and numbers."""
+    report, unit = plan.report, plan.objective_unit_bytes
+    costs = {(c.einsum, c.tensor): c for c in plan.accounting.tensors}
+
+    def item(e: int, entry) -> dict[str, Any]:
+        if isinstance(entry, Loop):
+            return {"loop": entry.dim, "factor": entry.factor}
+        return {"level": plan.chain.einsums[e].tensors[entry.tensor].text}
+
+    return {
+        "format": FORMAT_VERSION,
+        "program": plan.chain.program,
+        "sizes": dict(plan.sizes),
+        "capacity": {"amount": plan.capacity.amount, "unit": plan.capacity.unit},
+        "scip": {
+            "status": report.status,
+            "outcome": report.outcome.value,
+            "solve_time_s": report.solve_time_s,
+            "objective_bytes": None if report.objective is None else report.objective * unit,
+            "dual_bound_bytes": finite_or_none(report.dual_bound * unit),
+            "gap": finite_or_none(report.gap),
+        },
+        "intermediates": {buffer: mode.value for buffer, mode in plan.link_modes().items()},
+        "segments": [
+            {
+                "einsums": [plan.chain.einsums[e].name for e in group],
+                "band": [{"loop": loop.dim, "factor": loop.factor} for loop in plan.nests[group[0]].band],
+            }
+            for group in plan.segments
+        ],
+        "einsums": [
+            {
+                "name": einsum.name,
+                "statement": einsum.text,
+                "statements": list(einsum.statements),
+                "band": [{"loop": loop.dim, "factor": loop.factor} for loop in nest.band],
+                "nest": [item(e, entry) for entry in nest.items],
+                "held": [einsum.tensors[t].text for t in nest.held],
+                "footprint": footprint,
+                "tensors": [
+                    {
+                        "access": use.text,
+                        "output": use.is_output,
+                        "where": costs[e, t].where,
+                        "tile": costs[e, t].tile,
+                        "reads": costs[e, t].reads,
+                        "writes": costs[e, t].writes,
+                        "bytes": costs[e, t].bytes,
+                    }
+                    for t, use in enumerate(einsum.tensors)
+                ],
+            }
+            for e, (einsum, nest, footprint) in enumerate(
+                zip(plan.chain.einsums, plan.nests, plan.accounting.footprints, strict=True)
+            )
+        ],
+        "bytes": plan.bytes,
+    }
 
 
 def format_plan(plan: Plan) -> str:
