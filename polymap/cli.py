@@ -175,6 +175,12 @@ def _parser() -> argparse.ArgumentParser:
         help="SCIP's time limit (default 60); at the limit the best plan found is printed with its gap",
     )
     planner.add_argument("--json", action="store_true", help="print the plan as JSON (the same content)")
+    planner.add_argument(
+        "--program",
+        action="store_true",
+        help="also print the plan as a TE program (tiles as block-local buffers, copies at the levels), "
+        "with isl's count of its copies checked against the plan's traffic",
+    )
     front = commands.add_parser(
         "frontier",
         help="the fewest off-chip bytes at each capacity, unfused, untiled-fused and tiled-fused (SCIP per point)",
@@ -283,6 +289,13 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
     parser.add_argument(
+        "--fuse",
+        default=None,
+        metavar="CAPACITY",
+        help="first tile and fuse the einsum chain within CAPACITY (as `polymap plan`) and map the planned "
+        "program instead (16K elements, 64KiB bytes)",
+    )
+    parser.add_argument(
         "--no-reassociate",
         dest="reassociate",
         action="store_false",
@@ -371,6 +384,12 @@ def _load(args: argparse.Namespace, note=None):
     from polymap.poly.affinity import analyze_binding_defaults, binding_note
 
     program = load(args.file).bind(**dict(args.size))
+    if getattr(args, "fuse", None) is not None:
+        from polymap.plan.program import fused_program
+
+        with step("plan: SCIP"):
+            program = fused_program(program, args.fuse)
+        print(f"planned within {args.fuse}: mapping {program.name}", file=note or sys.stdout)
     program, model, bound = analyze_binding_defaults(program, context=args.context)
     if bound:
         print(binding_note(bound), file=note or sys.stdout)
@@ -397,6 +416,17 @@ def _plan(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=2, allow_nan=False))
     else:
         print(result)
+    if args.program:
+        from polymap.plan.program import checked_planned_program
+
+        planned = checked_planned_program(program, result)
+        copies = sum(c.reads + c.writes for c in result.accounting.tensors)
+        print(
+            f"\n# the plan as a program: isl counts {copies} element copies in its {len(planned.copies)} copy "
+            "statements, the plan's traffic tensor by tensor",
+            file=sys.stderr if args.json else sys.stdout,
+        )
+        print(str(planned.program), file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from plan_oracle import best_bytes, nest_cost
 
@@ -14,6 +15,7 @@ from polymap.errors import ArgumentError, PlanError
 from polymap.plan.chain import read_chain
 from polymap.plan.frontier import STRATEGIES, capacity_list, frontier
 from polymap.plan.planner import Capacity, plan
+from polymap.plan.program import checked_planned_program, counted_traffic, planned_program
 from polymap.plan.tree import Level, LinkMode, Loop
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
@@ -27,6 +29,7 @@ in W1: f32[D, F]
 in W2: f32[F, D]
 new H: f32[M, F]
 out Y: f32[M, D]
+H[m, f] = 0
 H[m, f] += X[m, d] * W1[d, f]
 Y[m, e] += H[m, f] * W2[f, e]
 """
@@ -39,7 +42,9 @@ in V: f32[2, 2]
 new Q: f32[2, 2]
 new S: f32[2, 2]
 out O: f32[2, 2]
+Q[s, d] = 0
 Q[s, d] += X[s, e] * Wq[e, d]
+S[s, t] = 0
 S[s, t] += Q[s, d] * K[t, d]
 O[s, d] += S[s, t] * V[t, d]
 """
@@ -351,3 +356,60 @@ def test_the_frontier_command_prints_a_table_and_draws_it(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "capacity (elements)" in out and "131072" in out
     assert picture.stat().st_size > 1000
+
+
+# ------------------------------------------------------------------ the plan as a program
+
+
+def _inputs(program, seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        b.name: rng.standard_normal([int(str(n)) for n in b.shape]).astype(b.dtype.numpy)
+        for b in program.inputs
+    }
+
+
+@pytest.mark.parametrize(
+    ("source", "capacity"),
+    [(FFN, 3), (FFN, 8), (FFN, 64), (ATTENTION, 10), (ATTENTION, 24), (FC, 6), (MATMUL_MIXED, 4)],
+)
+def test_the_planned_program_computes_the_same_outputs_bit_for_bit(source, capacity):
+    program = polymap.parse(source).bind_defaults()
+    planned = checked_planned_program(program, plan(program, capacity))  # isl's count = the plan's traffic
+    arrays = _inputs(program)
+    expected = polymap.reference(program, **arrays)
+    got = polymap.reference(planned.program, **arrays)
+    for name, value in expected.items():
+        assert np.array_equal(got[name], value), name
+
+
+@pytest.mark.parametrize(("model", "capacity"), [("gpt3_attention", "16K"), ("orojenesis_ffn", "512K")])
+def test_isl_counts_the_traffic_a_full_size_plan_claims(model, capacity):
+    program = polymap.load(MODELS / f"{model}.te")
+    result = plan(program, capacity)
+    planned = planned_program(program, result)
+    claimed = {
+        (c.einsum, c.tensor): (c.reads, c.writes) for c in result.accounting.tensors if c.reads or c.writes
+    }
+    assert counted_traffic(planned) == claimed
+    assert sum(r * 4 + w * 4 for r, w in counted_traffic(planned).values()) == result.bytes  # f32 everywhere
+
+
+def test_a_new_buffer_updated_without_a_start_is_refused():
+    source = FFN.replace("H[m, f] = 0\n", "")
+    with pytest.raises(PlanError, match=r"nothing starts .* write `H\[m, f\] = 0` just before it"):
+        plan(polymap.parse(source), 64)
+
+
+def test_the_fused_program_maps_compiles_and_runs_on_the_host(tmp_path, capsys):
+    path = tmp_path / "fc.te"
+    path.write_text(FC)
+    assert main(["run", str(path), "--fuse", "6", "--host", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "planned within 6" in out and "C: max abs error 0.0e+00" in out
+
+
+def test_the_plan_command_prints_the_program(capsys):
+    assert main(["plan", str(MODELS / "fc_bias_relu.te"), "--capacity", "64KiB", "--program", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "isl counts" in out and "new C_band: f32[" in out and "par 4 i_band {" in out

@@ -234,6 +234,12 @@ def _einsum(program: Program, ctx: StatementContext, init: StatementContext | No
             "index: only the last value would be kept, which is not an einsum"
         )
     decl = program.buffer(stmt.buffer)
+    if stmt.op.is_update and init is None and decl.kind is BufferKind.NEW:
+        zero = ", ".join(str(i) for i in stmt.indices)
+        raise refuse(
+            f"updates temporary {stmt.buffer} that nothing starts (its first value is undefined): write "
+            f"`{stmt.buffer}[{zero}] = 0` just before it"
+        )
     reads_initial = stmt.op.is_update and init is None and decl.kind is BufferKind.INOUT
     names = ((init.stmt.name,) if init is not None else ()) + (stmt.name,)
     return Einsum(stmt.name, names, tuple(dims), tuple(tensors), reads_initial, str(stmt), stmt.loc)

@@ -1,0 +1,455 @@
+"""A plan as a program: the tiled and fused loop tree written out in the TE language.
+
+Each segment becomes one top-level nest: its band loops (``par``), the tiles of its tiled
+intermediates declared inside them (block-local: one per band tile), then each einsum's
+loops in the plan's order. At each blocking level the tensor's tile is a block-local
+buffer: an input is copied in from its buffer there, an output is started there (its
+``= 0``, or a copy of its old value for an ``inout`` without one) and copied out after
+the loops inside the level. A held input is copied once, before the segment, into a
+program-wide buffer. The statements compute on the tiles.
+
+So the off-chip traffic of the plan is the number of instances of the copy statements,
+which isl counts on this program; and the program runs on the reference executor, where
+it must give the original program's outputs bit for bit: every reduction still visits its
+terms in the original order (a dim's loops are nested outer to inner with decreasing
+strides).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from polymap.errors import InternalError
+from polymap.ir.nodes import (
+    Assign,
+    AssignOp,
+    BufferDecl,
+    BufferKind,
+    Const,
+    IBin,
+    IConst,
+    IndexExpr,
+    IndexOp,
+    IVar,
+    Loop,
+    LoopKind,
+    New,
+    Program,
+    Read,
+    Stmt,
+    map_values,
+)
+from polymap.ir.walk import loops as program_loops
+from polymap.ir.walk import statements
+from polymap.plan.chain import Einsum, TensorUse
+from polymap.plan.planner import Plan
+from polymap.plan.tree import Level, LinkMode, link_mode_of
+from polymap.plan.tree import Loop as PlanLoop
+
+COPY = "copy"  # a copy statement's name until the statements are numbered
+TILE_SUFFIX = "_tile"
+BAND_SUFFIX = "_band"
+HELD_SUFFIX = "_held"
+
+
+@dataclass(frozen=True, slots=True)
+class CopyStatement:
+    """A copy the planned program makes: ``statement`` (its name in the planned program)
+    moves elements of ``buffer`` for tensor ``tensor`` of einsum ``einsum`` (indices into
+    the plan's chain); ``direction`` is "in" or "out"."""
+
+    statement: str
+    einsum: int
+    tensor: int
+    buffer: str
+    direction: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedProgram:
+    program: Program
+    copies: tuple[CopyStatement, ...]
+
+
+class _Names:
+    def __init__(self, program: Program) -> None:
+        self.taken = {b.name for b in program.all_buffers()} | set(program.param_names)
+        self.taken |= {loop.index for loop, _ in program_loops(program)} | {n for n, _ in program.bindings}
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.taken:
+            k += 1
+            name = f"{base}{k}"
+        self.taken.add(name)
+        return name
+
+
+def _add(terms: list[IndexExpr]) -> IndexExpr:
+    terms = [t for t in terms if t != IConst(0)]
+    if not terms:
+        return IConst(0)
+    expr = terms[0]
+    for t in terms[1:]:
+        expr = IBin(IndexOp.ADD, expr, t)
+    return expr
+
+
+def _scaled(var: str, stride: int) -> IndexExpr:
+    return IVar(var) if stride == 1 else IBin(IndexOp.MUL, IVar(var), IConst(stride))
+
+
+class _Writer:
+    """Writes the planned program's statements; remembers which are copies (by a marker
+    name, replaced by the parsed program's statement names at the end)."""
+
+    def __init__(self, program: Program, plan: Plan) -> None:
+        self.program = program
+        self.plan = plan
+        self.names = _Names(program)
+        self.buffers: list[BufferDecl] = list(program.buffers)
+        self.copies: list[
+            tuple[int, int, str, str]
+        ] = []  # (einsum, tensor, buffer, direction), in text order
+        self.assigns = {ctx.stmt.name: ctx.stmt for ctx in statements(program)}
+
+    # -------------------------------------------------------------- the whole program
+
+    def body(self) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for group in self.plan.segments:
+            out += self._segment(group)
+        return tuple(out)
+
+    def _segment(self, group: tuple[int, ...]) -> list[Stmt]:
+        chain, nests = self.plan.chain, self.plan.nests
+        prologue: list[Stmt] = []
+        # held inputs: copied once, before the band, into program-wide buffers
+        held: dict[tuple[int, int], str] = {}
+        for e in group:
+            for t in nests[e].held:
+                use = chain.einsums[e].tensors[t]
+                name = self.names.fresh(use.buffer + HELD_SUFFIX)
+                sizes = [chain.einsums[e].dim(d).size for d in use.dims]
+                self.buffers.append(
+                    BufferDecl(
+                        name, BufferKind.NEW, self.program.buffer(use.buffer).dtype, tuple(map(IConst, sizes))
+                    )
+                )
+                held[e, t] = name
+                prologue += self._copy_nest(
+                    e, t, name, [IConst(0)] * len(sizes), sizes, "in", whole_buffer=use.buffer
+                )
+        # band loops: one index per fused rank, shared by the einsums of the segment
+        band_vars: list[dict[str, str]] = []
+        for e in group:
+            if not band_vars:
+                band_vars.append(
+                    {loop.dim: self.names.fresh(loop.dim + BAND_SUFFIX) for loop in nests[e].band}
+                )
+                continue
+            pairs = dict(chain.links[e - 1].dim_pairs)
+            before = band_vars[-1]
+            mine = {c: before[p] for p, c in pairs.items() if p in before}
+            if set(mine) != {loop.dim for loop in nests[e].band}:
+                raise InternalError(
+                    f"the band of {chain.einsums[e].name} does not line up with its producer's"
+                )
+            band_vars.append(mine)
+        inner: list[Stmt] = []
+        tiles: dict[int, str] = {}  # link index -> the band tile of a tiled intermediate
+        for e in group[:-1]:
+            link = chain.links[e]
+            use = chain.einsums[e].output
+            name = self.names.fresh(use.buffer + BAND_SUFFIX)
+            shape = [self._local_size(e, d) for d in use.dims]
+            inner.append(
+                New(
+                    BufferDecl(
+                        name, BufferKind.NEW, self.program.buffer(use.buffer).dtype, tuple(map(IConst, shape))
+                    )
+                )
+            )
+            tiles[link.producer] = name
+        for e, bands in zip(group, band_vars, strict=True):
+            inner += self._einsum(e, bands, tiles, held)
+        nest: list[Stmt] = inner
+        first = nests[group[0]]
+        for loop in reversed(first.band):
+            nest = [Loop(LoopKind.PAR, band_vars[0][loop.dim], IConst(loop.factor), tuple(nest))]
+        return prologue + nest
+
+    def _local_size(self, e: int, dim: str) -> int:
+        band = {loop.dim: loop.factor for loop in self.plan.nests[e].band}
+        return self.plan.chain.einsums[e].dim(dim).size // band.get(dim, 1)
+
+    # ---------------------------------------------------------------- one einsum
+
+    def _einsum(self, e: int, bands: dict[str, str], tiles: dict[int, str], held) -> list[Stmt]:
+        einsum, nest = self.plan.chain.einsums[e], self.plan.nests[e]
+        items = nest.items
+        # one index per loop of the nest, and its stride within its dim
+        loop_vars: list[str | None] = []
+        strides: list[int] = []
+        for k, item in enumerate(items):
+            if isinstance(item, PlanLoop):
+                loop_vars.append(self.names.fresh(f"{item.dim}_{k}"))
+                strides.append(
+                    math.prod(
+                        i.factor for i in items[k + 1 :] if isinstance(i, PlanLoop) and i.dim == item.dim
+                    )
+                )
+            else:
+                loop_vars.append(None)
+                strides.append(0)
+
+        def part(dim: str, lo: int, hi: int) -> list[IndexExpr]:
+            """The terms of dim's index from the loops at positions lo..hi-1."""
+            return [
+                _scaled(loop_vars[k], strides[k])
+                for k in range(lo, hi)
+                if isinstance(items[k], PlanLoop) and items[k].dim == dim
+            ]
+
+        def band_term(dim: str) -> list[IndexExpr]:
+            if dim not in bands:
+                return []
+            return [_scaled(bands[dim], self._local_size(e, dim))]
+
+        places: dict[int, tuple[str, list[IndexExpr]]] = {}  # tensor -> (buffer, indices) the compute uses
+
+        def local_index(dim: str) -> IndexExpr:
+            return _add(part(dim, 0, len(items)))
+
+        def global_index(dim: str) -> IndexExpr:
+            return _add(band_term(dim) + part(dim, 0, len(items)))
+
+        for t, use in enumerate(einsum.tensors):
+            mode = link_mode_of(self.plan.chain, self.plan.modes, e, t)
+            if mode is LinkMode.TILED:
+                k = e if use.is_output else e - 1
+                places[t] = (tiles[k], [local_index(d) for d in use.dims])
+            elif mode is LinkMode.WHOLE:
+                places[t] = (use.buffer, [global_index(d) for d in use.dims])
+            elif t in nest.held:
+                places[t] = (held[e, t], [global_index(d) for d in use.dims])
+        levels = {item.tensor: k for k, item in enumerate(items) if isinstance(item, Level)}
+        tile_names = {
+            t: self.names.fresh(einsum.tensors[t].buffer + TILE_SUFFIX)
+            for t in levels
+            if link_mode_of(self.plan.chain, self.plan.modes, e, t) in (None, LinkMode.DRAM)
+        }
+        for t in tile_names:
+            use = einsum.tensors[t]
+            places[t] = (tile_names[t], [_add(part(d, levels[t] + 1, len(items))) for d in use.dims])
+
+        init_value = self._init_value(einsum)
+        compute = self._compute(einsum, places)
+
+        def build(k: int) -> list[Stmt]:
+            if k == len(items):
+                return compute
+            item = items[k]
+            if isinstance(item, PlanLoop):
+                dim = einsum.dim(item.dim)
+                kind = LoopKind.SEQ if dim.reduction else LoopKind.PAR
+                return [Loop(kind, loop_vars[k], IConst(item.factor), tuple(build(k + 1)))]
+            t, use = item.tensor, einsum.tensors[item.tensor]
+            rest = build(k + 1)
+            sizes = [
+                math.prod(i.factor for i in items[k + 1 :] if isinstance(i, PlanLoop) and i.dim == d)
+                for d in use.dims
+            ]
+            offsets = [_add(band_term(d) + part(d, 0, k)) for d in use.dims]
+            mode = link_mode_of(self.plan.chain, self.plan.modes, e, t)
+            if mode is LinkMode.TILED:
+                if use.is_output and init_value is not None:  # the whole band tile is inside this level
+                    return self._fill(tiles[e], sizes, init_value) + rest
+                return rest
+            name = tile_names[t]
+            decl = New(
+                BufferDecl(
+                    name, BufferKind.NEW, self.program.buffer(use.buffer).dtype, tuple(map(IConst, sizes))
+                )
+            )
+            if not use.is_output:
+                return [decl, *self._copy_nest(e, t, name, offsets, sizes, "in")] + rest
+            if init_value is not None:
+                start = self._fill(name, sizes, init_value)
+            elif einsum.reads_initial_output:
+                start = self._copy_nest(e, t, name, offsets, sizes, "in")
+            else:
+                start = []
+            return [decl, *start, *rest, *self._copy_nest(e, t, name, offsets, sizes, "out")]
+
+        body = build(0)
+        out_mode = link_mode_of(self.plan.chain, self.plan.modes, e, len(einsum.tensors) - 1)
+        if out_mode is LinkMode.WHOLE and init_value is not None:
+            use = einsum.output
+            offsets = [_add(band_term(d)) for d in use.dims]
+            sizes = [self._local_size(e, d) for d in use.dims]
+            body = self._fill(use.buffer, sizes, init_value, offsets) + body
+        return body
+
+    def _init_value(self, einsum: Einsum):
+        """What the output's tile starts as: the absorbed ``= 0``'s value, 0 for an update of a
+        buffer that starts as zeros, None when nothing needs starting."""
+        main = self.assigns[einsum.statements[-1]]
+        if len(einsum.statements) > 1:
+            return self.assigns[einsum.statements[0]].value
+        if main.op.is_update and not einsum.reads_initial_output:
+            return Const(0)
+        return None
+
+    def _compute(self, einsum: Einsum, places: dict[int, tuple[str, list[IndexExpr]]]) -> list[Stmt]:
+        main = self.assigns[einsum.statements[-1]]
+        reads = {
+            (use.buffer, tuple(IVar(d) for d in use.dims)): places[t]
+            for t, use in enumerate(einsum.tensors)
+            if not use.is_output
+        }
+
+        def leaf(expr):
+            if isinstance(expr, Read):
+                buffer, indices = reads[expr.buffer, expr.indices]
+                return Read(buffer, tuple(indices))
+            return expr
+
+        target_buffer, target_indices = places[len(einsum.tensors) - 1]
+        return [Assign("S", target_buffer, tuple(target_indices), main.op, map_values(main.value, leaf))]
+
+    def _fill(
+        self, buffer: str, sizes: list[int], value, offsets: list[IndexExpr] | None = None
+    ) -> list[Stmt]:
+        idx = [self.names.fresh(f"z_{k}") for k in range(len(sizes))]
+        offsets = offsets or [IConst(0)] * len(sizes)
+        target = tuple(_add([o, IVar(v)]) for o, v in zip(offsets, idx, strict=True))
+        stmt: Stmt = Assign("S", buffer, target, AssignOp.SET, value)
+        for v, size in reversed(list(zip(idx, sizes, strict=True))):
+            stmt = Loop(LoopKind.PAR, v, IConst(size), (stmt,))
+        return [stmt]
+
+    def _copy_nest(
+        self,
+        e: int,
+        t: int,
+        tile: str,
+        offsets: list[IndexExpr],
+        sizes: list[int],
+        direction: str,
+        *,
+        whole_buffer: str | None = None,
+    ) -> list[Stmt]:
+        use: TensorUse = self.plan.chain.einsums[e].tensors[t]
+        idx = [self.names.fresh(f"c_{k}") for k in range(len(sizes))]
+        at_tile = tuple(IVar(v) for v in idx)
+        at_buffer = tuple(_add([o, IVar(v)]) for o, v in zip(offsets, idx, strict=True))
+        buffer = whole_buffer or use.buffer
+        marker = f"{COPY}{len(self.copies)}"  # renamed in text order by _named
+        if direction == "in":
+            stmt: Stmt = Assign(marker, tile, at_tile, AssignOp.SET, Read(buffer, at_buffer))
+        else:
+            stmt = Assign(marker, buffer, at_buffer, AssignOp.SET, Read(tile, at_tile))
+        self.copies.append((e, t, buffer, direction))
+        for v, size in reversed(list(zip(idx, sizes, strict=True))):
+            stmt = Loop(LoopKind.PAR, v, IConst(size), (stmt,))
+        return [stmt]
+
+
+def planned_program(program: Program, plan: Plan) -> PlannedProgram:
+    """``program`` (sizes bound as the plan had them) rewritten as ``plan`` says, with the
+    copy statements it makes."""
+    from polymap.ir.parse import parse
+    from polymap.ir.printer import format_program
+
+    bound = program.bind_defaults()
+    writer = _Writer(bound, plan)
+    names: dict[str, str] = {}
+    body = _named(writer.body(), names, [0])
+    # a tile declared outside every loop (a segment without a band) is program-wide
+    hoisted = [stmt.decl for stmt in body if isinstance(stmt, New)]
+    body = tuple(stmt for stmt in body if not isinstance(stmt, New))
+    rewritten = Program(f"{program.name}_planned", (), tuple(writer.buffers + hoisted), body)
+    # the text must read back as this very program: what a user sees is what ran
+    parsed = parse(format_program(rewritten), name=rewritten.name, source=f"<the plan of {program.name}>")
+    if parsed != rewritten:
+        raise InternalError(f"the planned program of {program.name} does not read back as written")
+    copies = tuple(
+        CopyStatement(names[f"{COPY}{k}"], e, t, buffer, direction)
+        for k, (e, t, buffer, direction) in enumerate(writer.copies)
+    )
+    return PlannedProgram(parsed, copies)
+
+
+def _named(
+    stmts: tuple[Stmt, ...] | list[Stmt], names: dict[str, str], counter: list[int]
+) -> tuple[Stmt, ...]:
+    """``stmts`` with every statement named S0, S1, ... in text order (as the parser names
+    them); ``names`` maps each copy's marker to its name."""
+    out: list[Stmt] = []
+    for stmt in stmts:
+        if isinstance(stmt, Assign):
+            name = f"S{counter[0]}"
+            counter[0] += 1
+            if stmt.name.startswith(COPY):
+                names[stmt.name] = name
+            out.append(Assign(name, stmt.buffer, stmt.indices, stmt.op, stmt.value))
+        elif isinstance(stmt, Loop):
+            out.append(Loop(stmt.kind, stmt.index, stmt.extent, _named(stmt.body, names, counter)))
+        else:
+            out.append(stmt)
+    return tuple(out)
+
+
+def checked_planned_program(program: Program, plan: Plan) -> PlannedProgram:
+    """:func:`planned_program`, with isl's count of its copies checked against the plan's
+    traffic, tensor by tensor (InternalError if they differ: the plan would not describe
+    the program it became)."""
+    planned = planned_program(program, plan)
+    counted = counted_traffic(planned)
+    claimed = {
+        (c.einsum, c.tensor): (c.reads, c.writes) for c in plan.accounting.tensors if c.reads or c.writes
+    }
+    if counted != claimed:
+        raise InternalError(f"isl counts the planned program's copies as {counted}, the plan says {claimed}")
+    return planned
+
+
+def fused_program(program: Program, capacity, **options) -> Program:
+    """``program`` planned within ``capacity`` (``polymap.plan.planner.plan``'s options) and
+    rewritten as its plan says: a program to map, prove and compile like any other."""
+    from polymap.plan.planner import plan
+
+    return checked_planned_program(program, plan(program, capacity, **options)).program
+
+
+def counted_traffic(planned: PlannedProgram) -> dict[tuple[int, int], tuple[int, int]]:
+    """(elements read, elements written) per tensor use of the chain, counted by isl as the
+    instances of the planned program's copy statements."""
+    from polymap.poly.model import analyze
+
+    model = analyze(planned.program)
+    counted: dict[tuple[int, int], list[int]] = {}
+    for copy in planned.copies:
+        n = count_points(model.statement(copy.statement).domain)
+        entry = counted.setdefault((copy.einsum, copy.tensor), [0, 0])
+        entry[0 if copy.direction == "in" else 1] += n
+    return {key: (r, w) for key, (r, w) in counted.items()}
+
+
+def count_points(domain) -> int:
+    """The number of points of an isl set with no parameters. A box (the set equals the box
+    of its bounds, which isl checks) is the product of its extents, at any size; any other
+    set is counted by isl point by point."""
+    import islpy as isl
+
+    n = domain.dim(isl.dim_type.set)
+    bounds = [(domain.dim_min_val(d).to_python(), domain.dim_max_val(d).to_python()) for d in range(n)]
+    box = isl.Set.universe(domain.get_space())
+    for d, (lo, hi) in enumerate(bounds):
+        var = isl.Aff.var_on_domain(isl.LocalSpace.from_space(domain.get_space()), isl.dim_type.set, d)
+        box = box & var.ge_set(var * 0 + lo) & var.le_set(var * 0 + hi)
+    if box.is_equal(domain):
+        return math.prod(hi - lo + 1 for lo, hi in bounds) if not domain.is_empty() else 0
+    return domain.count_val().to_python()
