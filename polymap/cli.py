@@ -149,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
     planner.add_argument(
         "--capacity",
         required=True,
-        help="the on-chip store: elements (16384, 16K, 512K) or bytes with a unit (64KiB, 228KB)",
+        help="the on-chip store: elements (16384, 16K, 512K) or bytes with a unit (64KiB, 228KB; K is 1024)",
     )
     planner.add_argument(
         "--size",
@@ -169,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     planner.add_argument(
         "--time-limit",
-        type=float,
+        type=_seconds,
         default=None,
         metavar="SECONDS",
         help="SCIP's time limit (default 60); at the limit the best plan found is printed with its gap",
@@ -319,6 +319,18 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _seconds(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0 or value > 1e9:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
 def _link(text: str) -> tuple[str, str]:
     buffer, sep, mode = text.partition("=")
     if not sep or not buffer.strip() or mode.strip() not in ("dram", "tiled", "whole"):
@@ -404,12 +416,17 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from polymap.errors import ArgumentError
     from polymap.plan.planner import DEFAULT_TIME_LIMIT_S, plan
 
     program = load(args.file).bind(**dict(args.size))
     limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit
     with step("plan: SCIP"):
-        result = plan(program, args.capacity, links=dict(args.link), time_limit_s=limit)
+        links = dict(args.link)
+        if len(links) < len(args.link):
+            twice = sorted({b for b, _ in args.link if sum(1 for c, _ in args.link if c == b) > 1})
+            raise ArgumentError(f"--link {', '.join(twice)} given more than once")
+        result = plan(program, args.capacity, links=links, time_limit_s=limit)
     if args.json:
         import json
 

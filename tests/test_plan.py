@@ -413,3 +413,87 @@ def test_the_plan_command_prints_the_program(capsys):
     assert main(["plan", str(MODELS / "fc_bias_relu.te"), "--capacity", "64KiB", "--program", "-q"]) == 0
     out = capsys.readouterr().out
     assert "isl counts" in out and "new C_band: f32[" in out and "par 4 i_band {" in out
+
+
+def test_an_inout_accumulation_starts_from_dram_and_is_no_link():
+    # found by a random check against the oracle: C's old value must be read off chip, so
+    # keeping C on chip between the two einsums would have skipped that read
+    program = polymap.parse("in A: f32[4]\ninout C: f32[4]\nC[i] += A[i]\nC[i] = C[i] + 1\n")
+    chain = read_chain(program)
+    assert chain.links == (None,)
+    result = plan(program, 8)
+    assert (
+        result.bytes == best_bytes(chain, 8) == (4 + 4 + 4 + 4 + 4) * 4
+    )  # A, C read, C written, read, written
+    planned = checked_planned_program(program, result)
+    arrays = _inputs(program)
+    assert np.array_equal(
+        polymap.reference(planned.program, **arrays)["C"], polymap.reference(program, **arrays)["C"]
+    )
+
+
+# ------------------------------------------------------------------ found by trying it as a user
+
+
+def test_an_update_of_a_result_an_earlier_einsum_wrote_is_refused_not_costed_as_free():
+    source = (
+        "in A: f32[8, 4]\nin B: f32[4, 8]\nout C: f32[8, 8]\nC[i, j] += A[i, k] * B[k, j]\nC[i, j] *= 2.0\n"
+    )
+    with pytest.raises(PlanError, match=r"`C\[i, j\] \*= 2.0` updates C, which an earlier statement writes"):
+        plan(polymap.parse(source), 64)
+    # written as an element-wise einsum it is a link, as the bias and ReLU are
+    fixed = source.replace("C[i, j] *= 2.0", "C[i, j] = C[i, j] * 2.0")
+    assert [link.buffer for link in read_chain(polymap.parse(fixed)).links] == ["C"]
+
+
+def test_a_constant_start_is_part_of_its_accumulation():
+    source = "in A: f32[8, 4]\nout r: f32[8]\nr[i] = -inf\nr[i] max= A[i, k]\n"
+    (einsum,) = read_chain(polymap.parse(source)).einsums
+    assert einsum.statements == ("S0", "S1")
+    assert plan(polymap.parse(source), 64).bytes == (32 + 8) * 4
+
+
+def test_a_consumer_reading_part_of_the_intermediate_is_no_link():
+    # H has 64 elements, the consumer's loop reads 32 of them: a band over i would not line up
+    source = "in x: f32[64]\nnew H: f32[64]\nout y: f32[32]\nH[i] = x[i] * 2\npar 32 i { y[i] = H[i] + 1 }\n"
+    assert read_chain(polymap.parse(source)).links == (None,)
+
+
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        ("param N = 64\nin x: f32[N]\nout y: f32[N]\npar N + 1 i { y[i] = x[i] }\n", polymap.BoundsError),
+        ("param N = 64\nin x: f32[N]\nout s: f32\npar N i { s += x[i] }\n", polymap.RaceError),
+    ],
+)
+def test_an_invalid_program_is_refused_as_check_refuses_it(source, error):
+    with pytest.raises(error):
+        plan(polymap.parse(source), 64)
+
+
+def test_bad_arguments_are_argument_errors():
+    program = polymap.parse(FFN)
+    for limit in (-1, 0, float("nan"), float("inf"), True):
+        with pytest.raises(ArgumentError, match="time limit"):
+            plan(program, 64, time_limit_s=limit)
+    with pytest.raises(ArgumentError, match="no buffer of that name"):
+        plan(program, 64, links={"Nope": "dram"})
+    with pytest.raises(ArgumentError, match="links must be a dict"):
+        plan(program, 64, links="H=dram")
+    with pytest.raises(ArgumentError):
+        plan("not a program", 64)
+    for text in ("16iB", "\u0663"):
+        with pytest.raises(ArgumentError, match="capacity"):
+            Capacity.parse(text)
+
+
+def test_more_iterations_than_the_planner_counts_are_named():
+    source = "param N = 1099511627776\nin A: f32[N, N]\nin B: f32[N, N]\nout C: f32[N, N]\nC[i, j] += A[i, k] * B[k, j]\n"
+    with pytest.raises(PlanError, match="at most 2\\^64 per einsum"):
+        plan(polymap.parse(source), 4096)
+
+
+def test_two_reads_of_one_buffer_are_told_apart_in_the_report():
+    source = "in A: f32[4, 4]\nout C: f32[4, 4]\nC[i, j] += A[i, k] * A[k, j]\n"
+    labels = [c.label for c in plan(polymap.parse(source), 64).accounting.tensors]
+    assert labels == ["A[i, k]", "A[k, j]", "C[i, j] (out)"]

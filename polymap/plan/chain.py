@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from polymap.errors import PlanError
-from polymap.ir.nodes import Assign, AssignOp, BufferKind, Const, IConst, IVar, Program, Read
+from polymap.ir.nodes import Assign, AssignOp, BufferKind, Const, IConst, IVar, Neg, Program, Read
 from polymap.ir.walk import StatementContext, local_buffers, statements
 
 
@@ -46,7 +46,8 @@ class TensorUse:
 
     @property
     def label(self) -> str:
-        return self.buffer + (" (out)" if self.is_output else "")
+        """The access as written (two reads of one buffer differ by their indices)."""
+        return self.text + (" (out)" if self.is_output else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +143,9 @@ def read_chain(program: Program) -> Chain:
                 loc=stmt.loc,
                 **where,
             )
-        if _is_zero_init(ctx):
+        if _is_constant_init(ctx):
             if pending_init is not None:
-                einsums.append(_einsum(program, pending_init, None))
+                einsums.append(_einsum(program, pending_init, None, einsums))
             pending_init = ctx
             continue
         if pending_init is not None:
@@ -155,14 +156,14 @@ def read_chain(program: Program) -> Chain:
                 and init_stmt.indices == stmt.indices
                 and _output_loops(pending_init) == _output_loops(ctx, of=stmt)
             ):
-                einsums.append(_einsum(program, ctx, pending_init))
+                einsums.append(_einsum(program, ctx, pending_init, einsums))
                 pending_init = None
                 continue
-            einsums.append(_einsum(program, pending_init, None))
+            einsums.append(_einsum(program, pending_init, None, einsums))
             pending_init = None
-        einsums.append(_einsum(program, ctx, None))
+        einsums.append(_einsum(program, ctx, None, einsums))
     if pending_init is not None:
-        einsums.append(_einsum(program, pending_init, None))
+        einsums.append(_einsum(program, pending_init, None, einsums))
     links = _links(program, einsums)
     return Chain(program.name, tuple(einsums), links, _conflicts(einsums, links))
 
@@ -178,13 +179,16 @@ def _bound(program: Program) -> Program:
     return program
 
 
-def _is_zero_init(ctx: StatementContext) -> bool:
+def _is_constant_init(ctx: StatementContext) -> bool:
+    """``T[...] = c`` for a constant c (``0``, ``-inf``): the start of an accumulation."""
     stmt = ctx.stmt
+    value = stmt.value if isinstance(stmt, Assign) else None
+    if isinstance(value, Neg):
+        value = value.operand
     return (
         isinstance(stmt, Assign)
         and stmt.op is AssignOp.SET
-        and isinstance(stmt.value, Const)
-        and stmt.value.value == 0
+        and isinstance(value, Const)
         and stmt.guard is None
     )
 
@@ -197,7 +201,9 @@ def _output_loops(ctx: StatementContext, of: Assign | None = None) -> tuple[tupl
     return tuple((loop.index, loop.extent) for loop in ctx.loops if loop.index in used)
 
 
-def _einsum(program: Program, ctx: StatementContext, init: StatementContext | None) -> Einsum:
+def _einsum(
+    program: Program, ctx: StatementContext, init: StatementContext | None, earlier: list[Einsum]
+) -> Einsum:
     stmt = ctx.stmt
     assert isinstance(stmt, Assign)
     where = program.error_context()
@@ -234,6 +240,12 @@ def _einsum(program: Program, ctx: StatementContext, init: StatementContext | No
             "index: only the last value would be kept, which is not an einsum"
         )
     decl = program.buffer(stmt.buffer)
+    if stmt.op.is_update and init is None and any(e.output.buffer == stmt.buffer for e in earlier):
+        raise refuse(
+            f"updates {stmt.buffer}, which an earlier statement writes: the planner reads one einsum per "
+            f"result (write an element-wise update as `{stmt.target} = {stmt.target} ... `, or merge the "
+            "reductions into one statement)"
+        )
     if stmt.op.is_update and init is None and decl.kind is BufferKind.NEW:
         zero = ", ".join(str(i) for i in stmt.indices)
         raise refuse(
@@ -279,7 +291,20 @@ def _links(program: Program, einsums: list[Einsum]) -> tuple[Link | None, ...]:
             bool(reads) and consumer.output.buffer == out.buffer and consumer.output.dims == reads[0].dims
         )
         kind = program.buffer(out.buffer).kind
-        if len(reads) == 1 and not read_later and (kind is BufferKind.NEW or rewritten):
+        # an update of an inout buffer's old value starts from DRAM: that one stays a DRAM tensor
+        starts_from_dram = einsums[k].reads_initial_output
+        # the consumer must read the very elements the producer writes, dim by dim
+        same_extents = bool(reads) and all(
+            einsums[k].dim(p).size == consumer.dim(c).size
+            for p, c in zip(out.dims, reads[0].dims, strict=True)
+        )
+        if (
+            len(reads) == 1
+            and same_extents
+            and not read_later
+            and not starts_from_dram
+            and (kind is BufferKind.NEW or rewritten)
+        ):
             links.append(Link(out.buffer, k, tuple(zip(out.dims, reads[0].dims, strict=True))))
         else:
             links.append(None)

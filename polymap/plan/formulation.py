@@ -89,6 +89,8 @@ class PlanModel:
     tiled: dict[int, object]  # link index -> binary
     whole: dict[int, object]
     primes: dict[tuple[int, str], dict[int, int]]  # (einsum, dim) -> {p: exponent}
+    capacity: int = 1
+    bytes_unit: bool = False
     log_tile_scale: float = 0.0  # tiles are in units of exp(this): the capacity
     log_traffic_scale: float = 0.0  # traffic is in units of exp(this)
 
@@ -169,15 +171,28 @@ def build(
         tiled[k] = scip.addVar(f"tiled_{link.buffer}", vtype="B")
         whole[k] = scip.addVar(f"whole_{link.buffer}", vtype="B")
         scip.addCons(tiled[k] + whole[k] <= 1)
+        use = chain.einsums[k].output
+        too_big = use.elements * (use.itemsize if bytes_unit else 1) > capacity
         for mode, var in ((LinkMode.TILED, tiled[k]), (LinkMode.WHOLE, whole[k])):
-            if mode not in allowed:
-                scip.addCons(var == 0)
+            if mode not in allowed or (mode is LinkMode.WHOLE and too_big):
+                scip.chgVarUb(var, 0.0)
         pinned = (modes or {}).get(k)
         if pinned is not None:
             scip.addCons(tiled[k] == int(pinned is LinkMode.TILED))
             scip.addCons(whole[k] == int(pinned is LinkMode.WHOLE))
     traffic_unit = sum(t.elements for e in chain.einsums for t in e.tensors)
-    model = PlanModel(scip, chain, [], tiled, whole, primes, math.log(capacity), math.log(traffic_unit))
+    model = PlanModel(
+        scip,
+        chain,
+        [],
+        tiled,
+        whole,
+        primes,
+        capacity,
+        bytes_unit,
+        math.log(capacity),
+        math.log(traffic_unit),
+    )
     for e, einsum in enumerate(chain.einsums):
         model.einsums.append(_einsum_vars(model, e, einsum))
     _link_bands(model)
@@ -221,7 +236,10 @@ def _einsum_vars(model: PlanModel, e: int, einsum: Einsum) -> EinsumVars:
     for t, use in enumerate(einsum.tensors):
         on_chip = model.on_chip(e, t)
         link = model.chain.link_index(e, t)
-        if not use.is_output and link is None:
+        unit = use.itemsize if model.bytes_unit else 1
+        if not use.is_output and link is None and use.elements * unit <= model.capacity:
+            # (a tensor larger than the capacity can never be held: no variable, and no
+            # coefficient of 2^80 / capacity for SCIP to call infinite)
             v.held[t] = scip.addVar(f"held_{e}_{t}", vtype="B")
         held = v.held.get(t, 0)
         whole = model.whole[link] if link is not None else 0

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from polymap.errors import ArgumentError, CapacityError, InternalError, PlanError, PolymapError, SolverError
 from polymap.ir.nodes import Program
+from polymap.ir.validate import check_program_argument
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.plan.chain import Chain, read_chain
 from polymap.plan.tree import (
@@ -51,15 +52,16 @@ class Capacity:
 
     @classmethod
     def parse(cls, text: str | int) -> Capacity:
-        """``16384``, ``16K``, ``512K`` (elements) or ``64KiB``, ``228KB``, ``1MiB``, ``4096B`` (bytes)."""
+        """``16384``, ``16K``, ``512K`` (elements) or ``64KiB``, ``228KB``, ``1MiB``, ``4096B`` (bytes).
+        K, M and G are powers of 1024 with or without the i (``16KB`` is 16384 bytes)."""
         if isinstance(text, bool):
             raise ArgumentError(
                 f"capacity must be a number of elements or a size such as '64KiB', got {text!r}"
             )
         if isinstance(text, int):
             return cls._checked(text, False, str(text))
-        match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)(i?[bB])?\s*", str(text))
-        if not match:
+        match = re.fullmatch(r"\s*([0-9]+)\s*([kKmMgG]?)(i?[bB])?\s*", str(text))
+        if not match or (match.group(3) or "").lower() == "ib" and not match.group(2):
             raise ArgumentError(
                 f"capacity {text!r}: expected a number of elements (16384, 16K) or of bytes (64KiB, 4096B)"
             )
@@ -133,6 +135,16 @@ def plan(
     kept whole), ``"tiled"`` (everything: the default)."""
     if strategy not in STRATEGY_MODES:
         raise ArgumentError(f"strategy {strategy!r}: expected one of {', '.join(STRATEGY_MODES)}")
+    check_program_argument(program, "plan")
+    if links is not None and not isinstance(links, dict):
+        raise ArgumentError(f"links must be a dict such as {{'Q': 'dram'}}, got {type(links).__name__}")
+    if time_limit_s is not None and (
+        isinstance(time_limit_s, bool)
+        or not isinstance(time_limit_s, (int, float))
+        or not math.isfinite(time_limit_s)
+        or time_limit_s <= 0
+    ):
+        raise ArgumentError(f"time limit {time_limit_s!r}: expected a positive number of seconds, or None")
     cap = capacity if isinstance(capacity, Capacity) else Capacity.parse(capacity)
     try:
         return _plan(program, cap, links or {}, time_limit_s, STRATEGY_MODES[strategy])
@@ -143,7 +155,11 @@ def plan(
 def _plan(program: Program, cap: Capacity, links: dict, time_limit_s: float | None, allowed) -> Plan:
     from polymap.mapping.farkas import solve
     from polymap.plan.formulation import build
+    from polymap.poly.model import analyze
 
+    # a plan of an invalid program would be a plan of nothing: prove it valid first
+    # (in bounds, race free), as `polymap check` does
+    analyze(program.bind_defaults())
     chain = read_chain(program)
     _check_fits(chain, cap)
     pinned = _link_pins(chain, links)
@@ -179,9 +195,18 @@ def _plan(program: Program, cap: Capacity, links: dict, time_limit_s: float | No
     return result
 
 
+MAX_ITERATIONS = 2**64  # beyond this the model's logarithms span more than SCIP's LP holds
+
+
 def _check_fits(chain: Chain, cap: Capacity) -> None:
     """The least any plan needs is one element of each tensor of an einsum."""
     for einsum in chain.einsums:
+        if einsum.iterations > MAX_ITERATIONS:
+            raise PlanError(
+                f"einsum {einsum.name} `{einsum.text}` has {einsum.iterations:.3g} iterations: the planner "
+                f"plans at most 2^64 per einsum",
+                loc=einsum.loc,
+            )
         least = sum(t.itemsize if cap.in_bytes else 1 for t in einsum.tensors)
         if cap.amount < least:
             raise CapacityError(
@@ -193,7 +218,12 @@ def _check_fits(chain: Chain, cap: Capacity) -> None:
 
 def _link_pins(chain: Chain, links: dict[str, str | LinkMode]) -> dict[int, LinkMode]:
     pinned: dict[int, LinkMode] = {}
+    names = {t.buffer for e in chain.einsums for t in e.tensors}
     for buffer, mode in links.items():
+        if not isinstance(buffer, str) or buffer not in names:
+            raise ArgumentError(
+                f"link {buffer!r}: the chain has no buffer of that name (its buffers: {', '.join(sorted(names))})"
+            )
         try:
             mode = LinkMode(mode)
         except ValueError:

@@ -135,9 +135,9 @@ def _mode_words(mode: LinkMode) -> str:
 def _level_words(cost) -> str:
     if cost.where == "tiled":
         return f"tile {cost.tile}, on chip (fused intermediate)"
-    moved = cost.reads + cost.writes
-    verb = "written" if cost.writes else "read"
-    return f"tile {cost.tile}, {moved} elements {verb}"
+    moved = [f"{cost.reads} elements read"] if cost.reads else []
+    moved += [f"{cost.writes} elements written"] if cost.writes else []
+    return f"tile {cost.tile}, " + (", ".join(moved) or "nothing moved")
 
 
 def _solver_line(plan: Plan) -> str:
