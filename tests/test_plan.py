@@ -497,3 +497,69 @@ def test_two_reads_of_one_buffer_are_told_apart_in_the_report():
     source = "in A: f32[4, 4]\nout C: f32[4, 4]\nC[i, j] += A[i, k] * A[k, j]\n"
     labels = [c.label for c in plan(polymap.parse(source), 64).accounting.tensors]
     assert labels == ["A[i, k]", "A[k, j]", "C[i, j] (out)"]
+
+
+# ------------------------------------------------------------------ random chains
+
+
+def _oracle_work(chain) -> int:
+    """About how many nests the oracle walks for ``chain`` (to keep the fast cases fast)."""
+    from plan_oracle import splits
+
+    total = 0
+    for e in chain.einsums:
+        n = len(e.tensors)
+        total += (
+            math.factorial(n) * math.prod(len(list(splits(d.size, n + 1))) for d in e.dims) * e.iterations
+        )
+    holdable = sum(1 for e in chain.einsums for t in e.tensors if not t.is_output)
+    return total * 2**holdable * 3 ** sum(link is not None for link in chain.links)
+
+
+def _random_cases(seed: int, count: int, work: int):
+    import random
+
+    from plan_fuzzgen import random_program
+
+    rng = random.Random(seed)
+    found = 0
+    while found < count:
+        program = polymap.parse(random_program(rng))
+        chain = read_chain(program)
+        if _oracle_work(chain) <= work:
+            least = max(len(e.tensors) for e in chain.einsums)
+            yield program, chain, sorted({least, least + 3, rng.randint(3, 40)})
+            found += 1
+
+
+def _check_random(program, chain, capacities):
+    for capacity in capacities:
+        expected = best_bytes(chain, capacity)
+        if expected is None:
+            with pytest.raises(PlanError):
+                plan(program, capacity)
+            continue
+        result = plan(program, capacity)
+        assert result.report.optimal and result.bytes == expected, (str(program), capacity)
+        assert max(result.accounting.footprints) <= capacity
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_chains_against_the_oracle(seed):
+    for program, chain, capacities in _random_cases(seed, 2, work=200_000):
+        _check_random(program, chain, capacities)
+
+
+@pytest.mark.fuzz
+def test_random_chains_against_the_oracle_long():
+    """POLYMAP_FUZZ_SEED and POLYMAP_FUZZ_BUDGET (seconds) as the pipeline's fuzz campaign."""
+    import os
+    import time
+
+    seed = int(os.environ.get("POLYMAP_FUZZ_SEED", "100"))
+    budget = float(os.environ.get("POLYMAP_FUZZ_BUDGET", "300"))
+    start = time.monotonic()
+    for program, chain, capacities in _random_cases(seed, 10**9, work=5_000_000):
+        _check_random(program, chain, capacities)
+        if time.monotonic() - start > budget:
+            break
