@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from polymap.errors import ArgumentError
-from polymap.ir.nodes import Anchor, Assign, Compare, IndexExpr, LogicOp, Loop, Not, Read, reads_of
+from polymap.ir.nodes import Anchor, Assign, Compare, Gather, IndexExpr, LogicOp, Loop, Not, Read, reads_of
 from polymap.mapping.result import KernelCost, Mapping
 from polymap.mapping.space import Distribution, KernelMapping, LoopMapping
 from polymap.poly.isl_text import evaluate_index
@@ -188,6 +188,8 @@ def warp_requests(mapping: Mapping, km: KernelMapping) -> list[WarpRequest]:
         for buffer, indices, is_write in touched:
             if buffer not in globals_ or (buffer, indices, is_write) in seen:
                 continue
+            if any(isinstance(e, Gather) for e in indices):
+                continue  # a gathered read's row is data, known only at run time: not drawn
             seen.add((buffer, indices, is_write))
             decl = globals_[buffer]
             addresses = tuple(

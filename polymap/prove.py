@@ -67,7 +67,7 @@ from polymap.mapping.space import KernelMapping
 from polymap.mapping.space import kernels as program_kernels
 from polymap.mapping.staging import VECTOR_BYTES, scope_loops, stage_candidates, staged_buffers
 from polymap.poly.deps import Dependence
-from polymap.poly.isl_text import evaluate_index, isl_expr
+from polymap.poly.isl_text import access_tuple, evaluate_index, shown_index
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
 from polymap.prove_lanes import across_lanes, check_lane_shape, one_copy_per_lane, prove_lane_order
 from polymap.schedule.hardware import Executed, Frame, executed, frame_of, param_prefix
@@ -328,10 +328,12 @@ def _access_map(model: PolyModel, s: StatementModel, a: Access) -> isl.Map:
     for loop, d in zip(s.loops, s.dims):
         env[loop.index] = d
     buffer = _buffer(model, a)
-    exprs = list(s.dims[: len(buffer.owner)]) + [isl_expr(e, env, params) for e in a.indices]
+    # a gathered index (checked at run time, not here) ranges over its whole dimension
+    exprs, ranges = access_tuple(a.indices, buffer.decl.shape, env, params, lambda k: names.fresh(f"g{k}"))
+    where = f" : {' and '.join(ranges)}" if ranges else ""
     return isl.Map(
         f"{param_prefix(model)}{{ {s.domain.get_tuple_name()}[{', '.join(s.dims)}] -> "
-        f"{buffer.isl_name}[{', '.join(exprs)}] }}"
+        f"{buffer.isl_name}[{', '.join(list(s.dims[: len(buffer.owner)]) + exprs)}]{where} }}"
     )
 
 
@@ -358,12 +360,15 @@ def _prove_in_bounds(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
                 f"{a.verb} {_address(a, s, sizes, inst)}, outside {a.buffer}'s shape "
                 f"{_shape(buffer.decl, sizes)}{_unguarded(frame)}"
             )
+        # a gathered index ranges over its whole dimension in A: its value is the run's to check
+        gathered = [a.text for a in s.accesses if a.gathered]
+        checked = f" (the gathered index of {', '.join(gathered)} checked at run time)" if gathered else ""
         lines.append(
             Proved(
                 Obligation.IN_BOUNDS,
                 s.name,
                 f"range(R_{s.name} ; A) inside the buffer's shape, every access A of {s.name}",
-                f"{frame.mapping.kernel.name}: every access of {s.name} in bounds",
+                f"{frame.mapping.kernel.name}: every access of {s.name} in bounds{checked}",
             )
         )
     return lines
@@ -742,7 +747,7 @@ def _address(a: Access, s: StatementModel, sizes: dict[str, int], coords) -> str
     env.update(zip(s.ctx.indices, coords))
     if not a.indices:
         return a.buffer
-    return f"{a.buffer}[{', '.join(str(evaluate_index(i, env)) for i in a.indices)}]"
+    return f"{a.buffer}[{', '.join(shown_index(i, env) for i in a.indices)}]"
 
 
 def _shape(decl, sizes: dict[str, int]) -> str:

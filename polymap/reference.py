@@ -49,6 +49,7 @@ import numpy as np
 
 from polymap.arrays import is_device_array
 from polymap.errors import ArgumentError, InternalError
+from polymap.ir.gather_faults import gather_error
 from polymap.ir.nodes import (
     Anchor,
     Assign,
@@ -61,6 +62,7 @@ from polymap.ir.nodes import (
     Const,
     DType,
     Fn,
+    Gather,
     IConst,
     IndexExpr,
     IndexOp,
@@ -706,13 +708,38 @@ class _Eval:
 
     def read(self, r: Read):
         storage = self.buffers[r.buffer]
-        idx = tuple(_index(e, self.env) for e in r.indices)
+        idx = tuple(
+            self.gathered(r, k, e) if isinstance(e, Gather) else _index(e, self.env)
+            for k, e in enumerate(r.indices)
+        )
         if self.lanes.mask is not None:
             # Masked-off lanes may compute indices outside the buffer: point them at
             # element 0 (their values are never stored). An int index is the same on every
             # lane, including an active one, so it is in bounds already.
             idx = tuple(np.where(self.lanes.mask, x, 0) if isinstance(x, np.ndarray) else x for x in idx)
         return _widened(storage.array[storage.lanes + idx])
+
+    def gathered(self, r: Read, k: int, g: Gather):
+        """The value of a gathered index (position ``k`` of ``r``), read from its source and
+        checked against the dimension: outside it, where C reads it (an active lane, the chosen
+        operand of a select), is the data's fault, a ``BoundsError`` as the emitted code's."""
+        values = np.asarray(self.read(g.source))
+        extent = self.buffers[r.buffer].array.shape[k - len(r.indices)]
+        outside = (values < 0) | (values >= extent)
+        fault = outside
+        if self.lanes.mask is not None:
+            fault = fault & self.lanes.mask
+        if self.chosen is not None:
+            fault = fault & self.chosen
+        if np.any(fault):
+            shape = np.broadcast_shapes(np.shape(fault), *(np.shape(x) for x in self.env.values()))
+            lane = tuple(np.argwhere(np.broadcast_to(fault, shape))[0])
+            at = [
+                int(np.broadcast_to(np.asarray(_index(e, self.env)), shape)[lane]) for e in g.source.indices
+            ]
+            value = int(np.broadcast_to(values, shape)[lane])
+            raise gather_error(self.stmt, r, k, g, extent, element=tuple(at), value=value, **self.ex.ctx)
+        return np.where(outside, 0, values)  # lanes that do not read it: any element
 
     def c_divide(self, a, b):
         """Integer division truncating toward zero, as in C."""

@@ -38,6 +38,7 @@ from polymap.ir.nodes import (
     Const,
     DType,
     Fn,
+    Gather,
     IBin,
     IConst,
     IndexOp,
@@ -52,7 +53,7 @@ from polymap.ir.nodes import (
     Read,
     Select,
     ValueOp,
-    reads_of,
+    value_reads,
 )
 
 WIDTH = {DType.I32: 0, DType.I64: 1, DType.F32: 2, DType.F64: 3}  # the compute types
@@ -197,7 +198,7 @@ class Oracle:
         if stmt.guard is not None and not self.guard_holds(stmt.guard, env):
             return  # the if around it: this instance does not exist
         self.instances[stmt.name] = self.instances.get(stmt.name, 0) + 1
-        reads = [compute(self.dtypes[r.buffer]) for r in reads_of(stmt.value)]
+        reads = [compute(self.dtypes[r.buffer]) for r in value_reads(stmt.value)]
         if reads:
             ctype = reads[0]
             for t in reads[1:]:
@@ -234,12 +235,19 @@ class Oracle:
                 value = nan_min(old, value)
         array[where] = convert(value, target)
 
-    def element(self, array, indices, env, name) -> tuple[int, ...]:
-        where = tuple(index(e, env) for e in indices)
+    def element(self, array, indices, env, name, memory=None) -> tuple[int, ...]:
+        where = tuple(
+            self.gathered(e, env, memory) if isinstance(e, Gather) else index(e, env) for e in indices
+        )
         for i, n in zip(where, array.shape):
             if not 0 <= i < n:
                 raise IndexError(f"{name}{list(where)} outside shape {array.shape}")
         return where
+
+    def gathered(self, g, env, memory) -> int:
+        """A gathered index: the integer read from its source element."""
+        source = memory[g.source.buffer]
+        return int(source[self.element(source, g.source.indices, env, g.source.buffer)])
 
     def value(self, e, env, memory, ctype: DType, name: str):
         if isinstance(e, Const):
@@ -250,7 +258,7 @@ class Oracle:
             return convert(index(e.expr, env), ctype)
         if isinstance(e, Read):
             array = memory[e.buffer]
-            return widen(array[self.element(array, e.indices, env, e.buffer)], self.dtypes[e.buffer])
+            return widen(array[self.element(array, e.indices, env, e.buffer, memory)], self.dtypes[e.buffer])
         if isinstance(e, Neg):
             x = self.value(e.operand, env, memory, ctype, name)
             return convert(-x, dtype_of(x))

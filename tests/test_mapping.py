@@ -522,6 +522,22 @@ ORACLE_PROGRAMS = {
           seq 96 j { Y[b, i, j] = X[b, i, j] / m }
         } }
     """,
+    # gathers (issue 13): a row read through ids[i] is the same for every lane along j
+    # (coalesced along j); along i each lane reads any row, which both SCIP's Farkas bound
+    # and the enumeration's exact stride charge as (rows - 1) * row stride
+    "gather-rows": """
+        in E: f32[100, 64]
+        in ids: i32[48]
+        out Y: f32[48, 64]
+        par 48 i { par 64 j { Y[i, j] = E[ids[i], j] * 2 } }
+    """,
+    # a permutation of the columns: lanes along j read X anywhere in the row, write Y in order
+    "gather-columns": """
+        in X: f32[64, 96]
+        in perm: i32[96]
+        out Y: f32[64, 96]
+        par 64 i { par 96 j { Y[i, j] = X[i, perm[j]] } }
+    """,
     "seq-staged": """
         in A: f32[32, 16]
         in B: f32[16, 32]

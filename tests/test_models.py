@@ -125,6 +125,13 @@ def _layernorm(i, s):
     return {"Y": (x - mean) / np.sqrt(var + 1e-5) * i["gamma"] + i["beta"]}
 
 
+def _embedding_layernorm(i, s):
+    x = i["wte"][i["ids"].astype(np.int64)] + i["wpe"]
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    return {"Y": (x - mean) / np.sqrt(var + 1e-5) * i["gamma"] + i["beta"]}
+
+
 def _softmax_rows(i, s):
     x = i["X"].astype(np.float64)
     e = np.exp(x - x.max(axis=1, keepdims=True))
@@ -182,6 +189,8 @@ NUMERIC = {
     "jacobi1d": ({"T": 3, "N": 10}, _jacobi1d),
     "softmax_rows": ({"M": 5, "N": 7}, _softmax_rows),
     "layernorm": ({"M": 5, "N": 7}, _layernorm),
+    # V above 255: every id random_inputs draws (0..255) is a row of wte
+    "embedding_layernorm": ({"V": 300, "T": 6, "D": 7}, _embedding_layernorm),
     "syrk_lower": ({"N": 6, "M": 4}, _syrk_lower),
     "argmax_rows": ({"M": 5, "N": 7}, lambda i, s: {"best": np.argmax(i["X"], axis=1)}),
     "masked_softmax": ({"N": 7}, _masked_softmax),

@@ -366,11 +366,12 @@ def _is_atom(text: str) -> bool:
     return text.replace("_", "a").isalnum()
 
 
-_DIVISION = re.compile(r"\bpm_i(div|mod)\(.*__LINE__\)")
+_RECORDS_FAULT = re.compile(r"\bpm_(idiv|imod|gather)\(.*__LINE__")
 
 
 def records_faults(source: str) -> bool:
-    """Whether emitted text divides an i32 value anywhere (``pm_idiv``, ``pm_imod``: each records a
-    division by zero in the fault word instead of trapping: ``runtime/faults.py``). One search of
+    """Whether emitted text divides an integer value or gathers an index anywhere (``pm_idiv``,
+    ``pm_imod``, ``pm_gather``: each records a fault of the data in the fault word instead of
+    trapping or reading out of bounds: ``runtime/faults.py``). One search of
     the whole text: ``.`` stops at a line's end, so a match lies within one line."""
-    return _DIVISION.search(source) is not None
+    return _RECORDS_FAULT.search(source) is not None

@@ -29,9 +29,12 @@ from polymap.codegen.comments import comment, comment_text
 from polymap.codegen.lanes_c import fork_lines, join_lines, lanes_header
 from polymap.errors import CodegenError, InternalError
 from polymap.ir import walk
+from polymap.ir.gather_faults import statement_gathers
 from polymap.ir.nodes import (
     BufferDecl,
     BufferKind,
+    DType,
+    Gather,
     IndexValue,
     Loop,
     Program,
@@ -484,7 +487,13 @@ class _Emitter:
                     continue
                 c_type = "int" if interval.fits32 else "long long"
                 lines.append(f"const {c_type} {self.cn[loop.index]} = {text};")
-        self.printer.address = {k: self.address(printer, described, a) for k, a in described.accesses.items()}
+        # plain accesses first: a gathered index's value is read through one of them
+        plain = {k: a for k, a in described.accesses.items() if not any(isinstance(e, Gather) for e in k[1])}
+        self.printer.address = {k: self.address(printer, described, a) for k, a in plain.items()}
+        gathers = statement_gathers(stmt)
+        for k, a in described.accesses.items():
+            if k not in plain:
+                self.printer.address[k] = self.address(printer, described, a, self.gathered(k, gathers))
         self.printer.index_ranges = ranges
         named = self.printer.name
         if inline:
@@ -498,10 +507,44 @@ class _Emitter:
             return [head, body]
         return ["{  " + head, *("  " + line for line in lines), "  " + body, "}"]
 
-    def address(self, printer: AstPrinter, leaf: StatementLeaf, access) -> str:
-        """The C lvalue of one access of a statement leaf, from its isl index expressions."""
+    def gathered(self, key: tuple, gathers) -> dict[int, str]:
+        """The C text of each gathered index of the read ``key`` (buffer, indices): the value
+        read from its source (whose address is built already), checked by ``pm_gather``
+        against the dimension's extent, with the fault code that names it."""
+        buffer, indices = key
+        decl = self.printer.decls[buffer]
+        out = {}
+        for position, g in enumerate(indices):
+            if not isinstance(g, Gather):
+                continue
+            ordinal = next(
+                n
+                for n, (r, k, _) in enumerate(gathers)
+                if (r.buffer, r.indices, k) == (buffer, indices, position)
+            )
+            source = self.printer.decls[g.source.buffer]
+            value = self.printer.access(g.source.buffer, g.source.indices)
+            extent = decl.shape[position]
+            interval = index_interval(extent, self.size_ranges)
+            wide = source.dtype is DType.I64 or not interval.fits32
+            c_type = "long long" if wide else "int"
+            extent_text = self.printer.index_text(extent, wide=wide)
+            out[position] = (
+                f"pm_gather(({c_type}){value}, ({c_type})({extent_text}), __LINE__ + PM_FAULT_GATHER({ordinal}))"
+            )
+        return out
+
+    def address(
+        self, printer: AstPrinter, leaf: StatementLeaf, access, gathered: dict[int, str] | None = None
+    ) -> str:
+        """The C lvalue of one access of a statement leaf, from its isl index expressions
+        (and at a gathered position, ``gathered``'s checked value in place of isl's 0)."""
         name = access.buffer
         texts = [printer.expr(e) for e in access.indices]
+        if gathered:
+            offset = len(texts) - len(self.printer.decls[name].shape)
+            for position, text in gathered.items():
+                texts[offset + position] = text
         if access.place is Place.SHARED:
             return self.shared_names[name] + "".join(f"[{t}]" for t in texts)
         decl = self.printer.decls[name]

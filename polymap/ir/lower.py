@@ -41,6 +41,7 @@ from polymap.ir.nodes import (
     Const,
     DType,
     Fn,
+    Gather,
     IBin,
     IConst,
     IndexExpr,
@@ -103,6 +104,14 @@ def _data_read(expr: S.SExpr, scope: _Scope):
         if (found := _data_read(arg, scope)) is not None:
             return found
     return None
+
+
+def _gather_misplaced(buffer: str, what: str) -> str:
+    return (
+        f"buffer '{buffer}' read in {what}: an index read from a buffer (a gather, A[{buffer}[i]]) may "
+        "stand only as a whole index of a read: not in index arithmetic, an extent, a shape, a condition "
+        "or a write's target (a scatter, not supported)"
+    )
 
 
 _FUNCTIONS = {fn.value: fn for fn in Fn}
@@ -317,7 +326,8 @@ class _Lowering:
             target = S.SSubscript(target.name, (), target.loc)
         if target.name not in scope.buffers:
             raise self.undeclared_buffer(target.name, target.loc, scope)
-        indices = tuple(self.index(a, scope, free) for a in target.args)
+        what = f"the target of a write to '{target.name}'"
+        indices = tuple(self.index(a, scope, free, what=what) for a in target.args)
         free.collecting_target = False
         value = self.value(item.value, scope, free)
         op = AssignOp(item.op)
@@ -371,21 +381,15 @@ class _Lowering:
             if expr.name in scope.indices or expr.name in self.params:
                 return IVar(expr.name)
             if expr.name in scope.buffers:
-                raise self.error(
-                    NotAffineError,
-                    f"buffer '{expr.name}' used in {what}: data-dependent indices are not supported",
-                    expr.loc,
-                )
+                raise self.error(NotAffineError, _gather_misplaced(expr.name, what), expr.loc)
             if free is None:
                 raise self.error(UndeclaredError, f"unknown name '{expr.name}' in {what}", expr.loc)
             free.add(expr.name)
             return IVar(expr.name)
         if isinstance(expr, S.SSubscript):
-            raise self.error(
-                NotAffineError,
-                f"indirect access through '{expr.name}[...]' in {what} is not affine",
-                expr.loc,
-            )
+            if expr.name in scope.buffers:
+                raise self.error(NotAffineError, _gather_misplaced(f"{expr.name}", what), expr.loc)
+            raise self.undeclared_buffer(expr.name, expr.loc, scope)
         if isinstance(expr, S.SCall) and expr.fn in ("min", "max"):
             if not pieces:
                 raise self.error(
@@ -414,6 +418,40 @@ class _Lowering:
         lhs = self.index(expr.lhs, scope, free, what=what, pieces=pieces)
         rhs = self.index(expr.rhs, scope, free, what=what, pieces=pieces)
         return fold_index(IBin(_INDEX_OPS[expr.op], lhs, rhs))
+
+    def read_index(self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None) -> IndexExpr | Gather:
+        """An index of a read: an index expression, or a gather, ``I[i]`` of an integer buffer
+        (its own indices affine: gathers do not nest) or a 0-d integer buffer's name."""
+        if isinstance(expr, S.SSubscript) and expr.name in scope.buffers:
+            what = f"the index of '{expr.name}[...]', read as an index (a gather's indices are affine)"
+            source = Read(
+                expr.name, tuple(self.index(a, scope, free, what=what) for a in expr.args), expr.loc
+            )
+        elif (
+            isinstance(expr, S.SName)
+            and expr.name in scope.buffers
+            and expr.name not in scope.indices
+            and expr.name not in self.params
+        ):
+            source = Read(expr.name, (), expr.loc)
+        else:
+            return self.index(expr, scope, free)
+        decl = scope.buffers[source.buffer]
+        if not decl.dtype.is_integer:
+            raise self.error(
+                ProgramError,
+                f"buffer '{decl.name}' is {decl.dtype.value}: an index read from a buffer (a gather) "
+                "needs an integer type (i32, i64, i8, u8 or bool)",
+                expr.loc,
+            )
+        if len(source.indices) != len(decl.shape):
+            raise self.error(
+                ArityError,
+                f"buffer '{decl.name}' has {len(decl.shape)} dimension(s) but {source} gives "
+                f"{len(source.indices)} index(es)",
+                expr.loc,
+            )
+        return Gather(source)
 
     def value(self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None) -> ValueExpr:
         if isinstance(expr, S.SNum):
@@ -449,7 +487,7 @@ class _Lowering:
         if isinstance(expr, S.SSubscript):
             if expr.name not in scope.buffers:
                 raise self.undeclared_buffer(expr.name, expr.loc, scope)
-            return Read(expr.name, tuple(self.index(a, scope, free) for a in expr.args), expr.loc)
+            return Read(expr.name, tuple(self.read_index(a, scope, free) for a in expr.args), expr.loc)
         if isinstance(expr, S.SCall) and expr.fn == SELECT:
             if len(expr.args) != 3:
                 raise self.error(

@@ -317,8 +317,11 @@ def _iparen(expr: IndexExpr, prec: int) -> str:
     return f"({expr})" if own < prec else str(expr)
 
 
-def index_vars(expr: IndexExpr) -> frozenset[str]:
-    """The names an index expression mentions."""
+def index_vars(expr: IndexExpr | Gather) -> frozenset[str]:
+    """The names an index expression mentions (a gathered index: those of its source's
+    indices)."""
+    if isinstance(expr, Gather):
+        return frozenset().union(*(index_vars(e) for e in expr.source.indices))
     if isinstance(expr, IVar):
         return frozenset((expr.name,))
     if isinstance(expr, INeg):
@@ -330,7 +333,12 @@ def index_vars(expr: IndexExpr) -> frozenset[str]:
 
 def substitute_index(expr: IndexExpr, values: dict[str, IndexExpr]) -> IndexExpr:
     """Replace variables by expressions and fold constants (so ``i * N`` with N := 8
-    becomes ``i * 8``)."""
+    becomes ``i * 8``); in a gathered index, in its source's indices."""
+    if isinstance(expr, Gather):
+        source = expr.source
+        return Gather(
+            Read(source.buffer, tuple(substitute_index(e, values) for e in source.indices), source.loc)
+        )
     if isinstance(expr, IVar):
         return values.get(expr.name, expr)
     if isinstance(expr, INeg):
@@ -369,16 +377,38 @@ class Const:
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """``buffer[indices]``; a 0-d buffer has no indices."""
+    """``buffer[indices]``; a 0-d buffer has no indices. An index is an index expression or,
+    in a read of a value (not a write's target), a ``Gather``."""
 
     buffer: str
-    indices: tuple[IndexExpr, ...]
+    indices: tuple[IndexExpr | Gather, ...]
     loc: SourceLoc | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         if not self.indices:
             return self.buffer  # a 0-d buffer reads as its bare name
         return f"{self.buffer}[{', '.join(map(str, self.indices))}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Gather:
+    """An index read from an integer buffer: ``I[i]`` in ``A[I[i], j]`` (a gather). It may
+    stand only as a whole index of a read; ``source`` is a plain read (affine indices).
+
+    The polyhedral model cannot know the value, so the access is a may-read of the whole
+    indexed dimension (dependences stay sound) and ``source`` is a read of the statement of
+    its own; no proof can bound the value, so the reference and the emitted code check it at
+    run time (``BoundsError`` naming the buffer and the position)."""
+
+    source: Read
+
+    def __str__(self) -> str:
+        return str(self.source)
+
+
+def gathers_of(read: Read) -> tuple[tuple[int, Gather], ...]:
+    """The gathered indices of a read, with their positions."""
+    return tuple((k, e) for k, e in enumerate(read.indices) if isinstance(e, Gather))
 
 
 @dataclass(frozen=True, slots=True)
@@ -569,9 +599,22 @@ def leaves_of(expr: ValueExpr) -> tuple[ValueExpr, ...]:
     return tuple(leaf for child in children for leaf in leaves_of(child))
 
 
-def reads_of(expr: ValueExpr) -> tuple[Read, ...]:
-    """Every buffer read in a value expression, left to right."""
+def value_reads(expr: ValueExpr) -> tuple[Read, ...]:
+    """The reads whose values an expression computes with, left to right: ``reads_of``
+    without the sources of gathered indices (an index is no value: its type does not enter
+    the statement's)."""
     return tuple(leaf for leaf in leaves_of(expr) if isinstance(leaf, Read))
+
+
+def reads_of(expr: ValueExpr) -> tuple[Read, ...]:
+    """Every buffer read in a value expression, left to right; the source of a gathered
+    index (``I[i]`` of ``A[I[i]]``) comes just before the read that it indexes."""
+    return tuple(
+        read
+        for leaf in leaves_of(expr)
+        if isinstance(leaf, Read)
+        for read in (*(g.source for _, g in gathers_of(leaf)), leaf)
+    )
 
 
 # ------------------------------------------------------------------- declarations

@@ -42,6 +42,7 @@ from polymap.ir.nodes import (
     Compare,
     Const,
     DType,
+    Gather,
     IBin,
     IConst,
     IndexExpr,
@@ -301,7 +302,7 @@ class _Validator:
         self.statement_names.add(stmt.name)
         label = f"{stmt.name} `{stmt}`"
         if isinstance(stmt, Assign):
-            decl = self.access(stmt.target, indices, buffers, label, stmt.loc)
+            decl = self.access(stmt.target, indices, buffers, label, stmt.loc, target=True)
             if decl.kind is BufferKind.IN:
                 raise self.error(
                     AccessError,
@@ -321,6 +322,7 @@ class _Validator:
         buffers: dict[str, BufferDecl],
         label: str,
         loc: SourceLoc | None,
+        target: bool = False,
     ) -> BufferDecl:
         decl = buffers.get(access.buffer)
         if decl is None:
@@ -333,8 +335,43 @@ class _Validator:
                 loc,
             )
         for index in access.indices:
-            self.index(index, indices, f"index {index} of {access} in {label}", loc)
+            if isinstance(index, Gather):
+                self.gather(index, access, target, indices, buffers, label, loc)
+            else:
+                self.index(index, indices, f"index {index} of {access} in {label}", loc)
         return decl
+
+    def gather(
+        self,
+        gather: Gather,
+        access: Read,
+        target: bool,
+        indices: tuple[str, ...],
+        buffers: dict[str, BufferDecl],
+        label: str,
+        loc: SourceLoc | None,
+    ) -> None:
+        """A gathered index: in a read only, from an integer buffer, its own indices affine."""
+        source = gather.source
+        if target:
+            raise self.error(
+                NotAffineError,
+                f"{label}: the write {access} goes through an index read from '{source.buffer}' (a "
+                "scatter), which is not supported",
+                loc,
+            )
+        if any(isinstance(i, Gather) for i in source.indices):
+            raise self.error(
+                NotAffineError, f"{label}: gathers do not nest: the indices of {source} must be affine", loc
+            )
+        decl = self.access(source, indices, buffers, label, source.loc or loc)
+        if not decl.dtype.is_integer:
+            raise self.error(
+                ProgramError,
+                f"{label}: buffer '{decl.name}' is {decl.dtype.value}: an index read from a buffer "
+                "(a gather) needs an integer type (i32, i64, i8, u8 or bool)",
+                source.loc or loc,
+            )
 
     def value(self, expr: ValueExpr, indices: tuple[str, ...], label: str, loc: SourceLoc | None) -> None:
         if isinstance(expr, Select):  # the roles of its operands are checked by ``limits``
@@ -412,6 +449,8 @@ def _children(expr) -> tuple:
         return (expr.operand,)
     if isinstance(expr, Read):
         return expr.indices
+    if isinstance(expr, Gather):
+        return (expr.source,)
     if isinstance(expr, IndexValue):
         return (expr.expr,)
     return value_children(expr)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from polymap.ir.nodes import Anchor, Assign, DType, reads_of
+from polymap.ir.nodes import Anchor, Assign, DType, value_reads
 
 _RANK = {DType.I32: 0, DType.I64: 1, DType.F32: 2, DType.F64: 3}
 
@@ -23,10 +23,11 @@ def promote(*dtypes: DType) -> DType:
 
 
 def statement_type(stmt: Assign | Anchor, dtype_of: Callable[[str], DType]) -> DType:
-    """A statement's *computation type*: the promotion of the buffers its value reads, else
+    """A statement's *computation type*: the promotion of the buffers its value reads (not
+    those a gathered index is read from), else
     the compute type of the buffer it writes (f32 for an anchor that reads none). Literals
     and index values take it."""
-    read = [dtype_of(r.buffer) for r in reads_of(stmt.value)]
+    read = [dtype_of(r.buffer) for r in value_reads(stmt.value)]
     if read:
         return promote(*read)
     return dtype_of(stmt.buffer).compute if isinstance(stmt, Assign) else DType.F32

@@ -21,7 +21,7 @@ its own existentials and the domain rows at ``x + delta``, whose constants conta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 import sympy
@@ -32,12 +32,14 @@ from polymap.ir.nodes import (
     Assign,
     BufferDecl,
     DType,
+    Gather,
     IBin,
     IConst,
     IndexExpr,
     IndexOp,
     INeg,
     IVar,
+    index_vars,
     substitute_index,
 )
 from polymap.ir.walk import walk_block
@@ -71,11 +73,25 @@ class GlobalAccess:
     row_strides: tuple[int, ...]
     domain: isl.Set
     isl_names: tuple[tuple[str, str], ...]  # user loop index -> isl name
+    # (position, extent) of each gathered index (``A[I[i], j]``): any value in [0, extent)
+    gathered: tuple[tuple[int, int], ...] = ()
 
     def exact_stride(self, delta: dict[str, int]) -> int:
         """max |addr(x + delta) - addr(x)| over the points x with x and x + delta in the
         domain, computed exactly by isl (the Farkas bound may exceed it for quasi-affine
-        accesses: it bounds the rational relaxation)."""
+        accesses: it bounds the rational relaxation). A gathered index is the same at both
+        points where ``delta`` moves none of its source's indices (it cancels); where it does,
+        the two values are any two of the dimension, ``(extent - 1) * row stride`` at most,
+        which is what the Farkas bound charges too."""
+        moved = {i for i, step in delta.items() if step}
+        worst = 0
+        if self.gathered:
+            indices = list(self.indices)
+            for k, extent in self.gathered:
+                if index_vars(indices[k]) & moved:
+                    worst += (extent - 1) * self.row_strides[k]
+                indices[k] = IConst(0)
+            return worst + replace(self, indices=tuple(indices), gathered=()).exact_stride(delta)
         coefficients = dict(self.coefficients)
         if not self.quasi_affine and all(i in coefficients for i, step in delta.items() if step):
             return abs(sum(c * delta.get(i, 0) for i, c in self.coefficients))
@@ -153,18 +169,22 @@ def _global_access(
     deltas = {i: delta_symbol(i) for i in band}
     # all loops stepped at once: whether the access is quasi-affine, and if not its exact
     # strides c_j (exact_stride); the solver's bounds are per loop (_lane_systems)
-    here = _Address(xs, tag=f"q_{tag}")
-    there = _Address({u: x + deltas.get(u, 0) for u, x in xs.items()}, tag=f"r_{tag}")
-    simplified = _simplified_indices(access, stmt)
-    addr = sum((here.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero)
-    shifted = sum(
-        (there.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero
+    extents = _gathered_extents(access, decl)
+    here = _Address(xs, tag=f"q_{tag}", extents=extents)
+    there = _Address(
+        {u: x + deltas.get(u, 0) for u, x in xs.items()}, tag=f"r_{tag}", extents=extents, moved=set(deltas)
     )
+    there.gathers_of = here
+    simplified = _simplified_indices(access, stmt)
+    addr = _flat(here, access.indices, simplified, strides)
+    shifted = _flat(there, access.indices, simplified, strides)
     diff = sympy.expand(shifted - addr)
     quasi = bool(here.rows)
     coefficients = tuple((i, int(diff.coeff(deltas[i]))) for i in band) if not quasi else ()
     per_loop = tuple(
-        _lane_systems(stmt, access, simplified, strides, xs, index, deltas[index], tag=f"{tag}_{index}")
+        _lane_systems(
+            stmt, access, simplified, strides, extents, xs, index, deltas[index], tag=f"{tag}_{index}"
+        )
         for index in band
     )
     return GlobalAccess(
@@ -187,11 +207,21 @@ def _global_access(
         # systems those of the loops (a guard's pieces made SCIP's model far harder)
         domain=stmt.loops_domain,
         isl_names=tuple(isl_of.items()),
+        gathered=tuple((k, extents[k]) for k in access.gathered),
     )
 
 
 def _lane_systems(
-    stmt: StatementModel, access, simplified, strides, xs: dict, index: str, delta: sympy.Symbol, *, tag: str
+    stmt: StatementModel,
+    access,
+    simplified,
+    strides,
+    extents: dict[int, int],
+    xs: dict,
+    index: str,
+    delta: sympy.Symbol,
+    *,
+    tag: str,
 ) -> tuple[str, sympy.Symbol, tuple[FarkasSystem, ...]]:
     """The Farkas systems of an access for lanes that step band loop ``index`` by
     ``delta``, the other loops fixed. One loop at a time: no other loop's delta can cancel
@@ -200,12 +230,16 @@ def _lane_systems(
     that do not involve ``index`` are then the same existential at ``x`` and at the shifted
     point (``a_b / 32`` with the lanes along ``d``): two existentials would differ by up to
     one over the rationals, and Farkas would charge a row stride that no lane pair has."""
-    here = _Address(xs, tag=f"q_{tag}")
-    there = _Address({u: x + delta if u == index else x for u, x in xs.items()}, tag=f"r_{tag}", shared=here)
-    addr = sum((here.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero)
-    shifted = sum(
-        (there.index(e, a) * s for e, a, s in zip(access.indices, simplified, strides)), sympy.S.Zero
+    here = _Address(xs, tag=f"q_{tag}", extents=extents)
+    there = _Address(
+        {u: x + delta if u == index else x for u, x in xs.items()},
+        tag=f"r_{tag}",
+        shared=here,
+        extents=extents,
+        moved={index},
     )
+    addr = _flat(here, access.indices, simplified, strides)
+    shifted = _flat(there, access.indices, simplified, strides)
     diff = sympy.expand(shifted - addr)
     bound = sympy.Symbol(f"D__{tag}")
     systems: list[FarkasSystem] = []
@@ -227,12 +261,28 @@ def _lane_systems(
     return index, bound, tuple(systems)
 
 
-def _row_strides(decl: BufferDecl) -> tuple[int, ...]:
+def _flat(address: _Address, indices, simplified, strides) -> sympy.Expr:
+    """The flat element address of an access, ``sum_d e_d * rowstride_d``."""
+    terms = (address.index(e, a, k) * s for k, (e, a, s) in enumerate(zip(indices, simplified, strides)))
+    return sum(terms, sympy.S.Zero)
+
+
+def _gathered_extents(access, decl: BufferDecl) -> dict[int, int]:
+    """The extent of each gathered position of ``access`` (a bound program's shape)."""
+    return {k: _row_extents(decl)[k] for k in access.gathered}
+
+
+def _row_extents(decl: BufferDecl) -> tuple[int, ...]:
     extents = []
     for e in decl.shape:
         if not isinstance(e, IConst):
             raise InternalError(f"buffer '{decl.name}' has a symbolic shape {e} in a bound program")
         extents.append(e.value)
+    return tuple(extents)
+
+
+def _row_strides(decl: BufferDecl) -> tuple[int, ...]:
+    extents = _row_extents(decl)
     strides, running = [], 1
     for extent in reversed(extents):
         strides.append(running)
@@ -246,7 +296,7 @@ def _simplified_indices(access, stmt: StatementModel) -> tuple[isl.Aff | None, .
     ``(65536 * i) % 6`` is ``2 * (-i mod 3)``, so the Farkas rows carry isl's small
     coefficients instead of the user's large ones (issue 14 item 6: SCIP's tolerances do
     not survive a coefficient of 2^20 on an existential)."""
-    relation = access.relation.intersect_domain(stmt.domain)
+    relation = access.addressing.intersect_domain(stmt.domain)
     try:
         function = isl.PwMultiAff.from_map(relation)
     except isl.Error:
@@ -261,8 +311,10 @@ def _simplified_indices(access, stmt: StatementModel) -> tuple[isl.Aff | None, .
 class _Address:
     """Index expressions as sympy, with an existential per floor division or modulo."""
 
-    def index(self, e: IndexExpr, aff: isl.Aff | None) -> sympy.Expr:
+    def index(self, e: IndexExpr | Gather, aff: isl.Aff | None, position: int = 0) -> sympy.Expr:
         """The index ``e``, from isl's normalized ``aff`` of it when there is one."""
+        if isinstance(e, Gather):
+            return self.gathered(position, e)
         if aff is None or _is_affine(e):
             return self.expr(e)
         values = [self.values[_user_name(aff, k, self.values)] for k in range(aff.dim(isl.dim_type.in_))]
@@ -290,7 +342,15 @@ class _Address:
         self.rows += [scaled - m * q, m * q + m - 1 - scaled]
         return q
 
-    def __init__(self, values: dict[str, sympy.Expr], *, tag: str, shared: _Address | None = None) -> None:
+    def __init__(
+        self,
+        values: dict[str, sympy.Expr],
+        *,
+        tag: str,
+        shared: _Address | None = None,
+        extents: dict[int, int] | None = None,
+        moved: set[str] = frozenset(),
+    ) -> None:
         self.values = values
         self.tag = tag
         self.rows: list[sympy.Expr] = []
@@ -298,6 +358,23 @@ class _Address:
         # floor(value / divisor) -> its existential; with ``shared``, those of another
         # address, so that a division whose argument is the same at both points is one variable
         self.floors: dict[sympy.Expr, sympy.Symbol] = shared.floors if shared is not None else {}
+        # a gathered index is an existential in [0, extent): per position, the extent; the
+        # shifted point's address (``gathers_of`` the unshifted one, its loops ``moved``)
+        # shares the unshifted one's where the shift moves none of the source's indices
+        self.extents = extents or {}
+        self.gathers: dict[int, sympy.Symbol] = {}
+        self.gathers_of: _Address | None = shared
+        self.moved = moved
+
+    def gathered(self, position: int, g: Gather) -> sympy.Expr:
+        """The value of the gathered index at ``position``: any integer of its dimension."""
+        if self.gathers_of is not None and not (index_vars(g) & self.moved):
+            return self.gathers_of.gathered(position, g)
+        if position not in self.gathers:
+            v = self.gathers[position] = sympy.Symbol(f"{self.tag}g{len(self.existentials)}")
+            self.existentials.append(v)
+            self.rows += [v, self.extents[position] - 1 - v]
+        return self.gathers[position]
 
     def expr(self, e: IndexExpr) -> sympy.Expr:
         if isinstance(e, IConst):

@@ -57,6 +57,7 @@ from polymap.ir.nodes import (
     Anchor,
     Assign,
     BufferDecl,
+    Gather,
     IBin,
     IConst,
     IndexExpr,
@@ -239,6 +240,8 @@ def _candidate(program: Program, buffer: str, loop: Loop | None, uses, free: set
     indices = uses[0][1]
     if not indices or any(u[1] != indices for u in uses):
         return None
+    if any(isinstance(e, Gather) for e in indices):
+        return None  # a gathered row is known only at run time: no tile to copy ahead
     dims, offsets = [], []
     for e in indices:
         split = split_index(e, free)

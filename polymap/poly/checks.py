@@ -16,7 +16,7 @@ import islpy as isl
 
 from polymap.errors import BoundsError, RaceError, SourceLoc
 from polymap.ir.nodes import Loop, Program, Stmt
-from polymap.poly.isl_text import IslNames, evaluate_index
+from polymap.poly.isl_text import IslNames, evaluate_index, shown_index
 
 if TYPE_CHECKING:
     from polymap.poly.model import Access, BufferModel, StatementModel
@@ -98,11 +98,14 @@ def check_bounds(
 
     The out-of-bounds instances of an access ``a`` to buffer ``B`` are
     ``domain(a - (D -> in_bounds(B)))``; the check is that this set is empty. The
-    expanded dimensions of a block-local buffer are in bounds by construction."""
+    expanded dimensions of a block-local buffer are in bounds by construction. A gathered
+    index is checked at run time; here its access is checked with the index at 0, which
+    proves the other indices in bounds and the gathered dimension never empty (else no value
+    could be in bounds: ``pm_gather``'s fallback element 0 must exist)."""
     for s in statements:
         for a in s.accesses:
             buffer = buffers[a.relation.get_tuple_name(_OUT)]
-            outside = a.relation.subtract_range(buffer.in_bounds)
+            outside = a.addressing.subtract_range(buffer.in_bounds)
             if outside.is_empty():
                 continue
             params, coords = _witness(outside.wrap(), names)
@@ -165,7 +168,7 @@ def _env(s: StatementModel, params: dict[str, int], coords: list[int]) -> dict[s
 def _address(a: Access, env: dict[str, int]) -> str:
     if not a.indices:
         return a.buffer  # a 0-d buffer reads as its bare name
-    return f"{a.buffer}[{', '.join(str(evaluate_index(e, env)) for e in a.indices)}]"
+    return f"{a.buffer}[{', '.join(shown_index(e, env) for e in a.indices)}]"
 
 
 def _at(s: StatementModel, coords: list[int], start: int) -> str:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Collection, Mapping
 
 from polymap.errors import InternalError
-from polymap.ir.nodes import IConst, IndexExpr, IndexOp, INeg, IVar, index_vars
+from polymap.ir.nodes import Gather, IConst, IndexExpr, IndexOp, INeg, IVar, index_vars
 
 # Words isl's lexer reads as keywords (it compares them case-insensitively).
 ISL_KEYWORDS = frozenset(
@@ -116,6 +116,32 @@ def evaluate_index(expr: IndexExpr, values: Mapping[str, int]) -> int:
     if isinstance(expr, INeg):
         return -evaluate_index(expr.operand, values)
     return expr.op.apply(evaluate_index(expr.lhs, values), evaluate_index(expr.rhs, values))
+
+
+def shown_index(expr, values: Mapping[str, int]) -> str:
+    """An index of an access at a point, for messages: its value, or for a gathered index
+    the element it is read from (``ids[3]``), whose value only a run knows."""
+    if isinstance(expr, Gather):
+        source = expr.source
+        inner = ", ".join(str(evaluate_index(e, values)) for e in source.indices)
+        return f"{source.buffer}[{inner}]" if source.indices else source.buffer
+    return str(evaluate_index(expr, values))
+
+
+def access_tuple(
+    indices, shape, names: Mapping[str, str], params: Collection[str], fresh
+) -> tuple[list[str], list[str]]:
+    """The isl expressions of an access's indices and the constraints they need: a gathered
+    index is a fresh variable (``fresh(k)`` names the one of position k) over the whole
+    dimension, ``0 <= g < extent``, whatever the value read at run time will be."""
+    exprs, ranges = [], []
+    for k, e in enumerate(indices):
+        if isinstance(e, Gather):
+            exprs.append(fresh(k))
+            ranges.append(f"0 <= {exprs[-1]} < {isl_expr(shape[k], names, params)}")
+        else:
+            exprs.append(isl_expr(e, names, params))
+    return exprs, ranges
 
 
 def isl_expr(expr: IndexExpr, names: Mapping[str, str], params: Collection[str] = ()) -> str:

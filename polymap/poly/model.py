@@ -30,6 +30,7 @@ from polymap.ir.nodes import (
     Anchor,
     Assign,
     BufferDecl,
+    Gather,
     IndexExpr,
     Loop,
     New,
@@ -41,7 +42,15 @@ from polymap.ir.nodes import (
 from polymap.ir.validate import check_program_argument
 from polymap.poly.checks import ParLoop, check_bounds, check_races
 from polymap.poly.deps import Dependences, dependences
-from polymap.poly.isl_text import ISL_KEYWORDS, IslNames, NonAffine, condition_isl, evaluate_index, isl_expr
+from polymap.poly.isl_text import (
+    ISL_KEYWORDS,
+    IslNames,
+    NonAffine,
+    access_tuple,
+    condition_isl,
+    evaluate_index,
+    isl_expr,
+)
 
 # --------------------------------------------------------------------------- model
 
@@ -72,6 +81,17 @@ class Access:
     is_write: bool
     loc: SourceLoc | None
     text: str
+    # the positions (of the declared dimensions) whose index is read from a buffer (a
+    # gather): ``relation`` reaches every element along them (a may-read, so dependences
+    # stay sound) and ``address`` is the function that reads 0 there, for the code, whose
+    # printer puts the checked value read at run time in its place
+    gathered: tuple[int, ...] = ()
+    address: isl.Map | None = None
+
+    @property
+    def addressing(self) -> isl.Map:
+        """The access as a function of the instance (gathered positions at 0)."""
+        return self.relation if self.address is None else self.address
 
     @property
     def verb(self) -> str:
@@ -425,17 +445,26 @@ def _statement(
             raise InternalError(
                 f"{ctx.name} `{stmt}` accesses '{buffer}', which is not declared in its scope"
             )
+        gathered = tuple(k for k, e in enumerate(indices) if isinstance(e, Gather))
         try:
-            exprs = [isl_expr(e, env, params) for e in indices]
+            fresh = {k: names.fresh(f"g{k}") for k in gathered}
+            exprs, ranges = access_tuple(indices, bm.decl.shape, env, params, fresh.__getitem__)
         except NonAffine as problem:
             raise _not_affine(
                 program, problem, f"{ctx.name} `{stmt}`: index {text}", loc or stmt.loc
             ) from None
         owner = dims[: len(bm.owner)]
-        relation = isl.Map(f"{prefix}{{ {space} -> {bm.isl_name}[{', '.join(owner + exprs)}] }}")
-        return Access(
-            ctx.name, buffer, indices, relation.intersect_domain(domain), is_write, loc or stmt.loc, text
-        )
+
+        def relation_of(out: list[str], where: list[str]) -> isl.Map:
+            condition = f" : {' and '.join(where)}" if where else ""
+            text = f"{prefix}{{ {space} -> {bm.isl_name}[{', '.join(owner + out)}]{condition} }}"
+            return isl.Map(text).intersect_domain(domain)
+
+        relation = relation_of(exprs, ranges)
+        address = None
+        if gathered:
+            address = relation_of(["0" if k in gathered else e for k, e in enumerate(exprs)], [])
+        return Access(ctx.name, buffer, indices, relation, is_write, loc or stmt.loc, text, gathered, address)
 
     writes = (access(stmt.buffer, stmt.indices, stmt.loc, True),) if isinstance(stmt, Assign) else ()
     reads = tuple(access(r.buffer, r.indices, r.loc, False) for r in stmt.reads())

@@ -18,28 +18,27 @@ import re
 
 from polymap.codegen.cexpr import records_faults
 from polymap.codegen.cuda import ERROR_FAULT, CudaProgram
-from polymap.errors import ArgumentError
+from polymap.errors import ArgumentError, BoundsError
+from polymap.ir.gather_faults import gather_error, statement_gathers
 
 FAULT_WORD = "pm_fault"  # the global's name in the host library and in the CUDA module
 I64_FAULT = 1 << 30  # added to the line by an i64 division (PM_FAULT_I64 in the helpers)
+# added to the line by a gathered index out of its dimension, with the gather's ordinal in the
+# statement at GATHER_SHIFT (PM_FAULT_GATHER(k) in the helpers)
+GATHER_FAULT, GATHER_SHIFT = 1 << 29, 22
 __all__ = ["ERROR_FAULT", "FAULT_WORD", "fault_error"]
 
 _STATEMENT_COMMENT = re.compile(r"^\s*(?:\{\s*)?// (\w+): ")
 
 
-def fault_error(cuda: CudaProgram, word: int) -> ArgumentError:
+def fault_error(cuda: CudaProgram, word: int) -> ArgumentError | BoundsError:
     """The error for a nonzero fault word: the statement on that line of the source."""
     program = cuda.program
+    if word & GATHER_FAULT and not word & I64_FAULT:
+        return _gather_fault(cuda, word)
     kind = "i64" if word & I64_FAULT else "i32"
     word &= ~I64_FAULT
-    lines = cuda.source.splitlines()
-    statement = None
-    if 1 <= word <= len(lines) and records_faults(lines[word - 1]):
-        for line in reversed(lines[: word - 1]):
-            found = _STATEMENT_COMMENT.match(line)
-            if found:
-                statement = next((s for s in cuda.model.statements if s.name == found.group(1)), None)
-                break
+    statement = _statement_at(cuda, word)
     if statement is None:  # the line is not one polymap emitted a division on: say what is known
         return ArgumentError(
             f"program '{program.name}': {kind} division by zero at run time (recorded at line {word} of the "
@@ -51,3 +50,35 @@ def fault_error(cuda: CudaProgram, word: int) -> ArgumentError:
         loc=statement.stmt.loc,
         **program.error_context(),
     )
+
+
+def _gather_fault(cuda: CudaProgram, word: int) -> BoundsError | ArgumentError:
+    """The error for a gathered index that ``pm_gather`` found outside its dimension: the
+    statement on the recorded line, the read and the position by the ordinal."""
+    ordinal = (word & (GATHER_FAULT - 1)) >> GATHER_SHIFT
+    line = word & ((1 << GATHER_SHIFT) - 1)
+    statement = _statement_at(cuda, line)
+    gathers = statement_gathers(statement.stmt) if statement is not None else ()
+    if ordinal >= len(gathers):
+        return ArgumentError(
+            f"program '{cuda.program.name}': a gathered index outside its dimension at run time (recorded at "
+            f"line {line} of the emitted code)",
+            **cuda.program.error_context(),
+        )
+    read, position, gather = gathers[ordinal]
+    decl = next(b for b in cuda.program.all_buffers() if b.name == read.buffer)
+    return gather_error(
+        statement.stmt, read, position, gather, decl.shape[position], **cuda.program.error_context()
+    )
+
+
+def _statement_at(cuda: CudaProgram, line: int):
+    """The statement whose emitted text holds ``line``, where that line records faults."""
+    lines = cuda.source.splitlines()
+    if not (1 <= line <= len(lines) and records_faults(lines[line - 1])):
+        return None
+    for text in reversed(lines[: line - 1]):
+        found = _STATEMENT_COMMENT.match(text)
+        if found:
+            return next((s for s in cuda.model.statements if s.name == found.group(1)), None)
+    return None

@@ -355,7 +355,8 @@ class _Describer:
             if not a.is_write and a.buffer in staged:
                 relation, place = tile_read(self.model, self.plan, s, staged[a.buffer]), Place.SHARED
             else:
-                relation, place = a.relation, Place.LOCAL if a.buffer in self.locals else Place.GLOBAL
+                # a gathered position reads 0 here; the printer puts the checked value there
+                relation, place = a.addressing, Place.LOCAL if a.buffer in self.locals else Place.GLOBAL
             self._relations[key] = (isl.PwMultiAff.from_map(relation), place)
         return self._relations[key]
 

@@ -73,6 +73,7 @@ from polymap.ir.nodes import (
     AssignOp,
     BufferDecl,
     BufferKind,
+    Gather,
     IndexExpr,
     Loop,
     New,
@@ -316,7 +317,12 @@ def _replace_stmt(stmt: Stmt, buffer: str, register: str) -> Stmt:
 
 
 def _replace_value(expr: ValueExpr, buffer: str, register: str) -> ValueExpr:
-    def leaf(e):
-        return Read(register, (), e.loc) if isinstance(e, Read) and e.buffer == buffer else e
+    def read(e: Read) -> Read:
+        if e.buffer == buffer:
+            return Read(register, (), e.loc)
+        # a gathered index read from the buffer reads the register too (``A[X[i]]``)
+        return replace(
+            e, indices=tuple(Gather(read(i.source)) if isinstance(i, Gather) else i for i in e.indices)
+        )
 
-    return map_values(expr, leaf)
+    return map_values(expr, lambda e: read(e) if isinstance(e, Read) else e)

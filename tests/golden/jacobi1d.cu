@@ -311,6 +311,26 @@ __device__ __forceinline__ long long pm_imod(long long a, long long b, int line)
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
+// A gathered index (``A[I[i], j]``: the value of ``I[i]`` as A's index) checked against
+// its dimension's extent ``n`` (proved >= 1): outside [0, n) it reads element 0 instead and
+// records ``code``, the emitted line plus PM_FAULT_GATHER(k) for the statement's k-th
+// gathered index, from which ``runtime/faults.py`` names the read and the position.
+#define PM_FAULT_GATHER(k) ((1 << 29) + ((k) << 22))
+__device__ __forceinline__ int pm_gather(int v, int n, int code) {
+  if (v < 0 || v >= n) {
+    atomicMax(&pm_fault, code);
+    return 0;
+  }
+  return v;
+}
+__device__ __forceinline__ long long pm_gather(long long v, long long n, int code) {
+  if (v < 0 || v >= n) {
+    atomicMax(&pm_fault, code);
+    return 0;
+  }
+  return v;
+}
+
 #ifndef POLYMAP_HOST
 // nvcc / NVRTC: a real launch on the caller's stream. ``sync`` (whether the kernel meets
 // at __syncthreads) only matters to the host emulation.
