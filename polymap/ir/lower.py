@@ -326,8 +326,7 @@ class _Lowering:
             target = S.SSubscript(target.name, (), target.loc)
         if target.name not in scope.buffers:
             raise self.undeclared_buffer(target.name, target.loc, scope)
-        what = f"the target of a write to '{target.name}'"
-        indices = tuple(self.index(a, scope, free, what=what) for a in target.args)
+        indices = tuple(self.index(a, scope, free) for a in target.args)
         free.collecting_target = False
         value = self.value(item.value, scope, free)
         op = AssignOp(item.op)
