@@ -274,3 +274,24 @@ def test_an_embedding_and_layer_norm_on_the_lanes_matches_numpy():
     assert kernel.mapping.kernels[0].lanes == 32  # a warp per token, its sums on the lanes
     got = kernel.run_host(**args)["Y"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_random_inputs_draw_gathered_indices_inside_the_dimension():
+    """``polymap run``'s inputs: an index buffer gets values below the smallest extent it
+    indexes (here 3, where other integers are drawn from 1 to 5)."""
+    from polymap.runtime.arguments import random_inputs
+
+    program = parse(
+        """param N = 400
+in  E: f32[3, 4]
+in  F: f32[7]
+in  ids: i32[N]
+in  other: i32[N]
+out Y: f32[N]
+par N i { Y[i] = E[ids[i], 1] + F[ids[i]] + other[i] }""",
+        name="small_table",
+    ).bind_defaults()
+    inputs = random_inputs(program, {})
+    assert set(np.unique(inputs["ids"])) == {0, 1, 2}
+    assert inputs["other"].min() >= 1  # not an index buffer: never 0
+    reference(program, **inputs)  # in bounds

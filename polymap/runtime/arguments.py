@@ -16,7 +16,8 @@ import numpy as np
 
 from polymap.arrays import is_device_array
 from polymap.errors import ArgumentError, InternalError
-from polymap.ir.nodes import BufferDecl, DType, IConst, Program
+from polymap.ir.nodes import BufferDecl, DType, IConst, Program, gathers_of
+from polymap.ir.walk import statements
 from polymap.reference import _as_array, _infer_sizes, _shape, split_sizes
 
 if TYPE_CHECKING:
@@ -101,10 +102,13 @@ def random_inputs(program: Program, sizes: dict[str, int], seed: int = 0) -> dic
     """Random arrays for every in and inout buffer at ``sizes`` (values for the program's
     sizes; other names are ignored): standard normal for floats, integers in [1, 5] for the
     integer types (never 0, so an integer division in the program cannot trap), 0 or 1 for
-    bool."""
+    bool. An integer buffer that gathered indices are read from (``E[ids[t], d]``) gets
+    values in [0, the smallest dimension it indexes), so that every gather is in bounds."""
     rng = np.random.default_rng(seed)
     inputs = {}
-    for decl in program.bind(**{k: v for k, v in sizes.items() if k in program.param_names}).inputs:
+    bound = program.bind(**{k: v for k, v in sizes.items() if k in program.param_names})
+    indexed = _indexed_extents(bound)
+    for decl in bound.inputs:
         if not all(isinstance(e, IConst) for e in decl.shape):  # pragma: no cover - bind folds every size
             raise InternalError(f"shape of '{decl.name}' is not constant after binding every size: {decl}")
         shape = tuple(max(e.value, 0) for e in decl.shape)
@@ -112,6 +116,21 @@ def random_inputs(program: Program, sizes: dict[str, int], seed: int = 0) -> dic
             inputs[decl.name] = rng.standard_normal(shape).astype(decl.dtype.numpy)
         elif decl.dtype is DType.BOOL:
             inputs[decl.name] = rng.integers(0, 2, size=shape).astype(bool)
+        elif decl.name in indexed:
+            inputs[decl.name] = rng.integers(0, max(1, indexed[decl.name]), size=shape).astype(decl.dtype.numpy)
         else:
             inputs[decl.name] = rng.integers(1, 6, size=shape).astype(decl.dtype.numpy)
     return inputs
+
+
+def _indexed_extents(program: Program) -> dict[str, int]:
+    """Per buffer that gathered indices are read from, the smallest extent they index."""
+    shapes = {d.name: d.shape for d in program.all_buffers()}
+    found: dict[str, int] = {}
+    for ctx in statements(program):
+        for read in ctx.stmt.reads():
+            for k, g in gathers_of(read):
+                extent = shapes[read.buffer][k]
+                if isinstance(extent, IConst):
+                    found[g.source.buffer] = min(found.get(g.source.buffer, extent.value), extent.value)
+    return found
