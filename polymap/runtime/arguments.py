@@ -117,7 +117,9 @@ def random_inputs(program: Program, sizes: dict[str, int], seed: int = 0) -> dic
         elif decl.dtype is DType.BOOL:
             inputs[decl.name] = rng.integers(0, 2, size=shape).astype(bool)
         elif decl.name in indexed:
-            inputs[decl.name] = rng.integers(0, max(1, indexed[decl.name]), size=shape).astype(decl.dtype.numpy)
+            inputs[decl.name] = rng.integers(0, max(1, indexed[decl.name]), size=shape).astype(
+                decl.dtype.numpy
+            )
         else:
             inputs[decl.name] = rng.integers(1, 6, size=shape).astype(decl.dtype.numpy)
     return inputs
