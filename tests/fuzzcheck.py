@@ -75,12 +75,18 @@ def case_program(case: FuzzCase):
 def make_inputs(bound, seed: int) -> dict:
     import numpy as np
 
+    from polymap.runtime.arguments import _indexed_extents
+
     rng = np.random.default_rng(seed)
     inputs = {}
+    indexed = _indexed_extents(bound)  # index buffers of gathers: values inside the dimension
     for decl in bound.inputs:
         shape = tuple(e.value for e in decl.shape)
         if decl.dtype.is_float:
             inputs[decl.name] = rng.standard_normal(shape).astype(decl.dtype.numpy)
+        elif decl.name in indexed:
+            high = min(indexed[decl.name], np.iinfo(decl.dtype.numpy).max + 1)
+            inputs[decl.name] = rng.integers(0, max(high, 1), shape).astype(decl.dtype.numpy)
         else:
             inputs[decl.name] = rng.integers(-4, 6, shape).astype(decl.dtype.numpy)
     return inputs

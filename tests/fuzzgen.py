@@ -193,7 +193,16 @@ class _Gen:
         ndim = r.randint(0 if r.random() < 0.1 else 1, 3) if ndim is None else ndim
         forms = [self.read_form(loops) for _ in range(ndim)]
         name, _ = self.new_input([d for _, d in forms])
-        return f"{name}[{', '.join(i for i, _ in forms)}]" if forms else name
+        indices = [i for i, _ in forms]
+        if forms and self.extra.random() < 0.15:  # a gather: one index read from an index buffer
+            x = self.extra
+            position = x.randrange(len(forms))
+            index, dim = forms[position]
+            source = self.s.fresh("G")
+            self.s.decls.append(f"in {source}: {x.choice(['i32', 'i64', 'u8'])}[{dim}]")
+            indices[position] = f"{source}[{index}]"
+            self.s.features.add("gather")
+        return f"{name}[{', '.join(indices)}]" if forms else name
 
     def value(self, loops: list[_Var], depth: int = 2) -> str:
         r = self.s.rng

@@ -71,6 +71,7 @@ def test_generator_is_deterministic_and_covers_the_features():
         "large-size",
         "seq-reduction",
         "min-extent",
+        "gather",
     }
     assert {c.mode for c in cases} == {"bind", "default", "symbolic"}
     assert any(c.context for c in cases)

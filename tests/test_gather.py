@@ -293,5 +293,54 @@ par N i { Y[i] = E[ids[i], 1] + F[ids[i]] + other[i] }""",
     ).bind_defaults()
     inputs = random_inputs(program, {})
     assert set(np.unique(inputs["ids"])) == {0, 1, 2}
+    # below the type's largest value too: i8 indices into 200 rows, bool into 5
+    narrow = parse(
+        """in E: f32[200, 5]
+in c: i8[64]
+in b: bool[64]
+out Y: f32[64]
+par 64 i { Y[i] = E[c[i], b[i]] }""",
+        name="narrow",
+    )
+    drawn = random_inputs(narrow, {})
+    assert drawn["c"].min() >= 0 and drawn["c"].max() > 100 and set(np.unique(drawn["b"])) == {False, True}
+    reference(narrow, **drawn)
     assert inputs["other"].min() >= 1  # not an index buffer: never 0
     reference(program, **inputs)  # in bounds
+
+
+def test_the_run_names_the_extent_in_numbers_and_decodes_only_its_own_codes():
+    from polymap.ir.gather_faults import GATHER_FLAG, GATHER_SHIFT, MAX_GATHER_ORDINAL
+    from polymap.runtime.faults import fault_error
+
+    kernel = polymap.compile(parse(EMBEDDING, name="emb"))  # V symbolic
+    ids = np.arange(40, dtype=np.int32)
+    ids[3] = 77
+    with pytest.raises(
+        BoundsError, match=r"read as index 0 of E in E\[ids\[i\], j\], is outside \[0, V = 50\)"
+    ):
+        kernel.run_host(E=np.zeros((50, 24), np.float32), ids=ids)
+    cuda = kernel.cuda
+    line = next(
+        n for n, text in enumerate(cuda.source.splitlines(), 1) if "pm_gather(" in text and "E[" in text
+    )
+    error = fault_error(cuda, line + GATHER_FLAG + (1 << GATHER_SHIFT))  # ordinal 1: the statement has one
+    assert not isinstance(error, BoundsError) and "gather 1 of 1" in str(error)
+    error = fault_error(cuda, line + GATHER_FLAG + (MAX_GATHER_ORDINAL << GATHER_SHIFT))
+    assert "gather 127 of 1" in str(error)
+
+
+@pytest.mark.slow
+def test_a_statement_with_more_gathers_than_the_fault_word_counts_names_them_together():
+    """130 gathered reads in one statement (15 s to compile): ordinals from 127 on share one
+    code, which the run reports as the statement's later gathers, never as another fault."""
+    terms = [f"E[a[i], {c}]" for c in range(130)]
+    while len(terms) > 1:
+        terms = [f"({' + '.join(terms[k : k + 2])})" for k in range(0, len(terms), 2)]
+    program = parse(
+        f"param N = 4\nin E: f32[3, 130]\nin a: i32[N]\nout Y: f32[N]\npar N i {{ Y[i] = {terms[0]} }}",
+        name="many",
+    ).bind_defaults()
+    kernel = polymap.compile(program)
+    with pytest.raises(BoundsError, match="one of its gathered indices from the 128th on"):
+        kernel.run_host(E=np.ones((3, 130), np.float32), a=np.array([0, 1, 3, 1], np.int32))

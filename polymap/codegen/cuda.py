@@ -29,7 +29,7 @@ from polymap.codegen.comments import comment, comment_text
 from polymap.codegen.lanes_c import fork_lines, join_lines, lanes_header
 from polymap.errors import CodegenError, InternalError
 from polymap.ir import walk
-from polymap.ir.gather_faults import statement_gathers
+from polymap.ir.gather_faults import MAX_GATHER_ORDINAL, statement_gathers
 from polymap.ir.nodes import (
     BufferDecl,
     BufferKind,
@@ -529,9 +529,9 @@ class _Emitter:
             wide = source.dtype is DType.I64 or not interval.fits32
             c_type = "long long" if wide else "int"
             extent_text = self.printer.index_text(extent, wide=wide)
-            out[position] = (
-                f"pm_gather(({c_type}){value}, ({c_type})({extent_text}), __LINE__ + PM_FAULT_GATHER({ordinal}))"
-            )
+            # the fault word holds 7 bits of ordinal: the last stands for every gather from it on
+            code = f"__LINE__ + PM_FAULT_GATHER({min(ordinal, MAX_GATHER_ORDINAL)})"
+            out[position] = f"pm_gather(({c_type}){value}, ({c_type})({extent_text}), {code})"
         return out
 
     def address(

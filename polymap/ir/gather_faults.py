@@ -13,6 +13,12 @@ from __future__ import annotations
 from polymap.errors import BoundsError
 from polymap.ir.nodes import Anchor, Assign, Gather, Read, gathers_of
 
+# The fault word (``runtime/faults.py``) holds a gather's ordinal in the statement in 7 bits,
+# between the line (22 bits) and the flag (bit 29): the last ordinal stands for every gather of
+# the statement from it on (PM_FAULT_GATHER(k) in ``cuda_templates/polymap_helpers.cuh``)
+GATHER_SHIFT, GATHER_FLAG = 22, 1 << 29
+MAX_GATHER_ORDINAL = (GATHER_FLAG >> GATHER_SHIFT) - 1
+
 
 def gather_error(
     stmt: Assign | Anchor,

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from polymap.errors import PlanError
-from polymap.ir.nodes import Assign, AssignOp, BufferKind, Const, IConst, IVar, Neg, Program, Read
+from polymap.ir.nodes import Assign, AssignOp, BufferKind, Const, Gather, IConst, IVar, Neg, Program, Read
 from polymap.ir.walk import StatementContext, local_buffers, statements
 
 
@@ -261,9 +261,13 @@ def _tensor_use(program: Program, access: Read, is_output: bool, sizes: dict[str
     names: list[str] = []
     for index in access.indices:
         if not isinstance(index, IVar) or index.name not in sizes:
+            why = (
+                "a gathered index (read from a buffer) has no tile the planner can count"
+                if isinstance(index, Gather)
+                else "affine combinations such as i + k are not an einsum's one-index-per-dimension access"
+            )
             raise refuse(
-                f"indexes {access.buffer} with `{index}`: the planner needs each index to be one loop index "
-                "(affine combinations such as i + k are not an einsum's one-index-per-dimension access)"
+                f"indexes {access.buffer} with `{index}`: the planner needs each index to be one loop index ({why})"
             )
         if index.name in names:
             raise refuse(

@@ -114,12 +114,12 @@ def random_inputs(program: Program, sizes: dict[str, int], seed: int = 0) -> dic
         shape = tuple(max(e.value, 0) for e in decl.shape)
         if decl.dtype.is_float:
             inputs[decl.name] = rng.standard_normal(shape).astype(decl.dtype.numpy)
+        elif decl.name in indexed:  # below the dimension and the type's largest value
+            largest = 1 if decl.dtype is DType.BOOL else int(np.iinfo(decl.dtype.numpy).max)
+            high = max(1, min(indexed[decl.name], largest + 1))
+            inputs[decl.name] = rng.integers(0, high, size=shape).astype(decl.dtype.numpy)
         elif decl.dtype is DType.BOOL:
             inputs[decl.name] = rng.integers(0, 2, size=shape).astype(bool)
-        elif decl.name in indexed:
-            inputs[decl.name] = rng.integers(0, max(1, indexed[decl.name]), size=shape).astype(
-                decl.dtype.numpy
-            )
         else:
             inputs[decl.name] = rng.integers(1, 6, size=shape).astype(decl.dtype.numpy)
     return inputs

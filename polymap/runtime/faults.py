@@ -19,23 +19,34 @@ import re
 from polymap.codegen.cexpr import records_faults
 from polymap.codegen.cuda import ERROR_FAULT, CudaProgram
 from polymap.errors import ArgumentError, BoundsError
-from polymap.ir.gather_faults import gather_error, statement_gathers
+from polymap.ir.gather_faults import (
+    GATHER_FLAG,
+    GATHER_SHIFT,
+    MAX_GATHER_ORDINAL,
+    gather_error,
+    statement_gathers,
+)
+from polymap.ir.nodes import IConst, index_vars
+from polymap.poly.isl_text import evaluate_index
 
 FAULT_WORD = "pm_fault"  # the global's name in the host library and in the CUDA module
 I64_FAULT = 1 << 30  # added to the line by an i64 division (PM_FAULT_I64 in the helpers)
 # added to the line by a gathered index out of its dimension, with the gather's ordinal in the
 # statement at GATHER_SHIFT (PM_FAULT_GATHER(k) in the helpers)
-GATHER_FAULT, GATHER_SHIFT = 1 << 29, 22
+GATHER_FAULT = GATHER_FLAG
 __all__ = ["ERROR_FAULT", "FAULT_WORD", "fault_error"]
 
 _STATEMENT_COMMENT = re.compile(r"^\s*(?:\{\s*)?// (\w+): ")
 
 
-def fault_error(cuda: CudaProgram, word: int) -> ArgumentError | BoundsError:
-    """The error for a nonzero fault word: the statement on that line of the source."""
+def fault_error(
+    cuda: CudaProgram, word: int, sizes: dict[str, int] | None = None
+) -> ArgumentError | BoundsError:
+    """The error for a nonzero fault word: the statement on that line of the source (``sizes``,
+    the run's, put a gathered dimension's extent in numbers)."""
     program = cuda.program
     if word & GATHER_FAULT and not word & I64_FAULT:
-        return _gather_fault(cuda, word)
+        return _gather_fault(cuda, word, sizes or {})
     kind = "i64" if word & I64_FAULT else "i32"
     word &= ~I64_FAULT
     statement = _statement_at(cuda, word)
@@ -52,24 +63,41 @@ def fault_error(cuda: CudaProgram, word: int) -> ArgumentError | BoundsError:
     )
 
 
-def _gather_fault(cuda: CudaProgram, word: int) -> BoundsError | ArgumentError:
+def _gather_fault(cuda: CudaProgram, word: int, sizes: dict[str, int]) -> BoundsError | ArgumentError:
     """The error for a gathered index that ``pm_gather`` found outside its dimension: the
-    statement on the recorded line, the read and the position by the ordinal."""
+    statement on the recorded line, the read and the position by the ordinal (the last
+    ordinal, ``MAX_GATHER_ORDINAL``, stands for every gather of the statement from it on)."""
     ordinal = (word & (GATHER_FAULT - 1)) >> GATHER_SHIFT
     line = word & ((1 << GATHER_SHIFT) - 1)
     statement = _statement_at(cuda, line)
-    gathers = statement_gathers(statement.stmt) if statement is not None else ()
-    if ordinal >= len(gathers):
+    context = cuda.program.error_context()
+    if statement is None:
         return ArgumentError(
             f"program '{cuda.program.name}': a gathered index outside its dimension at run time (recorded at "
             f"line {line} of the emitted code)",
-            **cuda.program.error_context(),
+            **context,
+        )
+    gathers = statement_gathers(statement.stmt)
+    if ordinal == MAX_GATHER_ORDINAL and len(gathers) > MAX_GATHER_ORDINAL + 1:
+        return BoundsError(
+            f"statement {statement.name} ({statement.stmt}): one of its gathered indices from the "
+            f"{MAX_GATHER_ORDINAL + 1}th on is outside its dimension at run time",
+            loc=statement.stmt.loc,
+            **context,
+        )
+    if ordinal >= len(gathers):  # not a code polymap emitted for this statement: say what is known
+        return ArgumentError(
+            f"statement {statement.name} ({statement.stmt}): a gathered index outside its dimension at run "
+            f"time (gather {ordinal} of {len(gathers)}, recorded at line {line} of the emitted code)",
+            loc=statement.stmt.loc,
+            **context,
         )
     read, position, gather = gathers[ordinal]
     decl = next(b for b in cuda.program.all_buffers() if b.name == read.buffer)
-    return gather_error(
-        statement.stmt, read, position, gather, decl.shape[position], **cuda.program.error_context()
-    )
+    extent = decl.shape[position]
+    if not isinstance(extent, IConst) and index_vars(extent) <= set(sizes):
+        extent = f"{extent} = {evaluate_index(extent, sizes)}"
+    return gather_error(statement.stmt, read, position, gather, extent, **context)
 
 
 def _statement_at(cuda: CudaProgram, line: int):

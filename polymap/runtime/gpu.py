@@ -182,7 +182,7 @@ def run_gpu(cuda: CudaProgram, arrays: dict[str, Any]) -> dict[str, Any]:
         word.fill(0)
     launch_all(cuda, storage, sizes)
     if word is not None and (seen := int(word.get()[0])) != 0:
-        raise fault_error(cuda, seen)
+        raise fault_error(cuda, seen, sizes)
     outputs = {d.name: storage[d.name] for d in cuda.program.outputs}
     if on_device:
         give = _returned_as_callers(arrays)

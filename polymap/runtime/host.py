@@ -155,7 +155,7 @@ def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
     if status == ERROR_GRID:
         raise ArgumentError(f"sizes {bound.sizes} need more blocks than a grid dimension allows")
     if status == ERROR_FAULT:
-        raise fault_error(cuda, ctypes.c_int.in_dll(library, FAULT_WORD).value)
+        raise fault_error(cuda, ctypes.c_int.in_dll(library, FAULT_WORD).value, bound.sizes)
     if status != 0:
         raise InternalError(f"the host launcher of '{program.name}' returned {status}")
     return {d.name: storage[d.name] for d in program.outputs}
