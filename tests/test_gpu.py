@@ -220,3 +220,25 @@ def test_every_model_is_clean_under_compute_sanitizer(tool):
     )
     assert clean in log, log[-6000:]
     assert log.count("checked ") == len(NUMERIC) + 1, log[-6000:]
+
+
+def test_a_gathered_index_outside_its_dimension_is_a_bounds_error_on_the_gpu():
+    """A gather (issue 13) on the device: rows read as NumPy reads them, and an id outside
+    the table recorded by pm_gather and raised as the host run raises it (never a read out
+    of bounds: compute-sanitizer over the models covers the kernel)."""
+    from test_gather import EMBEDDING
+
+    from polymap.errors import BoundsError
+
+    program = polymap.parse(EMBEDDING, name="emb").bind_defaults()
+    kernel = polymap.compile(program)
+    rng = np.random.default_rng(13)
+    e = rng.standard_normal((50, 24)).astype(np.float32)
+    ids = rng.integers(0, 50, 40).astype(np.int32)
+    np.testing.assert_array_equal(kernel(E=e, ids=ids)["Y"], e[ids])
+    ids[11] = 50
+    with pytest.raises(BoundsError) as gpu:
+        kernel(E=e, ids=ids)
+    with pytest.raises(BoundsError) as host:
+        kernel.run_host(E=e, ids=ids)
+    assert str(gpu.value) == str(host.value)
