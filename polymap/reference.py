@@ -726,11 +726,7 @@ class _Eval:
         values = np.asarray(self.read(g.source))
         extent = self.buffers[r.buffer].array.shape[k - len(r.indices)]
         outside = (values < 0) | (values >= extent)
-        fault = outside
-        if self.lanes.mask is not None:
-            fault = fault & self.lanes.mask
-        if self.chosen is not None:
-            fault = fault & self.chosen
+        fault = self.where_computed(outside)
         if np.any(fault):
             shape = np.broadcast_shapes(np.shape(fault), *(np.shape(x) for x in self.env.values()))
             lane = tuple(np.argwhere(np.broadcast_to(fault, shape))[0])
@@ -740,6 +736,15 @@ class _Eval:
             value = int(np.broadcast_to(values, shape)[lane])
             raise gather_error(self.stmt, r, k, g, extent, element=tuple(at), value=value, **self.ex.ctx)
         return np.where(outside, 0, values)  # lanes that do not read it: any element
+
+    def where_computed(self, flags):
+        """``flags`` kept only on the lanes where C computes this expression: the active
+        lanes, and within a select or an ``and``/``or``, the chosen operand's."""
+        if self.lanes.mask is not None:
+            flags = flags & self.lanes.mask
+        if self.chosen is not None:
+            flags = flags & self.chosen
+        return flags
 
     def c_divide(self, a, b):
         """Integer division truncating toward zero, as in C."""
@@ -753,11 +758,7 @@ class _Eval:
         """``b`` where an integer division or modulo by it is computed (a zero there is the
         data's fault, raised: a modulo by zero is a division by zero, and the emitted code
         reports both alike), any nonzero value elsewhere."""
-        zero = b == 0
-        if self.lanes.mask is not None:
-            zero = zero & self.lanes.mask
-        if self.chosen is not None:
-            zero = zero & self.chosen
+        zero = self.where_computed(b == 0)
         if np.any(zero):
             raise ArgumentError(
                 f"statement {self.stmt.name} ({self.stmt}): {_dtype(b.dtype).value} division by zero at run time",

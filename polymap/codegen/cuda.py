@@ -513,15 +513,12 @@ class _Emitter:
         against the dimension's extent, with the fault code that names it."""
         buffer, indices = key
         decl = self.printer.decls[buffer]
+        ordinals = {(r.buffer, r.indices, k): n for n, (r, k, _) in enumerate(gathers)}
         out = {}
         for position, g in enumerate(indices):
             if not isinstance(g, Gather):
                 continue
-            ordinal = next(
-                n
-                for n, (r, k, _) in enumerate(gathers)
-                if (r.buffer, r.indices, k) == (buffer, indices, position)
-            )
+            ordinal = ordinals[(buffer, indices, position)]
             source = self.printer.decls[g.source.buffer]
             value = self.printer.access(g.source.buffer, g.source.indices)
             extent = decl.shape[position]

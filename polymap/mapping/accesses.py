@@ -172,9 +172,12 @@ def _global_access(
     extents = _gathered_extents(access, decl)
     here = _Address(xs, tag=f"q_{tag}", extents=extents)
     there = _Address(
-        {u: x + deltas.get(u, 0) for u, x in xs.items()}, tag=f"r_{tag}", extents=extents, moved=set(deltas)
+        {u: x + deltas.get(u, 0) for u, x in xs.items()},
+        tag=f"r_{tag}",
+        extents=extents,
+        gathers_of=here,
+        moved=set(deltas),
     )
-    there.gathers_of = here
     simplified = _simplified_indices(access, stmt)
     addr = _flat(here, access.indices, simplified, strides)
     shifted = _flat(there, access.indices, simplified, strides)
@@ -236,6 +239,7 @@ def _lane_systems(
         tag=f"r_{tag}",
         shared=here,
         extents=extents,
+        gathers_of=here,
         moved={index},
     )
     addr = _flat(here, access.indices, simplified, strides)
@@ -269,7 +273,8 @@ def _flat(address: _Address, indices, simplified, strides) -> sympy.Expr:
 
 def _gathered_extents(access, decl: BufferDecl) -> dict[int, int]:
     """The extent of each gathered position of ``access`` (a bound program's shape)."""
-    return {k: _row_extents(decl)[k] for k in access.gathered}
+    extents = _row_extents(decl)
+    return {k: extents[k] for k in access.gathered}
 
 
 def _row_extents(decl: BufferDecl) -> tuple[int, ...]:
@@ -349,6 +354,7 @@ class _Address:
         tag: str,
         shared: _Address | None = None,
         extents: dict[int, int] | None = None,
+        gathers_of: _Address | None = None,
         moved: set[str] = frozenset(),
     ) -> None:
         self.values = values
@@ -363,7 +369,7 @@ class _Address:
         # shares the unshifted one's where the shift moves none of the source's indices
         self.extents = extents or {}
         self.gathers: dict[int, sympy.Symbol] = {}
-        self.gathers_of: _Address | None = shared
+        self.gathers_of = gathers_of
         self.moved = moved
 
     def gathered(self, position: int, g: Gather) -> sympy.Expr:

@@ -31,9 +31,6 @@ from polymap.poly.isl_text import evaluate_index
 
 FAULT_WORD = "pm_fault"  # the global's name in the host library and in the CUDA module
 I64_FAULT = 1 << 30  # added to the line by an i64 division (PM_FAULT_I64 in the helpers)
-# added to the line by a gathered index out of its dimension, with the gather's ordinal in the
-# statement at GATHER_SHIFT (PM_FAULT_GATHER(k) in the helpers)
-GATHER_FAULT = GATHER_FLAG
 __all__ = ["ERROR_FAULT", "FAULT_WORD", "fault_error"]
 
 _STATEMENT_COMMENT = re.compile(r"^\s*(?:\{\s*)?// (\w+): ")
@@ -45,7 +42,7 @@ def fault_error(
     """The error for a nonzero fault word: the statement on that line of the source (``sizes``,
     the run's, put a gathered dimension's extent in numbers)."""
     program = cuda.program
-    if word & GATHER_FAULT and not word & I64_FAULT:
+    if word & GATHER_FLAG and not word & I64_FAULT:
         return _gather_fault(cuda, word, sizes or {})
     kind = "i64" if word & I64_FAULT else "i32"
     word &= ~I64_FAULT
@@ -67,7 +64,7 @@ def _gather_fault(cuda: CudaProgram, word: int, sizes: dict[str, int]) -> Bounds
     """The error for a gathered index that ``pm_gather`` found outside its dimension: the
     statement on the recorded line, the read and the position by the ordinal (the last
     ordinal, ``MAX_GATHER_ORDINAL``, stands for every gather of the statement from it on)."""
-    ordinal = (word & (GATHER_FAULT - 1)) >> GATHER_SHIFT
+    ordinal = (word & (GATHER_FLAG - 1)) >> GATHER_SHIFT
     line = word & ((1 << GATHER_SHIFT) - 1)
     statement = _statement_at(cuda, line)
     context = cuda.program.error_context()
