@@ -145,19 +145,13 @@ def _parser() -> argparse.ArgumentParser:
         "plan",
         help="tile and fuse the program's einsum chain under an on-chip capacity (SCIP, proved optimal)",
     )
-    planner.add_argument("file", help="a .te program whose statements form a chain of einsums")
+    _chain_arguments(
+        planner, "SCIP's time limit (default 60); at the limit the best plan found is printed with its gap"
+    )
     planner.add_argument(
         "--capacity",
         required=True,
         help="the on-chip store: elements (16384, 16K, 512K) or bytes with a unit (64KiB, 228KB; K is 1024)",
-    )
-    planner.add_argument(
-        "--size",
-        action="append",
-        type=_size,
-        default=[],
-        metavar="NAME=N",
-        help="bind a size parameter (repeatable; sizes with defaults take them)",
     )
     planner.add_argument(
         "--link",
@@ -166,13 +160,6 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="BUFFER=MODE",
         help="pin an intermediate: Q=dram (written back), Q=tiled (fused, a tile at a time), Q=whole (on chip whole)",
-    )
-    planner.add_argument(
-        "--time-limit",
-        type=_seconds,
-        default=None,
-        metavar="SECONDS",
-        help="SCIP's time limit (default 60); at the limit the best plan found is printed with its gap",
     )
     planner.add_argument("--json", action="store_true", help="print the plan as JSON (the same content)")
     planner.add_argument(
@@ -185,18 +172,12 @@ def _parser() -> argparse.ArgumentParser:
         "frontier",
         help="the fewest off-chip bytes at each capacity, unfused, untiled-fused and tiled-fused (SCIP per point)",
     )
-    front.add_argument("file", help="a .te program whose statements form a chain of einsums")
+    _chain_arguments(front, "SCIP's time limit per point (default 60)")
     front.add_argument(
         "--capacities",
         required=True,
         help="a comma-separated list (4K,16K,64K) or a range of powers of two (1K..1M), in elements or, "
         "with a unit, bytes (16KiB..1MiB)",
-    )
-    front.add_argument(
-        "--size", action="append", type=_size, default=[], metavar="NAME=N", help="bind a size parameter"
-    )
-    front.add_argument(
-        "--time-limit", type=float, default=None, metavar="SECONDS", help="SCIP's limit per point"
     )
     front.add_argument(
         "--plot",
@@ -317,6 +298,21 @@ def _positive(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return int(text)
+
+
+def _chain_arguments(parser: argparse.ArgumentParser, time_help: str) -> None:
+    """The arguments of the planner's commands (``plan``, ``frontier``): the program, its
+    sizes and SCIP's time limit."""
+    parser.add_argument("file", help="a .te program whose statements form a chain of einsums")
+    parser.add_argument(
+        "--size",
+        action="append",
+        type=_size,
+        default=[],
+        metavar="NAME=N",
+        help="bind a size parameter (repeatable; sizes with defaults take them)",
+    )
+    parser.add_argument("--time-limit", type=_seconds, default=None, metavar="SECONDS", help=time_help)
 
 
 def _seconds(text: str) -> float:

@@ -286,6 +286,11 @@ def test_the_plan_command_reports_errors_without_a_traceback(capsys):
     assert err.startswith("error: ") and "block-local buffer 'mx'" in err and "Traceback" not in err
     with pytest.raises(SystemExit):
         main(["plan", str(MODELS / "gpt3_attention_tiny.te"), "--capacity", "8K", "--link", "Q=maybe"])
+    # both planner commands read a time limit the same way: a positive number of seconds
+    for command in (["plan", "--capacity", "8K"], ["frontier", "--capacities", "4K"]):
+        with pytest.raises(SystemExit):
+            main([*command, str(MODELS / "gpt3_attention_tiny.te"), "--time-limit", "-1"])
+        assert "expected a positive number of seconds, got '-1'" in capsys.readouterr().err
 
 
 def test_the_json_report_has_the_text_report_numbers(capsys):
