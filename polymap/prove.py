@@ -66,8 +66,9 @@ from polymap.mapping.result import Mapping
 from polymap.mapping.space import KernelMapping
 from polymap.mapping.space import kernels as program_kernels
 from polymap.mapping.staging import VECTOR_BYTES, scope_loops, stage_candidates, staged_buffers
+from polymap.poly.checks import shown_address
 from polymap.poly.deps import Dependence
-from polymap.poly.isl_text import access_tuple, evaluate_index, shown_index
+from polymap.poly.isl_text import access_tuple, evaluate_index
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
 from polymap.prove_lanes import across_lanes, check_lane_shape, one_copy_per_lane, prove_lane_order
 from polymap.schedule.hardware import Executed, Frame, executed, frame_of, param_prefix
@@ -357,7 +358,7 @@ def _prove_in_bounds(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
             raise VerificationError(
                 f"{frame.mapping.kernel.name}: {s.label} {a.verb} {a.text} outside the shape of "
                 f"`{buffer.decl}`; e.g. {_sizes(sizes)}{_point(e, hw)} runs {_instance(s, inst)}, which "
-                f"{a.verb} {_address(a, s, sizes, inst)}, outside {a.buffer}'s shape "
+                f"{a.verb} {shown_address(a, s, sizes, inst)}, outside {a.buffer}'s shape "
                 f"{_shape(buffer.decl, sizes)}{_unguarded(frame)}"
             )
         # a gathered index ranges over its whole dimension in A: its value is the run's to check
@@ -419,8 +420,8 @@ def _race(model, frame, first, second, clash: isl.Map) -> VerificationError:
     return VerificationError(
         f"{frame.mapping.kernel.name}: race between threads: {what}; e.g. "
         f"{_sizes(sizes)}thread ({_point(e1, hw1)}) runs {_instance(e1.stmt, x)} and {a1.verb} "
-        f"{_address(a1, e1.stmt, sizes, x)}, thread ({_point(e2, hw2)}) runs {_instance(e2.stmt, y)} and "
-        f"{a2.verb} {_address(a2, e2.stmt, sizes, y)}{_outside(e1, sizes, x)}{_outside(e2, sizes, y)}{_unguarded(frame)}"
+        f"{shown_address(a1, e1.stmt, sizes, x)}, thread ({_point(e2, hw2)}) runs {_instance(e2.stmt, y)} and "
+        f"{a2.verb} {shown_address(a2, e2.stmt, sizes, y)}{_outside(e1, sizes, x)}{_outside(e2, sizes, y)}{_unguarded(frame)}"
     )
 
 
@@ -740,14 +741,6 @@ def _instance(s: StatementModel, coords) -> str:
     if not s.dims:
         return s.name
     return f"{s.name}[{', '.join(f'{n} = {v}' for n, v in zip(s.ctx.indices, coords))}]"
-
-
-def _address(a: Access, s: StatementModel, sizes: dict[str, int], coords) -> str:
-    env = dict(sizes)
-    env.update(zip(s.ctx.indices, coords))
-    if not a.indices:
-        return a.buffer
-    return f"{a.buffer}[{', '.join(shown_index(i, env) for i in a.indices)}]"
 
 
 def _shape(decl, sizes: dict[str, int]) -> str:

@@ -419,8 +419,9 @@ class _Lowering:
         return fold_index(IBin(_INDEX_OPS[expr.op], lhs, rhs))
 
     def read_index(self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None) -> IndexExpr | Gather:
-        """An index of a read: an index expression, or a gather, ``I[i]`` of an integer buffer
-        (its own indices affine: gathers do not nest) or a 0-d integer buffer's name."""
+        """An index of a read: an index expression, or a gather, ``I[i]`` of a buffer (its own
+        indices affine: gathers do not nest) or a 0-d buffer's name; ``validate`` checks that
+        the buffer is an integer one of that many dimensions."""
         if isinstance(expr, S.SSubscript) and expr.name in scope.buffers:
             what = f"the index of '{expr.name}[...]', read as an index (a gather's indices are affine)"
             source = Read(
@@ -435,22 +436,7 @@ class _Lowering:
             source = Read(expr.name, (), expr.loc)
         else:
             return self.index(expr, scope, free)
-        decl = scope.buffers[source.buffer]
-        if not decl.dtype.is_integer:
-            raise self.error(
-                ProgramError,
-                f"buffer '{decl.name}' is {decl.dtype.value}: an index read from a buffer (a gather) "
-                "needs an integer type (i32, i64, i8, u8 or bool)",
-                expr.loc,
-            )
-        if len(source.indices) != len(decl.shape):
-            raise self.error(
-                ArityError,
-                f"buffer '{decl.name}' has {len(decl.shape)} dimension(s) but {source} gives "
-                f"{len(source.indices)} index(es)",
-                expr.loc,
-            )
-        return Gather(source)
+        return Gather(source)  # its type and arity: validate's, as for programs built in Python
 
     def value(self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None) -> ValueExpr:
         if isinstance(expr, S.SNum):

@@ -131,8 +131,8 @@ def _race(program, loop: ParLoop, first, second, pairs: isl.Map, names: IslNames
         )
     params, coords = _witness(pairs.wrap(), names)
     x, y = coords[: len(s1.dims)], coords[len(s1.dims) :]
-    addr1 = _address(a1, _env(s1, params, x))
-    addr2 = _address(a2, _env(s2, params, y))
+    addr1 = shown_address(a1, s1, params, x)
+    addr2 = shown_address(a2, s2, params, y)
     outer = tuple(f"{n} = {v}" for n, v in zip(s1.ctx.indices[: loop.depth], x))
     side1, side2 = _at(s1, x, loop.depth), _at(s2, y, loop.depth)
     if s1.name != s2.name:
@@ -163,6 +163,12 @@ def _env(s: StatementModel, params: dict[str, int], coords: list[int]) -> dict[s
     env = dict(params)
     env.update(zip(s.ctx.indices, coords))
     return env
+
+
+def shown_address(a: Access, s: StatementModel, values: dict[str, int], coords) -> str:
+    """The element ``a`` touches at instance ``coords`` of ``s`` (``values``: the sizes), for
+    messages: ``A[3, 4]``, a gathered index as the element it is read from (``E[ids[2], 4]``)."""
+    return _address(a, _env(s, values, coords))
 
 
 def _address(a: Access, env: dict[str, int]) -> str:
