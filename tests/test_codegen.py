@@ -237,16 +237,35 @@ def test_mapping_with_all_three_axes_and_a_blocked_sequential_part():
     kernel = polymap.compile(program, replace(mapping, kernels=(KernelMapping(km.kernel, loops),)))
     assert "dim3(8, 4, 2)" in kernel.source
     # a full block runs a thread's two points of c in a loop of constant trip count, without
-    # a guard, which the compiler unrolls; the other blocks run two guarded copies (isl
-    # unrolled them: no loop over the points there)
+    # a guard, which the compiler unrolls; the other blocks run the same loop with isl's
+    # bound on the points as a guard inside
     body = kernel.source[kernel.source.index("__global__") :]
     full = body[body.index("// a full block: every point in range") : body.index(EDGE_BLOCK_LINE)]
     edge = body[body.index(EDGE_BLOCK_LINE) :]
-    assert "POLYMAP_UNROLL\n" in full and "for (int s_c = 0; s_c <= 1; ++s_c) {" in full
+    loop = "POLYMAP_UNROLL\n    for (int s_c = 0; s_c <= 1; ++s_c) {"
+    assert loop in full and loop.replace("\n", "\n  ") in edge  # under the edge's guard
     assert full.count("// S0: y[a, b, c] =") == 1 and "if (" not in full
-    assert "s_c" not in edge and edge.count("// S0: y[a, b, c] =") == 2
+    assert (
+        edge.count("// S0: y[a, b, c] =") == 1 and "if (s_c <= pm_min(1, C - 16 * bx - 2 * tx - 1)) {" in edge
+    )
     x = np.random.default_rng(1).standard_normal((3, 5, 37))
     assert_matches(kernel.run_host(x=x), reference(program, x=x), program)
+
+
+def test_a_points_loop_whose_first_point_varies_keeps_isls_lower_bound_as_a_guard():
+    """Under a triangle (``j >= i``) a thread's first point of j depends on its block and
+    thread: the points' loop keeps its constant bounds (the compiler unrolls it) and isl's
+    lower bound becomes the guard inside; the elements below the diagonal stay unwritten."""
+    text = "param N\nin x: f32[N, N]\nout y: f32[N, N]\npar N i { par N j { if j >= i { y[i, j] = x[i, j] * 2 } } }"
+    program = parse(text, name="tri").bind(N=100)
+    pins = {"j": {"thread": "x", "threads": 32, "seq": 2, "distribution": "blocked"}, "i": {"thread": "y"}}
+    mapping = polymap.optimize(program, pins=pins)
+    kernel = polymap.compile(mapping.program, mapping)
+    assert re.search(r"for \(int s_j = 0; s_j <= 1; \+\+s_j\) \{\n\s*if \(s_j >= pm_max\(0, ", kernel.source)
+    x = np.random.default_rng(3).standard_normal((100, 100)).astype(np.float32)
+    out = kernel.run_host(x=x)
+    assert_matches(out, reference(program, x=x), program)
+    assert np.array_equal(out["y"], np.triu(x * 2))
 
 
 # --------------------------------------------------------------- random programs

@@ -63,7 +63,9 @@ class AstPrinter:
         self.names = names
         self.leaf = leaf
         self.ranges = dict(ranges or {})
-        self.unrolled: frozenset[str] = frozenset()  # isl iterators whose loops the compiler unrolls
+        # isl iterators printed as loops of constant bounds, the compiler to unroll them:
+        # each with the least and greatest value it takes (``KernelSchedule.point_boxes``)
+        self.boxes: Mapping[str, tuple[int, int]] = {}
 
     # -- expressions
 
@@ -202,6 +204,9 @@ class AstPrinter:
             ]
         if kind == _N.for_:
             iterator = node.for_get_iterator().get_id().get_name()
+            box = self.boxes.get(iterator)
+            if box is not None and (node.for_is_degenerate() or _is_int(node.for_get_inc(), 1)):
+                return self._boxed_loop(node, iterator, box, indent)
             it, c_type = self.names(iterator), self.c_type(iterator)
             init = self.expr(node.for_get_init())
             body = self.node(node.for_get_body(), indent + 1)
@@ -210,8 +215,7 @@ class AstPrinter:
             cond = self.expr(node.for_get_cond())
             inc = self.expr(node.for_get_inc())
             step = f"++{it}" if inc == "1" else f"{it} += {inc}"
-            loop = [f"{pad}for ({c_type} {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
-            return ([f"{pad}POLYMAP_UNROLL"] if iterator in self.unrolled else []) + loop
+            return [f"{pad}for ({c_type} {it} = {init}; {cond}; {step}) {{", *body, f"{pad}}}"]
         if kind == _N.if_:
             lines = [
                 f"{pad}if ({self.expr(node.if_get_cond())}) {{",
@@ -230,6 +234,48 @@ class AstPrinter:
         if kind == _N.mark:
             return self.node(node.mark_get_node(), indent)
         raise InternalError(f"unexpected isl AST node {node.to_C_str()}")
+
+    def _boxed_loop(self, node: isl.AstNode, iterator: str, box: tuple[int, int], indent: int) -> list[str]:
+        """isl's loop ``node`` over ``box`` (the least and greatest value its iterator takes
+        anywhere) with constant bounds, under ``POLYMAP_UNROLL``, and isl's own bounds as a
+        guard around the body where they say more than the box (an edge block's points): the
+        same iterations, in a loop the compiler unrolls, so that a per-point buffer indexed
+        by the iterator is indexed by constants and stays in registers."""
+        pad = "  " * indent
+        it, c_type = self.names(iterator), self.c_type(iterator)
+        lo, hi = box
+        at, init = node.for_get_iterator(), node.for_get_init()
+        if node.for_is_degenerate():  # one value: the iterator equals isl's init
+            guards = [] if _is_int(init, lo) and lo == hi else [at.eq(init)]
+        else:
+            cond = node.for_get_cond()
+            guards = [] if _is_int(init, lo) else [at.ge(init)]
+            if not _is_bound(cond, iterator, hi):
+                guards.append(cond)
+        body = self.node(node.for_get_body(), indent + 1 + bool(guards))
+        if guards:
+            guard = guards[0]
+            for more in guards[1:]:
+                guard = guard.and_(more)
+            body = [f"{pad}  if ({self.expr(guard)}) {{", *body, f"{pad}  }}"]
+        if lo == hi:
+            return [f"{pad}{{", f"{pad}  const {c_type} {it} = {lo};", *body, f"{pad}}}"]
+        loop = f"{pad}for ({c_type} {it} = {lo}; {it} <= {hi}; ++{it}) {{"
+        return [f"{pad}POLYMAP_UNROLL", loop, *body, f"{pad}}}"]
+
+
+def _is_int(e: isl.AstExpr, value: int) -> bool:
+    """Whether ``e`` is the integer ``value``."""
+    return e.get_type() == _T.int and int(e.get_val().to_python()) == value
+
+
+def _is_bound(cond: isl.AstExpr, iterator: str, hi: int) -> bool:
+    """Whether ``cond`` is ``iterator <= hi`` (or ``iterator < hi + 1``)."""
+    if cond.get_type() != _T.op or cond.get_op_type() not in (_OP.le, _OP.lt):
+        return False
+    left, right = cond.get_op_arg(0), cond.get_op_arg(1)
+    bound = hi if cond.get_op_type() == _OP.le else hi + 1
+    return left.get_type() == _T.id and left.get_id().get_name() == iterator and _is_int(right, bound)
 
 
 def _widen(text: str, prec: int) -> str:

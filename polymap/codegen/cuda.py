@@ -299,9 +299,10 @@ class _Emitter:
         self.expanded = per_point_buffers(km)
         for decl in declared_locals(kernel.body):
             lines.append(f"  {self.local_declaration(decl, self.expanded.get(decl.name, 1))}")
-        # isl unrolls a thread's points (``schedule.kernel._loop_types``): per-point buffers are
-        # indexed by constants, so the compiler keeps them in registers
+        # a thread's points are loops of constant bounds (``AstPrinter.boxes``) the compiler
+        # unrolls: per-point buffers are indexed by constants, so they stay in registers
         printer = AstPrinter(self.isl_to_c, None, schedule.ranges)
+        printer.boxes = schedule.point_boxes
         printer.leaf = lambda name, args, key: self.leaf(schedule, printer, name, args, key)
         self.size_ranges = {p: schedule.ranges[self.model.names[p]] for p in self.program.param_names}
         if schedule.full is None:
@@ -309,9 +310,7 @@ class _Emitter:
         else:  # full blocks run the code without the points' guards (``splits_full_blocks``)
             condition, full = schedule.full
             lines.append(f"  if ({printer.expr(condition)}) {{  {FULL_BLOCK_NOTE}")
-            printer.unrolled = schedule.point_iterators
             lines += printer.node(full, 2)
-            printer.unrolled = frozenset()
             lines.append(EDGE_BLOCK_LINE)
             lines += printer.node(schedule.ast, 2)
             lines.append("  }")

@@ -83,13 +83,11 @@ class KernelSchedule:
     full: tuple[isl.AstExpr, isl.AstNode] | None = None
     # the forks and joins of a kernel with lanes (``lane_syncs``)
     syncs: tuple[LaneSync, ...] = ()
-
-    @property
-    def point_iterators(self) -> frozenset[str]:
-        """The iterators of the thread's s-point loops: in ``full`` they are loops of
-        constant trip counts that the printed code asks the compiler to unroll (so that
-        per-point buffers indexed by them stay in registers); in ``ast`` isl unrolled them."""
-        return frozenset(self.iterators[self.layout.point_dims])
+    # per s-point iterator, the first and last value it takes anywhere in the schedule (isl's
+    # bounds of the schedule's range): the constant bounds its loop is printed with, isl's
+    # own bounds becoming a guard inside (``codegen.ast_c``), so that the compiler unrolls
+    # the loop and per-point buffers indexed by it stay in registers
+    point_boxes: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def kernel_statements(model: PolyModel, km: KernelMapping) -> tuple[StatementModel, ...]:
@@ -198,20 +196,22 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
         timed = sync.relation.range_map().apply_range(sync.time)
         schedule = schedule.union(_extra_schedule(prefix, sync.relation, timed, fixed, frame))
     context = launch_context(model, frame)
+    iterators = tuple(iterator_names(frame, mine, width))
+    boxes: dict[str, tuple[int, int]] = {}
     if schedule is not None:
         # the equalities made explicit: isl's AST generation then took 0.2 of 1.25 s less
         # (gpt3_attention_tiny), for the same AST
         schedule = schedule.detect_equalities()
-    iterators = tuple(iterator_names(frame, mine, width))
+        boxes = _point_boxes(schedule, layout, iterators)
     leaves: dict[str, Any] = {}
     failures: list[BaseException] = []
     locals_ = frozenset(d.name for d in declared_locals(km.kernel.body))
     describe = _Describer(model, km, {s.domain.get_tuple_name(): s for s in mine}, plan, locals_, points)
     handles = []  # each keeps its build's callback alive while isl may call it
 
-    def build_for(where: isl.Set, unroll: bool = True) -> isl.AstBuild:
+    def build_for(where: isl.Set) -> isl.AstBuild:
         build = isl.AstBuild.from_context(where)
-        build = build.set_options(_loop_types(layout, atomic=plan is not None, unroll=unroll))
+        build = build.set_options(_loop_types(layout, atomic=plan is not None))
         ids = isl.IdList.alloc(where.get_ctx(), layout.width)
         for name in iterators:
             ids = ids.add(isl.Id(name, context=where.get_ctx()))
@@ -232,11 +232,8 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
             # the other blocks run the code built for every block: built for the edge blocks
             # alone (the context minus the full ones, a union of pieces) isl took three times
             # as long for the same guards (matmul_1024: 5.8 s against 1.8 s)
-            # in full blocks the points' loops have constant trip counts: they stay loops,
-            # which the compiler unrolls (``KernelSchedule.unrolled``), where isl's unrolling
-            # took most of the code generation (gpt3_attention_tiny: 3.1 of 5.3 s)
             condition = isl.AstBuild.from_context(context).expr_from_set(blocks)
-            built = build_for(blocks, unroll=False).node_from_schedule_map(schedule.intersect_params(blocks))
+            built = build_for(blocks).node_from_schedule_map(schedule.intersect_params(blocks))
             full = (condition, built)
             ast = build_for(context).node_from_schedule_map(schedule.intersect_params(context))
     if failures:  # an exception inside isl's callback: re-raised here, where it belongs
@@ -255,6 +252,7 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
         ranges,
         full,
         syncs,
+        boxes,
     )
 
 
@@ -269,17 +267,35 @@ def _full_blocks_here(model: PolyModel, frame: Frame, context: isl.Set) -> isl.S
     return full
 
 
-def _loop_types(layout: TimeLayout, *, atomic: bool, unroll: bool = True) -> isl.UnionMap:
-    """isl's AST options: a thread's s-point loops unrolled (their trip counts are at most the
-    thread's points, a constant; each copy keeps isl's guard, so a partial tile runs only its
-    points) unless ``unroll`` is off (full blocks, where the loops have constant bounds and the
-    compiler unrolls them), and with ``atomic`` every other dimension generated as one loop
-    (never split)."""
+def _point_boxes(
+    schedule: isl.UnionMap, layout: TimeLayout, iterators: tuple[str, ...]
+) -> dict[str, tuple[int, int]]:
+    """Per s-point iterator, its least and greatest value over the whole schedule (every
+    block, thread and size): isl's bounds of the schedule's range with the parameters
+    projected out. An s-point without constant bounds (none is known) gets no box, and so
+    does every s-point of an empty schedule (nothing to run)."""
+    times = schedule.range().project_out_all_params()
+    if times.n_set() != 1:  # empty: there is no loop to print
+        return {}
+    hull = times.as_set()
+    boxes = {}
+    for d in range(layout.point_dims.start, layout.point_dims.stop):
+        lo, hi = hull.dim_min_val(d), hull.dim_max_val(d)
+        if lo.is_int() and hi.is_int():
+            boxes[iterators[d]] = (int(lo.to_python()), int(hi.to_python()))
+    return boxes
+
+
+def _loop_types(layout: TimeLayout, *, atomic: bool) -> isl.UnionMap:
+    """isl's AST options: a thread's s-point loops generated as one loop each (atomic: the
+    printer gives them constant bounds and isl's bounds as a guard, ``point_boxes``, and the
+    compiler unrolls them; isl's own unrolling, a guarded copy of the body per point, had
+    taken most of the code generation: 1.3 of 4.9 s for gpt3_attention_tiny), and with
+    ``atomic`` every other dimension too (never split)."""
     dims = layout.width
     names = ", ".join(f"c{k}" for k in range(dims))
     points = layout.point_dims
-    kind = "unroll" if unroll else "atomic"
-    options = isl.UnionMap(f"{{ [{names}] -> {kind}[x] : {points.start} <= x < {points.stop} }}")
+    options = isl.UnionMap(f"{{ [{names}] -> atomic[x] : {points.start} <= x < {points.stop} }}")
     if atomic:
         rest = (
             f"{{ [{names}] -> atomic[x] : 0 <= x < {dims} and (x < {points.start} or x >= {points.stop}) }}"

@@ -448,130 +448,14 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
       }
     }
   } else {  // a block at an edge: its points guarded
-    if (N >= 64 * bx + tx + 1 && M >= 32 * by + 16 * ty + 1) {
-      // S0: C_acc = C[i, j]
-      C_acc[0] = C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx];
-      if (N >= (long long)(64 * bx + tx) + 33) {
-        // S0: C_acc = C[i, j]
-        C_acc[1] = C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx + 32];
-      }
-      if (M >= 32 * by + 16 * ty + 2) {
-        // S0: C_acc = C[i, j]
-        C_acc[2] = C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx];
-        if (N >= (long long)(64 * bx + tx) + 33) {
-          // S0: C_acc = C[i, j]
-          C_acc[3] = C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx + 32];
-        }
-        if (M >= 32 * by + 16 * ty + 3) {
-          // S0: C_acc = C[i, j]
-          C_acc[4] = C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx];
-          if (N >= (long long)(64 * bx + tx) + 33) {
+    POLYMAP_UNROLL
+    for (int s_i = 0; s_i <= 15; ++s_i) {
+      if (s_i <= pm_min(15, M - 32 * by - 16 * ty - 1)) {
+        POLYMAP_UNROLL
+        for (int s_j = 0; s_j <= 1; ++s_j) {
+          if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
             // S0: C_acc = C[i, j]
-            C_acc[5] = C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx + 32];
-          }
-          if (M >= 32 * by + 16 * ty + 4) {
-            // S0: C_acc = C[i, j]
-            C_acc[6] = C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx];
-            if (N >= (long long)(64 * bx + tx) + 33) {
-              // S0: C_acc = C[i, j]
-              C_acc[7] = C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx + 32];
-            }
-            if (M >= 32 * by + 16 * ty + 5) {
-              // S0: C_acc = C[i, j]
-              C_acc[8] = C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx];
-              if (N >= (long long)(64 * bx + tx) + 33) {
-                // S0: C_acc = C[i, j]
-                C_acc[9] = C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx + 32];
-              }
-              if (M >= 32 * by + 16 * ty + 6) {
-                // S0: C_acc = C[i, j]
-                C_acc[10] = C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx];
-                if (N >= (long long)(64 * bx + tx) + 33) {
-                  // S0: C_acc = C[i, j]
-                  C_acc[11] = C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx + 32];
-                }
-                if (M >= 32 * by + 16 * ty + 7) {
-                  // S0: C_acc = C[i, j]
-                  C_acc[12] = C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx];
-                  if (N >= (long long)(64 * bx + tx) + 33) {
-                    // S0: C_acc = C[i, j]
-                    C_acc[13] = C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx + 32];
-                  }
-                  if (M >= 32 * by + 16 * ty + 8) {
-                    // S0: C_acc = C[i, j]
-                    C_acc[14] = C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx];
-                    if (N >= (long long)(64 * bx + tx) + 33) {
-                      // S0: C_acc = C[i, j]
-                      C_acc[15] = C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx + 32];
-                    }
-                    if (M >= 32 * by + 16 * ty + 9) {
-                      // S0: C_acc = C[i, j]
-                      C_acc[16] = C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx];
-                      if (N >= (long long)(64 * bx + tx) + 33) {
-                        // S0: C_acc = C[i, j]
-                        C_acc[17] = C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx + 32];
-                      }
-                      if (M >= 32 * by + 16 * ty + 10) {
-                        // S0: C_acc = C[i, j]
-                        C_acc[18] = C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx];
-                        if (N >= (long long)(64 * bx + tx) + 33) {
-                          // S0: C_acc = C[i, j]
-                          C_acc[19] = C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx + 32];
-                        }
-                        if (M >= 32 * by + 16 * ty + 11) {
-                          // S0: C_acc = C[i, j]
-                          C_acc[20] = C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx];
-                          if (N >= (long long)(64 * bx + tx) + 33) {
-                            // S0: C_acc = C[i, j]
-                            C_acc[21] = C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx + 32];
-                          }
-                          if (M >= 32 * by + 16 * ty + 12) {
-                            // S0: C_acc = C[i, j]
-                            C_acc[22] = C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx];
-                            if (N >= (long long)(64 * bx + tx) + 33) {
-                              // S0: C_acc = C[i, j]
-                              C_acc[23] = C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx + 32];
-                            }
-                            if (M >= 32 * by + 16 * ty + 13) {
-                              // S0: C_acc = C[i, j]
-                              C_acc[24] = C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx];
-                              if (N >= (long long)(64 * bx + tx) + 33) {
-                                // S0: C_acc = C[i, j]
-                                C_acc[25] = C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx + 32];
-                              }
-                              if (M >= 32 * by + 16 * ty + 14) {
-                                // S0: C_acc = C[i, j]
-                                C_acc[26] = C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx];
-                                if (N >= (long long)(64 * bx + tx) + 33) {
-                                  // S0: C_acc = C[i, j]
-                                  C_acc[27] = C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx + 32];
-                                }
-                                if (M >= 32 * by + 16 * ty + 15) {
-                                  // S0: C_acc = C[i, j]
-                                  C_acc[28] = C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx];
-                                  if (N >= (long long)(64 * bx + tx) + 33) {
-                                    // S0: C_acc = C[i, j]
-                                    C_acc[29] = C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx + 32];
-                                  }
-                                  if (M >= (long long)(32 * by + 16 * ty) + 16) {
-                                    // S0: C_acc = C[i, j]
-                                    C_acc[30] = C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx];
-                                    if (N >= (long long)(64 * bx + tx) + 33) {
-                                      // S0: C_acc = C[i, j]
-                                      C_acc[31] = C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx + 32];
-                                    }
-                                  }
-                                }
-                              }
-                            }
-                          }
-                        }
-                      }
-                    }
-                  }
-                }
-              }
-            }
+            C_acc[(2 * s_i + s_j)] = C[(long long)(32 * by + 16 * ty + s_i) * N + 64 * bx + tx + 32 * s_j];
           }
         }
       }
@@ -616,131 +500,15 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
         }
       }
       __syncthreads();
-      if (N >= 64 * bx + tx + 1 && M >= 32 * by + 16 * ty + 1) {
-        for (int k = 16 * kt; k <= pm_min(K - 1, 16 * kt + 15); ++k) {
-          // S1: C_acc += A[i, k] * B[k, j]
-          C_acc[0] += A_sh[-16 * kt + k][16 * ty] * B_sh[-16 * kt + k][tx];
-          if (N >= (long long)(64 * bx + tx) + 33) {
-            // S1: C_acc += A[i, k] * B[k, j]
-            C_acc[1] += A_sh[-16 * kt + k][16 * ty] * B_sh[-16 * kt + k][tx + 32];
-          }
-          if (M >= 32 * by + 16 * ty + 2) {
-            // S1: C_acc += A[i, k] * B[k, j]
-            C_acc[2] += A_sh[-16 * kt + k][16 * ty + 1] * B_sh[-16 * kt + k][tx];
-            if (N >= (long long)(64 * bx + tx) + 33) {
-              // S1: C_acc += A[i, k] * B[k, j]
-              C_acc[3] += A_sh[-16 * kt + k][16 * ty + 1] * B_sh[-16 * kt + k][tx + 32];
-            }
-            if (M >= 32 * by + 16 * ty + 3) {
-              // S1: C_acc += A[i, k] * B[k, j]
-              C_acc[4] += A_sh[-16 * kt + k][16 * ty + 2] * B_sh[-16 * kt + k][tx];
-              if (N >= (long long)(64 * bx + tx) + 33) {
+      for (int k = 16 * kt; k <= pm_min(K - 1, 16 * kt + 15); ++k) {
+        POLYMAP_UNROLL
+        for (int s_i = 0; s_i <= 15; ++s_i) {
+          if (s_i <= pm_min(15, M - 32 * by - 16 * ty - 1)) {
+            POLYMAP_UNROLL
+            for (int s_j = 0; s_j <= 1; ++s_j) {
+              if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
                 // S1: C_acc += A[i, k] * B[k, j]
-                C_acc[5] += A_sh[-16 * kt + k][16 * ty + 2] * B_sh[-16 * kt + k][tx + 32];
-              }
-              if (M >= 32 * by + 16 * ty + 4) {
-                // S1: C_acc += A[i, k] * B[k, j]
-                C_acc[6] += A_sh[-16 * kt + k][16 * ty + 3] * B_sh[-16 * kt + k][tx];
-                if (N >= (long long)(64 * bx + tx) + 33) {
-                  // S1: C_acc += A[i, k] * B[k, j]
-                  C_acc[7] += A_sh[-16 * kt + k][16 * ty + 3] * B_sh[-16 * kt + k][tx + 32];
-                }
-                if (M >= 32 * by + 16 * ty + 5) {
-                  // S1: C_acc += A[i, k] * B[k, j]
-                  C_acc[8] += A_sh[-16 * kt + k][16 * ty + 4] * B_sh[-16 * kt + k][tx];
-                  if (N >= (long long)(64 * bx + tx) + 33) {
-                    // S1: C_acc += A[i, k] * B[k, j]
-                    C_acc[9] += A_sh[-16 * kt + k][16 * ty + 4] * B_sh[-16 * kt + k][tx + 32];
-                  }
-                  if (M >= 32 * by + 16 * ty + 6) {
-                    // S1: C_acc += A[i, k] * B[k, j]
-                    C_acc[10] += A_sh[-16 * kt + k][16 * ty + 5] * B_sh[-16 * kt + k][tx];
-                    if (N >= (long long)(64 * bx + tx) + 33) {
-                      // S1: C_acc += A[i, k] * B[k, j]
-                      C_acc[11] += A_sh[-16 * kt + k][16 * ty + 5] * B_sh[-16 * kt + k][tx + 32];
-                    }
-                    if (M >= 32 * by + 16 * ty + 7) {
-                      // S1: C_acc += A[i, k] * B[k, j]
-                      C_acc[12] += A_sh[-16 * kt + k][16 * ty + 6] * B_sh[-16 * kt + k][tx];
-                      if (N >= (long long)(64 * bx + tx) + 33) {
-                        // S1: C_acc += A[i, k] * B[k, j]
-                        C_acc[13] += A_sh[-16 * kt + k][16 * ty + 6] * B_sh[-16 * kt + k][tx + 32];
-                      }
-                      if (M >= 32 * by + 16 * ty + 8) {
-                        // S1: C_acc += A[i, k] * B[k, j]
-                        C_acc[14] += A_sh[-16 * kt + k][16 * ty + 7] * B_sh[-16 * kt + k][tx];
-                        if (N >= (long long)(64 * bx + tx) + 33) {
-                          // S1: C_acc += A[i, k] * B[k, j]
-                          C_acc[15] += A_sh[-16 * kt + k][16 * ty + 7] * B_sh[-16 * kt + k][tx + 32];
-                        }
-                        if (M >= 32 * by + 16 * ty + 9) {
-                          // S1: C_acc += A[i, k] * B[k, j]
-                          C_acc[16] += A_sh[-16 * kt + k][16 * ty + 8] * B_sh[-16 * kt + k][tx];
-                          if (N >= (long long)(64 * bx + tx) + 33) {
-                            // S1: C_acc += A[i, k] * B[k, j]
-                            C_acc[17] += A_sh[-16 * kt + k][16 * ty + 8] * B_sh[-16 * kt + k][tx + 32];
-                          }
-                          if (M >= 32 * by + 16 * ty + 10) {
-                            // S1: C_acc += A[i, k] * B[k, j]
-                            C_acc[18] += A_sh[-16 * kt + k][16 * ty + 9] * B_sh[-16 * kt + k][tx];
-                            if (N >= (long long)(64 * bx + tx) + 33) {
-                              // S1: C_acc += A[i, k] * B[k, j]
-                              C_acc[19] += A_sh[-16 * kt + k][16 * ty + 9] * B_sh[-16 * kt + k][tx + 32];
-                            }
-                            if (M >= 32 * by + 16 * ty + 11) {
-                              // S1: C_acc += A[i, k] * B[k, j]
-                              C_acc[20] += A_sh[-16 * kt + k][16 * ty + 10] * B_sh[-16 * kt + k][tx];
-                              if (N >= (long long)(64 * bx + tx) + 33) {
-                                // S1: C_acc += A[i, k] * B[k, j]
-                                C_acc[21] += A_sh[-16 * kt + k][16 * ty + 10] * B_sh[-16 * kt + k][tx + 32];
-                              }
-                              if (M >= 32 * by + 16 * ty + 12) {
-                                // S1: C_acc += A[i, k] * B[k, j]
-                                C_acc[22] += A_sh[-16 * kt + k][16 * ty + 11] * B_sh[-16 * kt + k][tx];
-                                if (N >= (long long)(64 * bx + tx) + 33) {
-                                  // S1: C_acc += A[i, k] * B[k, j]
-                                  C_acc[23] += A_sh[-16 * kt + k][16 * ty + 11] * B_sh[-16 * kt + k][tx + 32];
-                                }
-                                if (M >= 32 * by + 16 * ty + 13) {
-                                  // S1: C_acc += A[i, k] * B[k, j]
-                                  C_acc[24] += A_sh[-16 * kt + k][16 * ty + 12] * B_sh[-16 * kt + k][tx];
-                                  if (N >= (long long)(64 * bx + tx) + 33) {
-                                    // S1: C_acc += A[i, k] * B[k, j]
-                                    C_acc[25] += A_sh[-16 * kt + k][16 * ty + 12] * B_sh[-16 * kt + k][tx + 32];
-                                  }
-                                  if (M >= 32 * by + 16 * ty + 14) {
-                                    // S1: C_acc += A[i, k] * B[k, j]
-                                    C_acc[26] += A_sh[-16 * kt + k][16 * ty + 13] * B_sh[-16 * kt + k][tx];
-                                    if (N >= (long long)(64 * bx + tx) + 33) {
-                                      // S1: C_acc += A[i, k] * B[k, j]
-                                      C_acc[27] += A_sh[-16 * kt + k][16 * ty + 13] * B_sh[-16 * kt + k][tx + 32];
-                                    }
-                                    if (M >= 32 * by + 16 * ty + 15) {
-                                      // S1: C_acc += A[i, k] * B[k, j]
-                                      C_acc[28] += A_sh[-16 * kt + k][16 * ty + 14] * B_sh[-16 * kt + k][tx];
-                                      if (N >= (long long)(64 * bx + tx) + 33) {
-                                        // S1: C_acc += A[i, k] * B[k, j]
-                                        C_acc[29] += A_sh[-16 * kt + k][16 * ty + 14] * B_sh[-16 * kt + k][tx + 32];
-                                      }
-                                      if (M >= (long long)(32 * by + 16 * ty) + 16) {
-                                        // S1: C_acc += A[i, k] * B[k, j]
-                                        C_acc[30] += A_sh[-16 * kt + k][16 * ty + 15] * B_sh[-16 * kt + k][tx];
-                                        if (N >= (long long)(64 * bx + tx) + 33) {
-                                          // S1: C_acc += A[i, k] * B[k, j]
-                                          C_acc[31] += A_sh[-16 * kt + k][16 * ty + 15] * B_sh[-16 * kt + k][tx + 32];
-                                        }
-                                      }
-                                    }
-                                  }
-                                }
-                              }
-                            }
-                          }
-                        }
-                      }
-                    }
-                  }
-                }
+                C_acc[(2 * s_i + s_j)] += A_sh[-16 * kt + k][16 * ty + s_i] * B_sh[-16 * kt + k][tx + 32 * s_j];
               }
             }
           }
@@ -750,130 +518,14 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
         __syncthreads();
       }
     }
-    if (N >= 64 * bx + tx + 1 && M >= 32 * by + 16 * ty + 1) {
-      // S2: C[i, j] = C_acc
-      C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx] = C_acc[0];
-      if (N >= (long long)(64 * bx + tx) + 33) {
-        // S2: C[i, j] = C_acc
-        C[(long long)(32 * by + 16 * ty) * N + 64 * bx + tx + 32] = C_acc[1];
-      }
-      if (M >= 32 * by + 16 * ty + 2) {
-        // S2: C[i, j] = C_acc
-        C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx] = C_acc[2];
-        if (N >= (long long)(64 * bx + tx) + 33) {
-          // S2: C[i, j] = C_acc
-          C[(long long)(32 * by + 16 * ty + 1) * N + 64 * bx + tx + 32] = C_acc[3];
-        }
-        if (M >= 32 * by + 16 * ty + 3) {
-          // S2: C[i, j] = C_acc
-          C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx] = C_acc[4];
-          if (N >= (long long)(64 * bx + tx) + 33) {
+    POLYMAP_UNROLL
+    for (int s_i = 0; s_i <= 15; ++s_i) {
+      if (s_i <= pm_min(15, M - 32 * by - 16 * ty - 1)) {
+        POLYMAP_UNROLL
+        for (int s_j = 0; s_j <= 1; ++s_j) {
+          if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
             // S2: C[i, j] = C_acc
-            C[(long long)(32 * by + 16 * ty + 2) * N + 64 * bx + tx + 32] = C_acc[5];
-          }
-          if (M >= 32 * by + 16 * ty + 4) {
-            // S2: C[i, j] = C_acc
-            C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx] = C_acc[6];
-            if (N >= (long long)(64 * bx + tx) + 33) {
-              // S2: C[i, j] = C_acc
-              C[(long long)(32 * by + 16 * ty + 3) * N + 64 * bx + tx + 32] = C_acc[7];
-            }
-            if (M >= 32 * by + 16 * ty + 5) {
-              // S2: C[i, j] = C_acc
-              C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx] = C_acc[8];
-              if (N >= (long long)(64 * bx + tx) + 33) {
-                // S2: C[i, j] = C_acc
-                C[(long long)(32 * by + 16 * ty + 4) * N + 64 * bx + tx + 32] = C_acc[9];
-              }
-              if (M >= 32 * by + 16 * ty + 6) {
-                // S2: C[i, j] = C_acc
-                C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx] = C_acc[10];
-                if (N >= (long long)(64 * bx + tx) + 33) {
-                  // S2: C[i, j] = C_acc
-                  C[(long long)(32 * by + 16 * ty + 5) * N + 64 * bx + tx + 32] = C_acc[11];
-                }
-                if (M >= 32 * by + 16 * ty + 7) {
-                  // S2: C[i, j] = C_acc
-                  C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx] = C_acc[12];
-                  if (N >= (long long)(64 * bx + tx) + 33) {
-                    // S2: C[i, j] = C_acc
-                    C[(long long)(32 * by + 16 * ty + 6) * N + 64 * bx + tx + 32] = C_acc[13];
-                  }
-                  if (M >= 32 * by + 16 * ty + 8) {
-                    // S2: C[i, j] = C_acc
-                    C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx] = C_acc[14];
-                    if (N >= (long long)(64 * bx + tx) + 33) {
-                      // S2: C[i, j] = C_acc
-                      C[(long long)(32 * by + 16 * ty + 7) * N + 64 * bx + tx + 32] = C_acc[15];
-                    }
-                    if (M >= 32 * by + 16 * ty + 9) {
-                      // S2: C[i, j] = C_acc
-                      C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx] = C_acc[16];
-                      if (N >= (long long)(64 * bx + tx) + 33) {
-                        // S2: C[i, j] = C_acc
-                        C[(long long)(32 * by + 16 * ty + 8) * N + 64 * bx + tx + 32] = C_acc[17];
-                      }
-                      if (M >= 32 * by + 16 * ty + 10) {
-                        // S2: C[i, j] = C_acc
-                        C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx] = C_acc[18];
-                        if (N >= (long long)(64 * bx + tx) + 33) {
-                          // S2: C[i, j] = C_acc
-                          C[(long long)(32 * by + 16 * ty + 9) * N + 64 * bx + tx + 32] = C_acc[19];
-                        }
-                        if (M >= 32 * by + 16 * ty + 11) {
-                          // S2: C[i, j] = C_acc
-                          C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx] = C_acc[20];
-                          if (N >= (long long)(64 * bx + tx) + 33) {
-                            // S2: C[i, j] = C_acc
-                            C[(long long)(32 * by + 16 * ty + 10) * N + 64 * bx + tx + 32] = C_acc[21];
-                          }
-                          if (M >= 32 * by + 16 * ty + 12) {
-                            // S2: C[i, j] = C_acc
-                            C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx] = C_acc[22];
-                            if (N >= (long long)(64 * bx + tx) + 33) {
-                              // S2: C[i, j] = C_acc
-                              C[(long long)(32 * by + 16 * ty + 11) * N + 64 * bx + tx + 32] = C_acc[23];
-                            }
-                            if (M >= 32 * by + 16 * ty + 13) {
-                              // S2: C[i, j] = C_acc
-                              C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx] = C_acc[24];
-                              if (N >= (long long)(64 * bx + tx) + 33) {
-                                // S2: C[i, j] = C_acc
-                                C[(long long)(32 * by + 16 * ty + 12) * N + 64 * bx + tx + 32] = C_acc[25];
-                              }
-                              if (M >= 32 * by + 16 * ty + 14) {
-                                // S2: C[i, j] = C_acc
-                                C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx] = C_acc[26];
-                                if (N >= (long long)(64 * bx + tx) + 33) {
-                                  // S2: C[i, j] = C_acc
-                                  C[(long long)(32 * by + 16 * ty + 13) * N + 64 * bx + tx + 32] = C_acc[27];
-                                }
-                                if (M >= 32 * by + 16 * ty + 15) {
-                                  // S2: C[i, j] = C_acc
-                                  C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx] = C_acc[28];
-                                  if (N >= (long long)(64 * bx + tx) + 33) {
-                                    // S2: C[i, j] = C_acc
-                                    C[(long long)(32 * by + 16 * ty + 14) * N + 64 * bx + tx + 32] = C_acc[29];
-                                  }
-                                  if (M >= (long long)(32 * by + 16 * ty) + 16) {
-                                    // S2: C[i, j] = C_acc
-                                    C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx] = C_acc[30];
-                                    if (N >= (long long)(64 * bx + tx) + 33) {
-                                      // S2: C[i, j] = C_acc
-                                      C[(long long)(32 * by + 16 * ty + 15) * N + 64 * bx + tx + 32] = C_acc[31];
-                                    }
-                                  }
-                                }
-                              }
-                            }
-                          }
-                        }
-                      }
-                    }
-                  }
-                }
-              }
-            }
+            C[(long long)(32 * by + 16 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
           }
         }
       }
