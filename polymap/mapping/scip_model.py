@@ -8,8 +8,7 @@ has (binary unless said otherwise):
   every loop has one of each, an axis holds at most one loop, and x holds one;
 * ``ut[j,k]``: T_j = 2^k (k <= 10); ``us[j,m]``: S_j = 2^m (m <= 4); ``cyc[j]``: cyclic;
 * ``step_j = cyc_j + S_j - cyc_j S_j`` (1 if cyclic, S_j if blocked) and the lane step
-  ``delta_j = ax[j,x] * step_j`` (products of a binary and a bounded integer, each linear:
-  ``_binary_times``; so is ``prod_j S_j``): moving from lane tid to
+  ``delta_j = ax[j,x] * step_j`` (integers, quadratic equalities): moving from lane tid to
   tid + 1 moves loop j by delta_j (the loop on x has at least 32 threads, so a warp lies
   along x);
 * per global access r: ``D_r >= |addr_r(x + delta) - addr_r(x)|`` for every point x of the
@@ -243,19 +242,6 @@ class ScipModel:
             scip.addCons(threads_log <= self.log_block)
         scip.addCons(quicksum(self.ls[j] for j in range(self.n)) <= MAX_LOG_SEQ_TOTAL)
 
-    def _binary_times(self, binary, value, top: int, name: str):
-        """A variable equal to ``binary * value`` for a 0/1 ``binary`` and ``0 <= value <=
-        top``, by linear constraints, exact at every integral point (McCormick's envelope of
-        the product is the product where one factor is 0 or 1). As nonlinear constraints
-        SCIP took 24.9 s over the models instead of 17.7 s, for the same optima (record
-        2026-11-24-compile-time-linear)."""
-        scip = self.scip
-        z = scip.addVar(name, vtype="C", lb=0.0, ub=top)
-        scip.addCons(z <= top * binary)
-        scip.addCons(z <= value)
-        scip.addCons(z >= value - top * (1 - binary))
-        return z
-
     def _lane_steps(self) -> dict[str, object]:
         """step_j = 1 (cyclic) or S_j (blocked); delta_j = step_j on the x loop, else 0."""
         scip = self.scip
@@ -263,11 +249,9 @@ class ScipModel:
         self.steps = {}
         for j, loop in enumerate(self.p.kernel.band):
             step = scip.addVar(f"step[{loop.index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ)
-            cyclic_seq = self._binary_times(
-                self.cyc[j], self.seq[j], 2**MAX_LOG_SEQ, f"cyclicS[{loop.index}]"
-            )
-            scip.addCons(step == self.cyc[j] + self.seq[j] - cyclic_seq)
-            delta = self._binary_times(self.ax[j, Axis.X], step, 2**MAX_LOG_SEQ, f"delta[{loop.index}]")
+            scip.addCons(step == self.cyc[j] + self.seq[j] - self.cyc[j] * self.seq[j])
+            delta = scip.addVar(f"delta[{loop.index}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ)
+            scip.addCons(delta == self.ax[j, Axis.X] * step)
             deltas[loop.index] = delta
             self.steps[j] = step
         return deltas
@@ -430,12 +414,7 @@ class ScipModel:
         prod_s = self.seq[0]
         for j in range(1, self.n):
             nxt = scip.addVar(f"prodS[{j}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ_TOTAL)
-            # S_j is 2^m for the one m with us[j, m]: S_j * prod = sum_m 2^m (us[j, m] * prod)
-            parts = (
-                2**m * self._binary_times(self.us[j, m], prod_s, 2**MAX_LOG_SEQ_TOTAL, f"prodS[{j}]@{m}")
-                for m in range(MAX_LOG_SEQ + 1)
-            )
-            scip.addCons(nxt == quicksum(parts))
+            scip.addCons(nxt == prod_s * self.seq[j])
             prod_s = nxt
         u = scip.addVar("underfill", vtype="C", lb=1.0)
         extents = math.prod(p.extents)
@@ -487,7 +466,10 @@ class ScipModel:
             # prod S - z + z / warp with z = w prod S (exact: w is a binary, prod S bounded)
             points = prod_s
             if self.p.spread:
-                z = self._binary_times(self.w, prod_s, 2**MAX_LOG_SEQ_TOTAL, "lanes_points")
+                z = scip.addVar("lanes_points", vtype="C", lb=0.0, ub=2**MAX_LOG_SEQ_TOTAL)
+                scip.addCons(z <= 2**MAX_LOG_SEQ_TOTAL * self.w)
+                scip.addCons(z <= prod_s)
+                scip.addCons(z >= prod_s - 2**MAX_LOG_SEQ_TOTAL * (1 - self.w))
                 points = prod_s - z + z / warp
             low = -log2_floor(warp) if self.p.spread else 0
             tangents = [c / 2**k - c / 4**k * (points - 2**k) for k in range(low, MAX_LOG_SEQ_TOTAL + 1)]
