@@ -268,6 +268,25 @@ def test_a_points_loop_whose_first_point_varies_keeps_isls_lower_bound_as_a_guar
     assert np.array_equal(out["y"], np.triu(x * 2))
 
 
+def test_a_strided_points_loop_keeps_its_constant_bounds_and_isls_stride_as_a_guard():
+    """``j % 3 == 1`` with a thread's 4 cyclic points of j: isl steps the points' loop by 3
+    from a start that depends on the thread; the loop keeps its constant bounds (for the
+    compiler to unroll) and the stride becomes part of the guard."""
+    text = "param M = 37\nparam N = 70\nin x: f32[M, N]\nout y: f32[M, N]\npar M i { par N j { if j % 3 == 1 { y[i, j] = x[i, j] * 2 } } }"
+    program = parse(text, name="strided")
+    pins = {"j": {"thread": "x", "threads": 32, "seq": 4, "distribution": "cyclic"}}
+    mapping = polymap.optimize(program, pins=pins)
+    kernel = polymap.compile(mapping.program, mapping)
+    assert re.search(
+        r"POLYMAP_UNROLL\n\s*for \(int s_j = 0; s_j <= 3; \+\+s_j\) \{\n\s*if \(s_j >= .*% 3 == 0\) \{",
+        kernel.source,
+    )
+    x = np.random.default_rng(5).standard_normal((37, 70)).astype(np.float32)
+    out = kernel.run_host(x=x)
+    assert_matches(out, reference(program, x=x), program)
+    assert np.array_equal(out["y"], np.where(np.arange(70) % 3 == 1, x * 2, 0))
+
+
 # --------------------------------------------------------------- random programs
 
 

@@ -205,7 +205,7 @@ class AstPrinter:
         if kind == _N.for_:
             iterator = node.for_get_iterator().get_id().get_name()
             box = self.boxes.get(iterator)
-            if box is not None and (node.for_is_degenerate() or _is_int(node.for_get_inc(), 1)):
+            if box is not None:
                 return self._boxed_loop(node, iterator, box, indent)
             it, c_type = self.names(iterator), self.c_type(iterator)
             init = self.expr(node.for_get_init())
@@ -248,10 +248,14 @@ class AstPrinter:
         if node.for_is_degenerate():  # one value: the iterator equals isl's init
             guards = [] if _is_int(init, lo) and lo == hi else [at.eq(init)]
         else:
-            cond = node.for_get_cond()
+            cond, inc = node.for_get_cond(), node.for_get_inc()
             guards = [] if _is_int(init, lo) else [at.ge(init)]
             if not _is_bound(cond, iterator, hi):
                 guards.append(cond)
+            if not _is_int(inc, 1):  # isl's stride: every inc-th value from init (past it: &&)
+                if not guards:
+                    guards.append(at.ge(init))
+                guards.append(at.sub(init).pdiv_r(inc).eq(isl.AstExpr.from_val(isl.Val(0))))
         body = self.node(node.for_get_body(), indent + 1 + bool(guards))
         if guards:
             guard = guards[0]
