@@ -563,6 +563,12 @@ class _Executor:
         if active == 0:  # also keeps masked-off reads from touching an empty buffer
             return
         self.instances[stmt.name] += active
+        if stmt.predicate is not None:  # a data condition: every instance evaluates it
+            holds = _Eval(self, stmt, env, lanes, buffers).condition(stmt.predicate)
+            holds = np.broadcast_to(holds, lanes.shape)
+            lanes = replace(lanes, mask=_and(lanes.mask, holds))
+            if lanes.active() == 0:
+                return
         value = _Eval(self, stmt, env, lanes, buffers).value(stmt.value)
         if isinstance(stmt, Assign):
             self.store(stmt, value, env, lanes, buffers)
@@ -772,9 +778,11 @@ def _accumulation(loop: Loop) -> Assign | None:
     """The statement of a seq loop that only updates one element per lane, the same in every
     iteration: one ``+= -= *= max= min=`` whose target indices do not mention the loop and
     whose value does not read the buffer it writes. None for any other loop."""
-    if len(loop.body) != 1 or not isinstance(loop.body[0], Assign) or loop.body[0].guard is not None:
+    if len(loop.body) != 1 or not isinstance(loop.body[0], Assign):
         return None
     stmt = loop.body[0]
+    if stmt.guard is not None or stmt.predicate is not None:
+        return None
     if not stmt.op.is_update or any(loop.index in index_vars(e) for e in stmt.indices):
         return None
     if any(r.buffer == stmt.buffer for r in reads_of(stmt.value)):

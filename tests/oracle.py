@@ -205,6 +205,8 @@ class Oracle:
                 ctype = wider(ctype, t)
         else:
             ctype = DType.F32 if isinstance(stmt, Anchor) else compute(self.dtypes[stmt.buffer])
+        if stmt.predicate is not None and not self.holds(stmt.predicate, env, memory, ctype, stmt.name):
+            return  # a data condition: the instance runs, and stores nothing
         value = self.value(stmt.value, env, memory, ctype, stmt.name)
         if isinstance(stmt, Anchor):
             return

@@ -242,3 +242,33 @@ def test_a_gathered_index_outside_its_dimension_is_a_bounds_error_on_the_gpu():
     with pytest.raises(BoundsError) as host:
         kernel.run_host(E=e, ids=ids)
     assert str(gpu.value) == str(host.value)
+
+
+def test_an_if_on_data_runs_on_the_gpu_as_numpy_computes_it():
+    """Predicated statements (issue 13) on the device: an exact i32 count under a float
+    condition, a conditional sum spread over a warp, and an in-place clamp."""
+    text = """param M = 64
+param N = 300
+in    A: f32[M, N]
+inout n: i32[M]
+out   s: f32[M]
+inout B: f32[M, N]
+par M i {
+  seq N j {
+    if A[i, j] > 0 {
+      n[i] += 1
+      s[i] += A[i, j]
+    }
+  }
+  par N j { if B[i, j] < 0 { B[i, j] = 0 } }
+}"""
+    program = polymap.parse(text, name="data_if").bind_defaults()
+    kernel = polymap.compile(program)
+    rng = np.random.default_rng(14)
+    a = rng.standard_normal((64, 300)).astype(np.float32)
+    b = rng.standard_normal((64, 300)).astype(np.float32)
+    n = np.full(64, 16777217, np.int32)
+    got = kernel(A=a, n=n, B=b)
+    np.testing.assert_array_equal(got["n"], n + (a > 0).sum(1))
+    np.testing.assert_allclose(got["s"], np.where(a > 0, a, 0).sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got["B"], np.where(b < 0, np.float32(0), b))

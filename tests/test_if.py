@@ -99,11 +99,7 @@ def test_padded_convolution_model_equals_numpys_zero_padded_convolution():
 @pytest.mark.parametrize(
     "body, cls, message",
     [
-        (
-            "if x[i] > 0 { y[i] = 1 }",
-            ProgramError,
-            r"5:14: an if's condition .* reads 'x', which is data: .*select",
-        ),
+        ("if x[i] { y[i] = 1 }", ProgramError, r"5:14: 'if' takes a condition: a comparison of values"),
         ("if i { y[i] = 1 }", ProgramError, r"5:14: 'if' takes a condition"),
         ("if i > 0 { new t: f32\n t = 1 }", ProgramError, r"5:22: 'new t' inside an if: declare it before"),
         ("else { y[i] = 1 }", ParseError, r"5:11: 'else' without an 'if'"),

@@ -270,7 +270,16 @@ class StatementPrinter:
     # -- statements
 
     def statement(self, stmt: Assign | Anchor) -> str:
-        """One C statement (ends with ``;``)."""
+        """One C statement (ends with ``;`` or ``}``): under ``if`` where a data condition
+        predicates it (``Assign.predicate``), evaluated by every instance as the reference
+        does, its literals in the statement's computation type."""
+        text = self.unpredicated(stmt)
+        if stmt.predicate is None:
+            return text
+        condition, _ = self.condition(stmt.predicate, self.compute_type(stmt))
+        return f"if ({condition}) {{ {text} }}"
+
+    def unpredicated(self, stmt: Assign | Anchor) -> str:
         compute = self.compute_type(stmt)
         value, vtype, vprec = self.value(stmt.value, compute)
         if isinstance(stmt, Anchor):

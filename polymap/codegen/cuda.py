@@ -501,7 +501,7 @@ class _Emitter:
             body = self.printer.statement(stmt)
         finally:
             self.printer.address, self.printer.index_ranges, self.printer.name = {}, {}, named
-        head = comment(f"{s.name}: {stmt}")
+        head = comment(f"{s.name}: {stmt}" + ("" if stmt.predicate is None else f" where {stmt.predicate}"))
         if not lines:
             return [head, body]
         return ["{  " + head, *("  " + line for line in lines), "  " + body, "}"]

@@ -66,10 +66,12 @@ from polymap.ir.nodes import (
     fold_index,
     index_vars,
     leaves_of,
+    reads_of,
     settle,
     substitute_value,
 )
 from polymap.ir.validate import validate
+from polymap.ir.walk import walk_block
 
 _INDEX_OPS = {
     "+": IndexOp.ADD,
@@ -89,6 +91,26 @@ def _guarded(stmt: Stmt, cond: Condition) -> Stmt:
     if isinstance(stmt, (Assign, Anchor)):
         return replace(stmt, guard=cond if stmt.guard is None else Logic(LogicOp.AND, cond, stmt.guard))
     return stmt  # a New: only in a loop inside the if, where its block scopes it
+
+
+def _predicated(stmt: Stmt, cond: Condition | None) -> Stmt:
+    """``stmt`` (and every statement in it) under the data condition ``cond`` as well as
+    its own predicate."""
+    if cond is None:
+        return stmt
+    if isinstance(stmt, Loop):
+        return replace(stmt, body=tuple(_predicated(s, cond) for s in stmt.body))
+    if isinstance(stmt, (Assign, Anchor)):
+        own = stmt.predicate
+        return replace(stmt, predicate=cond if own is None else Logic(LogicOp.AND, cond, own))
+    return stmt
+
+
+def _conjuncts(expr: S.SExpr) -> list[S.SExpr]:
+    """The operands of a chain of ``and`` (the expression itself where it is none)."""
+    if isinstance(expr, S.SLogic) and expr.op == "and":
+        return [*_conjuncts(expr.lhs), *_conjuncts(expr.rhs)]
+    return [expr]
 
 
 def _data_read(expr: S.SExpr, scope: _Scope):
@@ -258,7 +280,8 @@ class _Lowering:
     def if_block(self, item: S.SIf, scope: _Scope) -> list[Stmt]:
         """``if cond { then } else { otherwise }``: the statements of both, in order, each
         with the condition (or its negation) as its guard, anded with its own: the IR has
-        no if node; a guard restricts a statement's domain."""
+        no if node; a guard restricts a statement's domain. A condition that reads data is
+        a predicate instead (``data_if``)."""
         for body in (item.then, item.otherwise):
             for inner in body:
                 if isinstance(inner, S.SDecl):
@@ -271,39 +294,80 @@ class _Lowering:
             "'if' takes a condition: a comparison of loop indices and sizes (< <= > >= == !=), or "
             "conditions joined by and, or, not"
         )
-        cond = self.index_condition(item.cond, scope, "an if's condition", usage, data_hint=True)
+        if _data_read(item.cond, scope) is not None:
+            return self.data_if(item, scope)
+        cond = self.index_condition(item.cond, scope, "an if's condition", usage)
         then = self.block(list(item.then), scope)
         otherwise = self.block(list(item.otherwise), scope)
         return [*(_guarded(s, cond) for s in then), *(_guarded(s, Not(cond)) for s in otherwise)]
 
-    def index_condition(
-        self, expr: S.SExpr, scope: _Scope, what: str, usage: str, *, data_hint: bool = False
-    ) -> Condition:
+    def data_if(self, item: S.SIf, scope: _Scope) -> list[Stmt]:
+        """An if whose condition reads data: each statement inside evaluates the condition
+        (a predicate, ``Assign.predicate``) and runs only where it holds. The conjuncts of
+        the then-branch's condition that read no data stay a guard (they restrict the
+        domain, so the data conjuncts' reads happen only inside it, as C's ``&&`` would
+        have them); the else-branch is predicated on the negation of the whole condition.
+        The condition is evaluated again by every statement, so the if's statements must
+        not write what it reads (unless the if holds one statement, which reads before it
+        writes). Where the condition has both kinds of conjuncts, the else-branch's
+        statements come twice, one copy for each part of their domain."""
+        usage = (
+            "'if' takes a condition: a comparison of values (< <= > >= == !=), or conditions joined "
+            "by and, or, not"
+        )
+        cond = self.condition(item.cond, scope, None, usage)
+        affine, data = [], []
+        for part in _conjuncts(item.cond):
+            (data if _data_read(part, scope) is not None else affine).append(part)
+        guard = None
+        for part in affine:
+            this = self.index_condition(part, scope, "an if's condition", usage)
+            guard = this if guard is None else Logic(LogicOp.AND, guard, this)
+        predicate = None
+        for part in data:
+            this = self.condition(part, scope, None)
+            predicate = this if predicate is None else Logic(LogicOp.AND, predicate, this)
+        then = self.block(list(item.then), scope)
+        otherwise = self.block(list(item.otherwise), scope)
+        inner = [s for s in walk_block((*then, *otherwise)) if isinstance(s, (Assign, Anchor))]
+        read = {r.buffer for r in reads_of(cond)}
+        single = len(inner) == 1 and len(then) + len(otherwise) == 1
+        for stmt in inner:
+            if isinstance(stmt, Assign) and stmt.buffer in read and not single:
+                raise self.error(
+                    ProgramError,
+                    f"statement `{stmt}` writes '{stmt.buffer}', which the condition of its if reads: each "
+                    "statement inside an if whose condition reads data evaluates the condition again, so "
+                    "none may change it; compute the condition into a local before the if (new c: i32, "
+                    "c = select(condition, 1, 0), then if c == 1 { .. })",
+                    stmt.loc,
+                )
+        then = [_predicated(_guarded(s, guard) if guard is not None else s, predicate) for s in then]
+        if guard is None:
+            return [*then, *(_predicated(s, Not(cond)) for s in otherwise)]
+        # not (G and P) is (not G) or (G and not P): the else-branch twice, over the two
+        # parts of its domain, so that P's reads happen only where G holds
+        again = self.block(list(item.otherwise), scope)
+        return [
+            *then,
+            *(_guarded(s, Not(guard)) for s in otherwise),
+            *(_predicated(_guarded(s, guard), Not(predicate)) for s in again),
+        ]
+
+    def index_condition(self, expr: S.SExpr, scope: _Scope, what: str, usage: str) -> Condition:
         """A condition on loop indices and sizes (an if's, an assume's): comparisons of
         index expressions over ``scope``'s indices and the sizes, joined by and, or, not.
-        ``usage`` is the error where ``expr`` is no condition; with ``data_hint`` a read of
-        data is an error that points to select (else ``index`` reports it)."""
+        ``usage`` is the error where ``expr`` is no condition."""
         if isinstance(expr, S.SCompare):
-            for side in (expr.lhs, expr.rhs) if data_hint else ():
-                read = _data_read(side, scope)
-                if read is not None:
-                    raise self.error(
-                        ProgramError,
-                        f"{what} compares loop indices and sizes; it reads '{read.name}', which "
-                        f"is data: choose between values with select(condition, a, b) instead",
-                        read.loc,
-                    )
             lhs, rhs = (
                 IndexValue(self.index(e, scope, None, what=what, pieces=True)) for e in (expr.lhs, expr.rhs)
             )
             return Compare(_COMPARISONS[expr.op], lhs, rhs)
         if isinstance(expr, S.SLogic):
-            lhs, rhs = (
-                self.index_condition(e, scope, what, usage, data_hint=data_hint) for e in (expr.lhs, expr.rhs)
-            )
+            lhs, rhs = (self.index_condition(e, scope, what, usage) for e in (expr.lhs, expr.rhs))
             return Logic(LogicOp(expr.op), lhs, rhs)
         if isinstance(expr, S.SNot):
-            return Not(self.index_condition(expr.operand, scope, what, usage, data_hint=data_hint))
+            return Not(self.index_condition(expr.operand, scope, what, usage))
         raise self.error(ProgramError, usage, expr.loc)
 
     def loop(self, item: S.SLoop, scope: _Scope) -> Loop:
@@ -515,20 +579,25 @@ class _Lowering:
             _VALUE_OPS[expr.op], self.value(expr.lhs, scope, free), self.value(expr.rhs, scope, free)
         )
 
-    def condition(self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None) -> Condition:
-        """A condition: comparisons of values, joined by ``and``, ``or``, ``not``."""
+    def condition(
+        self, expr: S.SExpr, scope: _Scope, free: _FreeNames | None, usage: str | None = None
+    ) -> Condition:
+        """A condition: comparisons of values, joined by ``and``, ``or``, ``not``; ``usage``
+        is the error where ``expr`` is none (by default, select's)."""
         if isinstance(expr, S.SCompare):
             return Compare(
                 _COMPARISONS[expr.op], self.value(expr.lhs, scope, free), self.value(expr.rhs, scope, free)
             )
         if isinstance(expr, S.SLogic):
             op = LogicOp(expr.op)
-            return Logic(op, self.condition(expr.lhs, scope, free), self.condition(expr.rhs, scope, free))
+            lhs, rhs = (self.condition(e, scope, free, usage) for e in (expr.lhs, expr.rhs))
+            return Logic(op, lhs, rhs)
         if isinstance(expr, S.SNot):
-            return Not(self.condition(expr.operand, scope, free))
+            return Not(self.condition(expr.operand, scope, free, usage))
         raise self.error(
             ProgramError,
-            "select's first argument must be a condition: a comparison of values (< <= > >= == !=), "
+            usage
+            or "select's first argument must be a condition: a comparison of values (< <= > >= == !=), "
             "or conditions joined by and, or, not",
             expr.loc,
         )

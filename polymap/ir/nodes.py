@@ -606,6 +606,11 @@ def value_reads(expr: ValueExpr) -> tuple[Read, ...]:
     return tuple(leaf for leaf in leaves_of(expr) if isinstance(leaf, Read))
 
 
+def predicate_reads(stmt) -> tuple[Read, ...]:
+    """The reads of a statement's predicate (``Assign.predicate``), left to right."""
+    return () if stmt.predicate is None else reads_of(stmt.predicate)
+
+
 def reads_of(expr: ValueExpr) -> tuple[Read, ...]:
     """Every buffer read in a value expression, left to right; the source of a gathered
     index (``I[i]`` of ``A[I[i]]``) comes just before the read that it indexes."""
@@ -661,15 +666,20 @@ class Assign:
     # ``if cond { .. }`` around it: a condition on the loop indices and sizes (comparisons
     # of ``IndexValue``s) that restricts the statement's domain; None: every instance runs
     guard: Condition | None = None
+    # ``if cond { .. }`` around it whose condition reads data: every instance of the domain
+    # evaluates it (its reads are the statement's), and only those where it holds store (a
+    # may-write); None: every instance stores
+    predicate: Condition | None = None
 
     @property
     def target(self) -> Read:
         return Read(self.buffer, self.indices, self.loc)
 
     def reads(self) -> tuple[Read, ...]:
-        """Reads in evaluation order: the operands, then the target itself for updates."""
+        """Reads in evaluation order: the predicate's, the operands, then the target itself
+        for updates."""
         own = (self.target,) if self.op.is_update else ()
-        return reads_of(self.value) + own
+        return predicate_reads(self) + reads_of(self.value) + own
 
     def __str__(self) -> str:
         return f"{self.target} {self.op.value} {self.value}"
@@ -686,9 +696,10 @@ class Anchor:
     value: ValueExpr
     loc: SourceLoc | None = field(default=None, compare=False)
     guard: Condition | None = None  # as ``Assign.guard``
+    predicate: Condition | None = None  # as ``Assign.predicate``
 
     def reads(self) -> tuple[Read, ...]:
-        return reads_of(self.value)
+        return predicate_reads(self) + reads_of(self.value)
 
     def __str__(self) -> str:
         return f"anchor {self.value}"
@@ -891,14 +902,14 @@ def substitute_value(expr: ValueExpr | Condition, values: dict[str, IndexExpr]) 
 
 
 def _subst_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:
-    if isinstance(stmt, Assign):
-        indices = tuple(substitute_index(i, values) for i in stmt.indices)
+    if isinstance(stmt, (Assign, Anchor)):
         guard = None if stmt.guard is None else substitute_value(stmt.guard, values)
+        predicate = None if stmt.predicate is None else substitute_value(stmt.predicate, values)
         value = substitute_value(stmt.value, values)
-        return Assign(stmt.name, stmt.buffer, indices, stmt.op, value, stmt.loc, guard)
-    if isinstance(stmt, Anchor):
-        guard = None if stmt.guard is None else substitute_value(stmt.guard, values)
-        return Anchor(stmt.name, substitute_value(stmt.value, values), stmt.loc, guard)
+        if isinstance(stmt, Anchor):
+            return Anchor(stmt.name, value, stmt.loc, guard, predicate)
+        indices = tuple(substitute_index(i, values) for i in stmt.indices)
+        return Assign(stmt.name, stmt.buffer, indices, stmt.op, value, stmt.loc, guard, predicate)
     if isinstance(stmt, New):
         return New(_subst_decl(stmt.decl, values))
     body = tuple(_subst_stmt(s, values) for s in stmt.body)

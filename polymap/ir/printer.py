@@ -40,9 +40,12 @@ def format_block(stmts: tuple[Stmt, ...], depth: int) -> list[str]:
         elif isinstance(stmt, New):
             d = stmt.decl
             lines.append(f"{pad}new {d.name}: {d.dtype.value}{format_decl_shape(d.shape)}")
-        elif getattr(stmt, "guard", None) is not None:
-            # the IR keeps an if as the guard of each statement in it: one if per statement
-            lines.append(f"{pad}if {stmt.guard} {{ {stmt} }}")
         else:
-            lines.append(f"{pad}{stmt}")
+            # the IR keeps an if as the guard (and a data condition as the predicate) of
+            # each statement in it: one if per statement
+            text = str(stmt)
+            for condition in (getattr(stmt, "predicate", None), getattr(stmt, "guard", None)):
+                if condition is not None:
+                    text = f"if {condition} {{ {text} }}"
+            lines.append(f"{pad}{text}")
     return lines

@@ -61,6 +61,7 @@ from polymap.ir.nodes import (
     ValueExpr,
     index_vars,
     leaves_of,
+    predicate_reads,
     reads_of,
     value_children,
 )
@@ -194,13 +195,14 @@ class _Validator:
                 if isinstance(stmt.value, CONDITIONS):
                     raise self.error(ProgramError, _as_value(f"statement {stmt.name}", stmt.value), stmt.loc)
                 target = (Read(stmt.buffer, stmt.indices),) if isinstance(stmt, Assign) else ()
-                guard = () if stmt.guard is None else (stmt.guard,)
+                guard = tuple(c for c in (stmt.guard, stmt.predicate) if c is not None)
                 for part in (*target, stmt.value, *guard):
                     self.expression_limits(part, f"statement {stmt.name}", stmt.loc, None)
                 # Only now that the depth is known to be safe: the compute type walks the value.
                 compute = statement_type(stmt, lambda name: dtypes.get(name, DType.F32))
                 if compute.is_integer:
-                    self.expression_limits(stmt.value, f"statement {stmt.name}", stmt.loc, compute)
+                    for part in (stmt.value, *([stmt.predicate] if stmt.predicate is not None else [])):
+                        self.expression_limits(part, f"statement {stmt.name}", stmt.loc, compute)
 
     def decl_limits(self, decl: BufferDecl) -> None:
         if len(decl.shape) > MAX_RANK:
@@ -309,11 +311,13 @@ class _Validator:
                     f"{label}: buffer '{decl.name}' is an input ('in') and cannot be written; declare it 'inout'",
                     stmt.loc,
                 )
-        for read in reads_of(stmt.value):
+        for read in (*predicate_reads(stmt), *reads_of(stmt.value)):
             self.access(read, indices, buffers, label, read.loc or stmt.loc)
         self.value(stmt.value, indices, label, stmt.loc)
         if stmt.guard is not None:
             self.guard(stmt.guard, indices, label, stmt.loc)
+        if stmt.predicate is not None:
+            self.condition(stmt.predicate, indices, label, stmt.loc)
 
     def access(
         self,

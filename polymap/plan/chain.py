@@ -190,6 +190,7 @@ def _is_constant_init(ctx: StatementContext) -> bool:
         and stmt.op is AssignOp.SET
         and isinstance(value, Const)
         and stmt.guard is None
+        and stmt.predicate is None
     )
 
 
@@ -213,7 +214,7 @@ def _einsum(
             f"the fusion planner does not apply: statement {stmt.name} `{stmt}` {why}", loc=stmt.loc, **where
         )
 
-    if stmt.guard is not None:
+    if stmt.guard is not None or stmt.predicate is not None:
         raise refuse("runs under a condition (an einsum runs on its whole rectangular domain)")
     dims: list[Dim] = []
     target_names = {i.name for i in stmt.indices if isinstance(i, IVar)}

@@ -138,7 +138,7 @@ def _race(program, loop: ParLoop, first, second, pairs: isl.Map, names: IslNames
     if s1.name != s2.name:
         side1, side2 = f"{side1} ({s1.name})", f"{side2} ({s2.name})"
     if a1.is_write == a2.is_write and addr1 == addr2 and s1.name == s2.name:
-        example = f"{side1} and {side2} both {'write' if a1.is_write else 'read'} {addr1}"
+        example = f"{side1} and {side2} both {a1.verb_plural} {addr1}"
     else:
         example = f"{side1} {a1.verb} {addr1} and {side2} {a2.verb} {addr2}"
     return RaceError(

@@ -20,7 +20,7 @@ and whatever the user adds), so every proof holds for all sizes in the context.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
@@ -87,6 +87,10 @@ class Access:
     # printer puts the checked value read at run time in its place
     gathered: tuple[int, ...] = ()
     address: isl.Map | None = None
+    # a write under a data condition (``Assign.predicate``): an instance writes only where
+    # the condition holds, so ``relation`` is what it may write (dependences and races take
+    # it whole: sound)
+    may: bool = False
 
     @property
     def addressing(self) -> isl.Map:
@@ -95,7 +99,11 @@ class Access:
 
     @property
     def verb(self) -> str:
-        return "writes" if self.is_write else "reads"
+        return ("may write" if self.may else "writes") if self.is_write else "reads"
+
+    @property
+    def verb_plural(self) -> str:
+        return ("may write" if self.may else "write") if self.is_write else "read"
 
     def __str__(self) -> str:
         return f"{'write' if self.is_write else 'read'} {self.text}"
@@ -466,7 +474,9 @@ def _statement(
             address = relation_of(["0" if k in gathered else e for k, e in enumerate(exprs)], [])
         return Access(ctx.name, buffer, indices, relation, is_write, loc or stmt.loc, text, gathered, address)
 
-    writes = (access(stmt.buffer, stmt.indices, stmt.loc, True),) if isinstance(stmt, Assign) else ()
+    writes = ()
+    if isinstance(stmt, Assign):
+        writes = (replace(access(stmt.buffer, stmt.indices, stmt.loc, True), may=stmt.predicate is not None),)
     reads = tuple(access(r.buffer, r.indices, r.loc, False) for r in stmt.reads())
     return StatementModel(ctx.name, ctx, domain, reads, writes, tuple(dims), loop_domain)
 

@@ -83,6 +83,7 @@ from polymap.ir.nodes import (
     ValueExpr,
     index_vars,
     map_values,
+    predicate_reads,
     reads_of,
 )
 from polymap.poly.model import analyze as analyze_program
@@ -199,7 +200,8 @@ def _accesses(stmts: tuple[Stmt, ...], buffer: str) -> tuple[list[tuple[IndexExp
                 indices.add(stmt.index)
                 visit(stmt.body)
             elif isinstance(stmt, (Assign, Anchor)):
-                touched = [r.indices for r in reads_of(stmt.value) if r.buffer == buffer]
+                read = (*predicate_reads(stmt), *reads_of(stmt.value))
+                touched = [r.indices for r in read if r.buffer == buffer]
                 if isinstance(stmt, Assign) and stmt.buffer == buffer:
                     touched.append(stmt.indices)
                     written = True
@@ -295,6 +297,7 @@ def _sets(stmt: Stmt | None, buffer: str, element: tuple[IndexExpr, ...]) -> boo
     return (
         isinstance(stmt, Assign)
         and stmt.guard is None
+        and stmt.predicate is None
         and stmt.buffer == buffer
         and stmt.indices == element
         and stmt.op is AssignOp.SET
@@ -306,13 +309,12 @@ def _replace_stmt(stmt: Stmt, buffer: str, register: str) -> Stmt:
     """``stmt`` with every access to ``buffer`` (all to one element) made to ``register``."""
     if isinstance(stmt, Loop):
         return replace(stmt, body=tuple(_replace_stmt(s, buffer, register) for s in stmt.body))
-    if isinstance(stmt, Assign):
+    if isinstance(stmt, (Assign, Anchor)):
         value = _replace_value(stmt.value, buffer, register)
-        if stmt.buffer == buffer:
-            return replace(stmt, buffer=register, indices=(), value=value)
-        return replace(stmt, value=value)
-    if isinstance(stmt, Anchor):
-        return replace(stmt, value=_replace_value(stmt.value, buffer, register))
+        predicate = None if stmt.predicate is None else _replace_value(stmt.predicate, buffer, register)
+        if isinstance(stmt, Assign) and stmt.buffer == buffer:
+            return replace(stmt, buffer=register, indices=(), value=value, predicate=predicate)
+        return replace(stmt, value=value, predicate=predicate)
     return stmt
 
 
