@@ -84,7 +84,7 @@ from polymap.ir.nodes import (
     reads_of,
 )
 from polymap.ir.validate import check_program_argument
-from polymap.ir.value_types import float_type, literal_type, promote, statement_type
+from polymap.ir.value_types import float_type, literal_type, predicate_type, promote, statement_type
 from polymap.ir.walk import statements
 
 __all__ = ["Execution", "execute", "reference"]
@@ -468,6 +468,9 @@ class _Executor:
         self.compute_dtype = {
             s.name: statement_type(s.stmt, dtypes.__getitem__).numpy for s in statements(program)
         }
+        self.predicate_dtype = {
+            s.name: predicate_type(s.stmt, dtypes.__getitem__).numpy for s in statements(program)
+        }
         self.globals: dict[str, _Storage] = {}
         for decl in program.buffers:
             if decl.kind in (BufferKind.IN, BufferKind.INOUT):
@@ -564,7 +567,9 @@ class _Executor:
             return
         self.instances[stmt.name] += active
         if stmt.predicate is not None:  # a data condition: every instance evaluates it
-            holds = _Eval(self, stmt, env, lanes, buffers).condition(stmt.predicate)
+            judge = _Eval(self, stmt, env, lanes, buffers)
+            judge.dtype = self.predicate_dtype[stmt.name]  # its literals' type (``predicate_type``)
+            holds = judge.condition(stmt.predicate)
             holds = np.broadcast_to(holds, lanes.shape)
             lanes = replace(lanes, mask=_and(lanes.mask, holds))
             if lanes.active() == 0:

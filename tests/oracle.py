@@ -205,8 +205,17 @@ class Oracle:
                 ctype = wider(ctype, t)
         else:
             ctype = DType.F32 if isinstance(stmt, Anchor) else compute(self.dtypes[stmt.buffer])
-        if stmt.predicate is not None and not self.holds(stmt.predicate, env, memory, ctype, stmt.name):
-            return  # a data condition: the instance runs, and stores nothing
+        if stmt.predicate is not None:
+            # a data condition: the instance runs, and stores nothing where it fails; its
+            # literals take the type of the buffers it reads (else the statement's)
+            judged = [compute(self.dtypes[r.buffer]) for r in value_reads(stmt.predicate)]
+            ptype = ctype
+            if judged:
+                ptype = judged[0]
+                for t in judged[1:]:
+                    ptype = wider(ptype, t)
+            if not self.holds(stmt.predicate, env, memory, ptype, stmt.name):
+                return
         value = self.value(stmt.value, env, memory, ctype, stmt.name)
         if isinstance(stmt, Anchor):
             return

@@ -150,6 +150,8 @@ def test_the_conditions_reads_are_bounds_checked_on_the_whole_domain():
         ),
         ("if x[i] > 0 { y[i] = 1 } else { x[i] = 2 }", r"5:43: statement `x\[i\] = 2` writes 'x'"),
         ("if x[i] > 0 { new t: f32\n t = 1 }", r"5:25: 'new t' inside an if: declare it before"),
+        # one loop is no single statement: it would evaluate the condition at each iteration
+        ("if x[0] > 0 { seq N j { x[j] = -1 } }", r"5:35: statement `x\[j\] = -1` writes 'x'"),
     ],
 )
 def test_a_data_if_that_would_change_its_own_condition_is_an_error(body, message):
@@ -183,3 +185,41 @@ par M i { par N j { seq K k { if A[i, k] > 0 { C[i, j] += A[i, k] * B[k, j] } } 
     got = kernel.run_host(A=a, B=b)["C"]
     np.testing.assert_allclose(got, np.where(a > 0, a, 0) @ b, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got, reference(program, A=a, B=b)["C"], rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------- found by a review that attacked it
+
+
+def test_a_loop_index_and_a_literal_in_the_condition_take_the_conditions_own_types():
+    """``a[i] > i`` prints the index ``i`` (the statement's value does not use it), and
+    ``k[i] == 16777217`` compares in i32, the type of the buffer the condition reads, not in
+    the f32 of the statement's store (16777217 is no f32); an i64 literal is no i32 error."""
+    text = (
+        "param N = 4\nin a: i32[N]\nin k: i32[N]\nin w: i64[N]\nout y: i32[N]\nout z: f32[N]\nout u: i32[N]\n"
+        "par N i {\n  if a[i] > i { y[i] = 1 }\n  if k[i] == 16777217 { z[i] = 1 }\n  if w[i] > 3000000000 { u[i] = 1 }\n}"
+    )
+    a = np.array([0, 2, 1, 5], np.int32)
+    k = np.array([16777216, 16777217, 5, 16777218], np.int32)
+    w = np.array([0, 3000000001, 5, 2**40], np.int64)
+    want = {
+        "y": (a > np.arange(4)).astype(np.int32),
+        "z": (k == 16777217).astype(np.float32),
+        "u": (w > 3000000000).astype(np.int32),
+    }
+    _everywhere(text, {"a": a, "k": k, "w": w}, want)
+
+
+def test_an_else_if_chain_on_mixed_conditions_grows_linearly():
+    """Each arm ``if i >= k and x[i] > k``: the else-branch of an arm that holds another if
+    on data is predicated whole (split at every level, the statements doubled per arm:
+    2047 for 10 arms)."""
+    arms, body = 10, "y[i] = 0"
+    for k in range(arms, 0, -1):
+        body = f"if i >= {k} and x[i] > {k} {{ y[i] = {k} }} else {{ {body} }}"
+    text = f"param N = 64\nin x: f32[N]\nout y: f32[N]\npar N i {{ {body} }}"
+    assert str(parse(text)).count("y[i] =") == arms + 2
+    x = np.random.default_rng(8).uniform(0, 12, 64).astype(np.float32)
+    want = np.zeros(64, np.float32)
+    for i in range(64):
+        want[i] = next((k for k in range(1, arms + 1) if i >= k and x[i] > k), 0)
+    _everywhere(text, {"x": x}, {"y": want})

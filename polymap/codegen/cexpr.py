@@ -55,7 +55,7 @@ from polymap.ir.nodes import (
     ValueExpr,
     ValueOp,
 )
-from polymap.ir.value_types import float_type, literal_type, promote, statement_type
+from polymap.ir.value_types import float_type, literal_type, predicate_type, promote, statement_type
 from polymap.schedule.ranges import index_intervals, require64
 
 # the C type a buffer of each dtype is stored as (f16 and bf16 as their bits)
@@ -276,7 +276,9 @@ class StatementPrinter:
         text = self.unpredicated(stmt)
         if stmt.predicate is None:
             return text
-        condition, _ = self.condition(stmt.predicate, self.compute_type(stmt))
+        condition, _ = self.condition(
+            stmt.predicate, predicate_type(stmt, lambda name: self.decls[name].dtype)
+        )
         return f"if ({condition}) {{ {text} }}"
 
     def unpredicated(self, stmt: Assign | Anchor) -> str:

@@ -33,6 +33,7 @@ from polymap.ir.gather_faults import MAX_GATHER_ORDINAL, statement_gathers
 from polymap.ir.nodes import (
     BufferDecl,
     BufferKind,
+    Condition,
     DType,
     Gather,
     IndexValue,
@@ -470,7 +471,7 @@ class _Emitter:
         s = described.statement
         stmt = s.stmt
         # loop indices are C variables only where the statement uses one as a value
-        valued = _valued_indices(stmt.value)
+        valued = _valued_indices(stmt.value) | _valued_indices(stmt.predicate)
         lines, ranges = [], dict(self.size_ranges)
         inline: dict[str, str] = {}  # loop indices printed as isl's expression of them
         for loop, arg in zip(s.loops, args):
@@ -750,8 +751,11 @@ def _guarded(condition: str, statement: str) -> str:
     return statement if condition == "1" else f"if ({condition}) {statement}"
 
 
-def _valued_indices(e: ValueExpr) -> set[str]:
-    """The names an ``IndexValue`` of a value expression mentions (loop indices, sizes)."""
+def _valued_indices(e: ValueExpr | Condition | None) -> set[str]:
+    """The names an ``IndexValue`` of a value expression or condition mentions (loop
+    indices, sizes); none of None."""
+    if e is None:
+        return set()
     return {name for leaf in leaves_of(e) if isinstance(leaf, IndexValue) for name in index_vars(leaf.expr)}
 
 

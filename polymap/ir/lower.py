@@ -106,6 +106,17 @@ def _predicated(stmt: Stmt, cond: Condition | None) -> Stmt:
     return stmt
 
 
+def _holds_data_if(block, scope: _Scope) -> bool:
+    """Whether ``block`` (syntax) holds an if whose condition reads data, at any depth."""
+    for item in block:
+        if isinstance(item, S.SIf):
+            if _data_read(item.cond, scope) is not None or _holds_data_if((*item.then, *item.otherwise), scope):
+                return True
+        elif isinstance(item, S.SLoop) and _holds_data_if(item.body, scope):
+            return True
+    return False
+
+
 def _conjuncts(expr: S.SExpr) -> list[S.SExpr]:
     """The operands of a chain of ``and`` (the expression itself where it is none)."""
     if isinstance(expr, S.SLogic) and expr.op == "and":
@@ -310,7 +321,10 @@ class _Lowering:
         The condition is evaluated again by every statement, so the if's statements must
         not write what it reads (unless the if holds one statement, which reads before it
         writes). Where the condition has both kinds of conjuncts, the else-branch's
-        statements come twice, one copy for each part of their domain."""
+        statements come twice, one copy for each part of their domain, unless the
+        else-branch holds an if on data of its own (an else-if chain): then it is predicated
+        on the negation of the whole condition, whose data reads must be in bounds on the
+        whole domain."""
         usage = (
             "'if' takes a condition: a comparison of values (< <= > >= == !=), or conditions joined "
             "by and, or, not"
@@ -331,7 +345,8 @@ class _Lowering:
         otherwise = self.block(list(item.otherwise), scope)
         inner = [s for s in walk_block((*then, *otherwise)) if isinstance(s, (Assign, Anchor))]
         read = {r.buffer for r in reads_of(cond)}
-        single = len(inner) == 1 and len(then) + len(otherwise) == 1
+        # one statement, no loop: it evaluates the condition once, before it writes
+        single = len(then) + len(otherwise) == 1 and isinstance((*then, *otherwise)[0], (Assign, Anchor))
         for stmt in inner:
             if isinstance(stmt, Assign) and stmt.buffer in read and not single:
                 raise self.error(
@@ -343,7 +358,9 @@ class _Lowering:
                     stmt.loc,
                 )
         then = [_predicated(_guarded(s, guard) if guard is not None else s, predicate) for s in then]
-        if guard is None:
+        if guard is None or _holds_data_if(item.otherwise, scope):
+            # (an else-if chain on data is predicated whole: split at every level, its
+            # statements would double with each arm)
             return [*then, *(_predicated(s, Not(cond)) for s in otherwise)]
         # not (G and P) is (not G) or (G and not P): the else-branch twice, over the two
         # parts of its domain, so that P's reads happen only where G holds

@@ -65,7 +65,7 @@ from polymap.ir.nodes import (
     reads_of,
     value_children,
 )
-from polymap.ir.value_types import integer_range, statement_type
+from polymap.ir.value_types import integer_range, predicate_type, statement_type
 
 
 def validate(program: Program) -> Program:
@@ -201,8 +201,11 @@ class _Validator:
                 # Only now that the depth is known to be safe: the compute type walks the value.
                 compute = statement_type(stmt, lambda name: dtypes.get(name, DType.F32))
                 if compute.is_integer:
-                    for part in (stmt.value, *([stmt.predicate] if stmt.predicate is not None else [])):
-                        self.expression_limits(part, f"statement {stmt.name}", stmt.loc, compute)
+                    self.expression_limits(stmt.value, f"statement {stmt.name}", stmt.loc, compute)
+                if stmt.predicate is not None:
+                    judged = predicate_type(stmt, lambda name: dtypes.get(name, DType.F32))
+                    if judged.is_integer:
+                        self.expression_limits(stmt.predicate, f"statement {stmt.name}", stmt.loc, judged)
 
     def decl_limits(self, decl: BufferDecl) -> None:
         if len(decl.shape) > MAX_RANK:

@@ -33,6 +33,15 @@ def statement_type(stmt: Assign | Anchor, dtype_of: Callable[[str], DType]) -> D
     return dtype_of(stmt.buffer).compute if isinstance(stmt, Assign) else DType.F32
 
 
+def predicate_type(stmt: Assign | Anchor, dtype_of: Callable[[str], DType]) -> DType:
+    """The type a statement's predicate (``Assign.predicate``, an if's condition on data)
+    computes in: the promotion of the buffers it reads, as a statement's own type is of the
+    buffers its value reads (its literals take it: ``k[i] == 16777217`` on an i32 ``k``
+    compares in i32 whatever the statement stores). It does not enter ``statement_type``."""
+    read = [dtype_of(r.buffer) for r in value_reads(stmt.predicate)] if stmt.predicate is not None else []
+    return promote(*read) if read else statement_type(stmt, dtype_of)
+
+
 def literal_type(value: float, compute: DType) -> DType:
     """A literal's type in a statement computing in ``compute``: that type, except that a
     literal with a fraction among integers is f32 (as in C, ``2 * 2.5`` is 5.0)."""
