@@ -110,7 +110,9 @@ def _holds_data_if(block, scope: _Scope) -> bool:
     """Whether ``block`` (syntax) holds an if whose condition reads data, at any depth."""
     for item in block:
         if isinstance(item, S.SIf):
-            if _data_read(item.cond, scope) is not None or _holds_data_if((*item.then, *item.otherwise), scope):
+            if _data_read(item.cond, scope) is not None or _holds_data_if(
+                (*item.then, *item.otherwise), scope
+            ):
                 return True
         elif isinstance(item, S.SLoop) and _holds_data_if(item.body, scope):
             return True
