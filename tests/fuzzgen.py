@@ -98,6 +98,9 @@ class _Gen:
         # the language's later additions (select, conditions, functions, if) draw from their
         # own stream, so that what the main stream generates keeps its shape
         self.extra = random.Random(seed * 7919 + 1)
+        # the if on data's draws: a stream of its own, so that the programs of the other
+        # seeds' features stay as they were
+        self.data = random.Random(seed * 104729 + 3)
 
     # -- sizes and extents
 
@@ -291,6 +294,19 @@ class _Gen:
                 guard = f"{guard} and {i.name} {x.choice(['<=', '>=', '!='])} {j.name}"
             else_ = f" else {{ {text} }}" if x.random() < 0.2 and not reduces else ""
             text = f"if {guard} {{ {text} }}{else_}"
+        d = self.data
+        if loops and d.random() < 0.15:  # under an if on data: a predicated statement
+            self.s.features.add("data-if")
+            on = d.sample(loops, min(len(loops), d.randint(1, 2)))
+            name = self.s.fresh("Q")
+            self.s.decls.append(
+                f"in {name}: {d.choice(['f32', 'i32', 'u8'])}[{', '.join(v.bound for v in on)}]"
+            )
+            cond = f"{name}[{', '.join(v.name for v in on)}] {d.choice(['<', '>=', '!='])} {d.choice(['0', '1', '0.5'])}"
+            if d.random() < 0.3:  # an affine conjunct: a guard, the data read only inside it
+                cond = f"{d.choice(loops).name} >= 1 and {cond}"
+            else_ = f" else {{ {text} }}" if d.random() < 0.2 and not reduces else ""
+            text = f"if {cond} {{ {text} }}{else_}"
         return text
 
     # -- fragments

@@ -72,6 +72,7 @@ def test_generator_is_deterministic_and_covers_the_features():
         "seq-reduction",
         "min-extent",
         "gather",
+        "data-if",
     }
     assert {c.mode for c in cases} == {"bind", "default", "symbolic"}
     assert any(c.context for c in cases)
