@@ -606,9 +606,11 @@ def value_reads(expr: ValueExpr) -> tuple[Read, ...]:
     return tuple(leaf for leaf in leaves_of(expr) if isinstance(leaf, Read))
 
 
-def predicate_reads(stmt) -> tuple[Read, ...]:
-    """The reads of a statement's predicate (``Assign.predicate``), left to right."""
-    return () if stmt.predicate is None else reads_of(stmt.predicate)
+def operand_reads(stmt) -> tuple[Read, ...]:
+    """The reads of a statement (Assign or Anchor) but its target's, in evaluation order:
+    its predicate's (``Assign.predicate``), then its value's."""
+    own = () if stmt.predicate is None else reads_of(stmt.predicate)
+    return own + reads_of(stmt.value)
 
 
 def reads_of(expr: ValueExpr) -> tuple[Read, ...]:
@@ -679,7 +681,7 @@ class Assign:
         """Reads in evaluation order: the predicate's, the operands, then the target itself
         for updates."""
         own = (self.target,) if self.op.is_update else ()
-        return predicate_reads(self) + reads_of(self.value) + own
+        return operand_reads(self) + own
 
     def __str__(self) -> str:
         return f"{self.target} {self.op.value} {self.value}"
@@ -699,7 +701,7 @@ class Anchor:
     predicate: Condition | None = None  # as ``Assign.predicate``
 
     def reads(self) -> tuple[Read, ...]:
-        return predicate_reads(self) + reads_of(self.value)
+        return operand_reads(self)
 
     def __str__(self) -> str:
         return f"anchor {self.value}"

@@ -61,8 +61,7 @@ from polymap.ir.nodes import (
     ValueExpr,
     index_vars,
     leaves_of,
-    predicate_reads,
-    reads_of,
+    operand_reads,
     value_children,
 )
 from polymap.ir.value_types import integer_range, predicate_type, statement_type
@@ -314,7 +313,7 @@ class _Validator:
                     f"{label}: buffer '{decl.name}' is an input ('in') and cannot be written; declare it 'inout'",
                     stmt.loc,
                 )
-        for read in (*predicate_reads(stmt), *reads_of(stmt.value)):
+        for read in operand_reads(stmt):
             self.access(read, indices, buffers, label, read.loc or stmt.loc)
         self.value(stmt.value, indices, label, stmt.loc)
         if stmt.guard is not None:

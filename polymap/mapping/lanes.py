@@ -45,8 +45,7 @@ from polymap.ir.nodes import (
     New,
     Read,
     Select,
-    predicate_reads,
-    reads_of,
+    operand_reads,
 )
 from polymap.ir.value_types import promote, statement_type
 from polymap.ir.walk import declared_locals, walk_block
@@ -166,7 +165,7 @@ def _accumulated(name: str, inside: list[StatementModel], decl, dtype_of) -> Ass
     ops = set()
     for s in inside:
         stmt = s.stmt
-        reads_it = any(r.buffer == name for r in (*predicate_reads(stmt), *reads_of(stmt.value)))
+        reads_it = any(r.buffer == name for r in operand_reads(stmt))
         if isinstance(stmt, Assign) and stmt.buffer == name:
             if stmt.op not in COMBINABLE or reads_it:
                 return None

@@ -83,7 +83,7 @@ from polymap.ir.nodes import (
     ValueExpr,
     index_vars,
     map_values,
-    predicate_reads,
+    operand_reads,
     reads_of,
 )
 from polymap.poly.model import analyze as analyze_program
@@ -200,8 +200,7 @@ def _accesses(stmts: tuple[Stmt, ...], buffer: str) -> tuple[list[tuple[IndexExp
                 indices.add(stmt.index)
                 visit(stmt.body)
             elif isinstance(stmt, (Assign, Anchor)):
-                read = (*predicate_reads(stmt), *reads_of(stmt.value))
-                touched = [r.indices for r in read if r.buffer == buffer]
+                touched = [r.indices for r in operand_reads(stmt) if r.buffer == buffer]
                 if isinstance(stmt, Assign) and stmt.buffer == buffer:
                     touched.append(stmt.indices)
                     written = True
