@@ -469,7 +469,9 @@ class _Executor:
             s.name: statement_type(s.stmt, dtypes.__getitem__).numpy for s in statements(program)
         }
         self.predicate_dtype = {
-            s.name: predicate_type(s.stmt, dtypes.__getitem__).numpy for s in statements(program)
+            s.name: predicate_type(s.stmt, dtypes.__getitem__).numpy
+            for s in statements(program)
+            if s.stmt.predicate is not None
         }
         self.globals: dict[str, _Storage] = {}
         for decl in program.buffers:
@@ -567,8 +569,7 @@ class _Executor:
             return
         self.instances[stmt.name] += active
         if stmt.predicate is not None:  # a data condition: every instance evaluates it
-            judge = _Eval(self, stmt, env, lanes, buffers)
-            judge.dtype = self.predicate_dtype[stmt.name]  # its literals' type (``predicate_type``)
+            judge = _Eval(self, stmt, env, lanes, buffers, self.predicate_dtype[stmt.name])
             holds = judge.condition(stmt.predicate)
             holds = np.broadcast_to(holds, lanes.shape)
             lanes = replace(lanes, mask=_and(lanes.mask, holds))
@@ -641,9 +642,13 @@ def _truncating_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class _Eval:
     """Evaluates one statement's value over all lanes (active or not)."""
 
-    def __init__(self, ex: _Executor, stmt, env: dict, lanes: _Lanes, buffers: dict) -> None:
+    def __init__(
+        self, ex: _Executor, stmt, env: dict, lanes: _Lanes, buffers: dict, dtype: np.dtype | None = None
+    ) -> None:
+        """``dtype``: the type literals and index values take (by default the statement's
+        computation type; its predicate's has its own, ``predicate_type``)."""
         self.ex, self.stmt, self.env, self.lanes, self.buffers = ex, stmt, env, lanes, buffers
-        self.dtype = ex.compute_dtype[stmt.name]
+        self.dtype = ex.compute_dtype[stmt.name] if dtype is None else dtype
         # the lanes for which the value being evaluated is the one C computes: all of them,
         # except inside a select's branch or the right side of and/or (C evaluates only the
         # chosen branch and short-circuits), where an i32 division by zero is no fault

@@ -272,7 +272,8 @@ class StatementPrinter:
     def statement(self, stmt: Assign | Anchor) -> str:
         """One C statement (ends with ``;`` or ``}``): under ``if`` where a data condition
         predicates it (``Assign.predicate``), evaluated by every instance as the reference
-        does, its literals in the statement's computation type."""
+        does, its literals and index values in the predicate's own type
+        (``predicate_type``)."""
         text = self.unpredicated(stmt)
         if stmt.predicate is None:
             return text

@@ -119,6 +119,14 @@ def _holds_data_if(block, scope: _Scope) -> bool:
     return False
 
 
+def _all_of(conditions: list[Condition]) -> Condition | None:
+    """The conjunction of ``conditions``, left to right; None of none."""
+    out = None
+    for cond in conditions:
+        out = cond if out is None else Logic(LogicOp.AND, out, cond)
+    return out
+
+
 def _conjuncts(expr: S.SExpr) -> list[S.SExpr]:
     """The operands of a chain of ``and`` (the expression itself where it is none)."""
     if isinstance(expr, S.SLogic) and expr.op == "and":
@@ -319,7 +327,8 @@ class _Lowering:
         (a predicate, ``Assign.predicate``) and runs only where it holds. The conjuncts of
         the then-branch's condition that read no data stay a guard (they restrict the
         domain, so the data conjuncts' reads happen only inside it, as C's ``&&`` would
-        have them); the else-branch is predicated on the negation of the whole condition.
+        have them); the else-branch is predicated on the negation of the whole condition
+        (its index conjuncts first, so that C's ``&&`` tests them before the data).
         The condition is evaluated again by every statement, so the if's statements must
         not write what it reads (unless the if holds one statement, which reads before it
         writes). Where the condition has both kinds of conjuncts, the else-branch's
@@ -331,22 +340,15 @@ class _Lowering:
             "'if' takes a condition: a comparison of values (< <= > >= == !=), or conditions joined "
             "by and, or, not"
         )
-        cond = self.condition(item.cond, scope, None, usage)
         affine, data = [], []
         for part in _conjuncts(item.cond):
             (data if _data_read(part, scope) is not None else affine).append(part)
-        guard = None
-        for part in affine:
-            this = self.index_condition(part, scope, "an if's condition", usage)
-            guard = this if guard is None else Logic(LogicOp.AND, guard, this)
-        predicate = None
-        for part in data:
-            this = self.condition(part, scope, None)
-            predicate = this if predicate is None else Logic(LogicOp.AND, predicate, this)
+        guard = _all_of([self.index_condition(part, scope, "an if's condition", usage) for part in affine])
+        predicate = _all_of([self.condition(part, scope, None, usage) for part in data])
         then = self.block(list(item.then), scope)
         otherwise = self.block(list(item.otherwise), scope)
         inner = [s for s in walk_block((*then, *otherwise)) if isinstance(s, (Assign, Anchor))]
-        read = {r.buffer for r in reads_of(cond)}
+        read = {r.buffer for r in reads_of(predicate)}  # the affine conjuncts read none
         # one statement, no loop: it evaluates the condition once, before it writes
         single = len(then) + len(otherwise) == 1 and isinstance((*then, *otherwise)[0], (Assign, Anchor))
         for stmt in inner:
@@ -363,7 +365,8 @@ class _Lowering:
         if guard is None or _holds_data_if(item.otherwise, scope):
             # (an else-if chain on data is predicated whole: split at every level, its
             # statements would double with each arm)
-            return [*then, *(_predicated(s, Not(cond)) for s in otherwise)]
+            whole = predicate if guard is None else Logic(LogicOp.AND, guard, predicate)
+            return [*then, *(_predicated(s, Not(whole)) for s in otherwise)]
         # not (G and P) is (not G) or (G and not P): the else-branch twice, over the two
         # parts of its domain, so that P's reads happen only where G holds
         again = self.block(list(item.otherwise), scope)
