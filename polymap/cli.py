@@ -63,14 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     check = commands.add_parser("check", help="prove a program valid and print its polyhedral model")
     check.add_argument("file", help="a .te program")
-    check.add_argument(
-        "--size",
-        action="append",
-        type=_size,
-        default=[],
-        metavar="NAME=N",
-        help="bind a size parameter (repeatable)",
-    )
+    _size_option(check)
     check.add_argument(
         "--context", default=None, help="constraints on the unbound sizes, in isl syntax (e.g. 'N >= 256')"
     )
@@ -250,14 +243,7 @@ _TIME_LIMIT_HELP = (
 def _mapping_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``map``, shared by ``emit``, ``run`` and ``inspect``."""
     parser.add_argument("--target", default="h100", help=_TARGET_HELP)
-    parser.add_argument(
-        "--size",
-        action="append",
-        type=_size,
-        default=[],
-        metavar="NAME=N",
-        help="bind a size parameter (repeatable)",
-    )
+    _size_option(parser)
     parser.add_argument("--context", default=None, help="constraints on the unbound sizes (isl syntax)")
     parser.add_argument(
         "--pin",
@@ -300,18 +286,18 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _size_option(
+    parser: argparse.ArgumentParser, description: str = "bind a size parameter (repeatable)"
+) -> None:
+    """``--size NAME=N``, repeatable, as every command that reads a program takes it."""
+    parser.add_argument("--size", action="append", type=_size, default=[], metavar="NAME=N", help=description)
+
+
 def _chain_arguments(parser: argparse.ArgumentParser, time_help: str) -> None:
     """The arguments of the planner's commands (``plan``, ``frontier``): the program, its
     sizes and SCIP's time limit."""
     parser.add_argument("file", help="a .te program whose statements form a chain of einsums")
-    parser.add_argument(
-        "--size",
-        action="append",
-        type=_size,
-        default=[],
-        metavar="NAME=N",
-        help="bind a size parameter (repeatable; sizes with defaults take them)",
-    )
+    _size_option(parser, "bind a size parameter (repeatable; sizes with defaults take them)")
     parser.add_argument("--time-limit", type=_seconds, default=None, metavar="SECONDS", help=time_help)
 
 
