@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from oracle import run_oracle
+from everywhere import run_everywhere
 
 import polymap
 from polymap.errors import BoundsError, ProgramError, RaceError
@@ -20,20 +20,13 @@ from polymap.reference import reference
 
 
 def _everywhere(text: str, inputs: dict, want: dict, **tolerance):
-    program = parse(text, name="p").bind_defaults()
-    kernel = polymap.compile(program)
-    runs = {
-        "reference": reference(program, **inputs),
-        "oracle": run_oracle(program, inputs)[0],
-        "host": kernel.run_host(**inputs),
-    }
+    runs, kernel = run_everywhere(parse(text, name="p").bind_defaults(), inputs)
     for who, got in runs.items():
         for name, expected in want.items():
             if tolerance:
                 np.testing.assert_allclose(got[name], expected, err_msg=f"{who}: {name}", **tolerance)
             else:
                 np.testing.assert_array_equal(got[name], expected, err_msg=f"{who}: {name}")
-    assert ".entry" in kernel.ptx()
     return kernel
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from oracle import run_oracle
+from everywhere import run_everywhere
 
 import polymap
 from polymap.errors import ArityError, BoundsError, NotAffineError, ProgramError, RaceError
@@ -30,15 +30,11 @@ par N i { par D j { Y[i, j] = E[ids[i], j] } }
 
 
 def _everywhere(program, inputs: dict, want: dict):
-    got = reference(program, **inputs)
-    oracle, _ = run_oracle(program, inputs)
-    kernel = polymap.compile(program)
-    host = kernel.run_host(**inputs)
+    runs, kernel = run_everywhere(program, inputs)
     for name, expected in want.items():
-        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(oracle[name], expected, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(host[name], expected, rtol=1e-5, atol=1e-6)
-    assert ".entry" in kernel.ptx()
+        np.testing.assert_allclose(runs["reference"][name], expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(runs["oracle"][name], expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(runs["host"][name], expected, rtol=1e-5, atol=1e-6)
     return kernel
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from oracle import run_oracle
+from everywhere import run_everywhere
 
 import polymap
 from polymap.errors import ArgumentError, ArityError, NotAffineError
@@ -38,15 +38,12 @@ par N i {
 
 
 def _everywhere(program, inputs: dict, want: dict) -> None:
-    got = reference(program, **inputs)
-    oracle, _ = run_oracle(program, inputs)
-    kernel = polymap.compile(program)
-    host = kernel.run_host(**inputs)
+    runs, _ = run_everywhere(program, inputs)
+    got = runs["reference"]
     for name, expected in want.items():
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-6)
-        np.testing.assert_array_equal(oracle[name], got[name])
-        np.testing.assert_allclose(host[name], got[name], rtol=1e-5, atol=1e-6)
-    assert ".entry" in kernel.ptx()
+        np.testing.assert_array_equal(runs["oracle"][name], got[name])
+        np.testing.assert_allclose(runs["host"][name], got[name], rtol=1e-5, atol=1e-6)
 
 
 def test_a_banded_product_stops_at_the_matrix_edge():
