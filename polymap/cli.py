@@ -252,7 +252,7 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="LOOP=DECISION",
         help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
-        "k.tile=16, k.stage=A,B (or none), k.transpose=A (or none), k.copy=1 (element-wise copies; 4: float4 at most), i.interleave=yes (the kernel's points in outer-product order), i.lanes=32 (a warp per point: the body's reductions over its lanes; 1: a thread per point)",
+        "k.tile=16, k.stage=A,B (or none), k.transpose=A (or none), k.copy=1 (element-wise copies; 4: float4 at most), i.interleave=yes (the kernel's points in outer-product order), i.lanes=32 (a warp per point: the body's reductions over its lanes; 1: a thread per point), k.split=64 (a reduction loop in 64 parts and a combine; 1: never split)",
     )
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
     parser.add_argument(
@@ -346,6 +346,7 @@ _PIN_FIELDS = (
     "copy",
     "interleave",
     "lanes",
+    "split",
 )
 
 
@@ -361,7 +362,7 @@ def _pins(items: list[tuple[str, str, str]]) -> dict:
             else:
                 entry[field] = (
                     int(value)
-                    if field in ("threads", "seq", "tile", "copy", "lanes") and value.isdigit()
+                    if field in ("threads", "seq", "tile", "copy", "lanes", "split") and value.isdigit()
                     else value
                 )
         else:

@@ -24,20 +24,24 @@ the model instead of rebuilding it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from polymap.codegen.cuda import CudaProgram, emit_cuda
-from polymap.errors import ArgumentError, MappingError, SolverError
-from polymap.ir.nodes import Program
-from polymap.mapping.result import BandChoice, Mapping, given_report
+from polymap.errors import ArgumentError, InternalError, MappingError, SolverError
+from polymap.ir.nodes import Assign, IConst, Loop, Program
+from polymap.ir.walk import walk_block
+from polymap.mapping.result import BandChoice, Mapping, SplitChoice, given_report
 from polymap.mapping.solve import cost_kernels, cost_sizes, map_kernels, rebind
 from polymap.mapping.space import kernels, parse_pins
 from polymap.poly.model import PolyModel, analyze
 from polymap.progress import step
 from polymap.prove import mapped_program, prove
+from polymap.prove_split import prove_split
 from polymap.targets import GpuTarget, get_target
 from polymap.transform.fold import deep_bands, fold_deep_bands
 from polymap.transform.registers import promote_accumulators
+from polymap.transform.split import Form, Split, reduction_at, reductions, split_reduction
 
 
 @dataclass
@@ -83,10 +87,12 @@ def optimize_program(
         analyses(program, context)  # the program as written must be valid
     sizes = cost_sizes(program, context)
 
-    def rewrite_and_map(axes: dict[int, frozenset[str]]):
-        """The program rewritten (``axes``: the deep bands' choices), mapped at the cost sizes."""
+    split_pins, pinned = pinned.split_parts(), pinned.without("split")
+
+    def rewrite_and_map(written: Program, axes: dict[int, frozenset[str]]):
+        """``written`` rewritten (``axes``: the deep bands' choices), mapped at the cost sizes."""
         with step("rewrites (deep bands folded, accumulators to registers)"):
-            rewritten = transform(program, registers=registers, analyses=analyses, axes=axes)
+            rewritten = transform(written, registers=registers, analyses=analyses, axes=axes)
         with step("analysis at the cost sizes"):
             bound_model = analyses(rewritten.bind(**sizes))
         symbolic = analyses(rewritten, context)  # the proof's program: where lanes must hold
@@ -94,12 +100,22 @@ def optimize_program(
             bound_model, gpu, pinned, time_limit, staging, rewritten, reassociate, symbolic
         )
 
-    bands = deep_bands(program)
-    choices: tuple[BandChoice, ...] = ()
-    if bands:
-        program, solved, choices = choose_band_axes(bands, rewrite_and_map)
-    else:
-        program, solved = rewrite_and_map({})
+    def map_written(written: Program):
+        """``written`` rewritten and mapped, its deep bands' axes chosen by SCIP's costs."""
+        bands = deep_bands(written)
+        if bands:
+            return choose_band_axes(bands, lambda axes: rewrite_and_map(written, axes))
+        return (*rewrite_and_map(written, {}), ())
+
+    (program, solved, choices), split_choices = choose_splits(
+        program,
+        map_written,
+        split_pins,
+        sizes=sizes,
+        reassociate=reassociate,
+        analyses=analyses,
+        context=context,
+    )
     symbolic = tuple(rebind(km, kernels(program)) for km, _, _ in solved)
     with step("proof by isl"):
         model = analyses(program, context)
@@ -114,6 +130,7 @@ def optimize_program(
         proof,
         context,
         band_choices=choices,
+        splits=split_choices,
     )
     return Mapped(mapping, model)
 
@@ -174,6 +191,158 @@ def choose_band_axes(bands, rewrite_and_map):
         )
     candidate, solved = best
     return candidate, solved, tuple(choices)
+
+
+MAX_SPLITS = 3  # splits per program: a full sum's parts, then its combine's, then theirs
+FILL_WANTED = 0.9  # a kernel that fills less of the GPU may be split
+PART_ITERATIONS = (
+    256  # the fewest iterations a part runs: its store and its combine are <= 1/256 of its loads
+)
+
+
+def choose_splits(
+    program: Program, map_written, pins: dict[str, int], *, sizes, reassociate, analyses, context
+):
+    """Which reduction loops to split into parts (``transform.split``), and how: the
+    program is mapped as written (``map_written``: rewritten, SCIP per kernel, deep bands
+    chosen), then, for each reduction loop of a kernel that fills less than FILL_WANTED of
+    the GPU (or that a ``split`` pin names), the program split into ``parts`` parts is
+    mapped once per form (cyclic, blocked), where ``parts`` is the power of two that would
+    fill the GPU (1 / fill), capped so that each part runs PART_ITERATIONS iterations (a
+    pin gives it); the cheapest program by SCIP's objective (its kernels' objectives times
+    their launches) is kept. A split's combine kernel is itself a reduction and may be
+    split in the next round, up to MAX_SPLITS. Returns what ``map_written`` returns for the
+    chosen program (whose first item is that program, rewritten) and a SplitChoice per loop
+    considered, in order."""
+    current = map_written(program)
+    made: list[SplitChoice] = []
+    seen: set[tuple[str, str, tuple[str, ...]]] = set()
+    while len([c for c in made if c.split is not None]) < MAX_SPLITS:
+        model = analyses(program, context)
+        found = reductions(program, model, reassociate=reassociate)
+        _check_split_pins(pins, program, model, reassociate, found, seen)
+        bound = program.bind(**sizes)
+        owners = _kernel_of_position(program)
+        changed = False
+        for reduction in found:
+            key = (reduction.index, reduction.target, reduction.band)
+            if key in seen:
+                continue
+            seen.add(key)
+            cost = current[1][owners[reduction.position]][1]
+            pin = pins.get(reduction.index)
+            extent = _extent_at(bound, reduction)
+            parts = pin if pin is not None else _parts(cost.fill, extent)
+            if pin is None and (cost.fill >= FILL_WANTED or parts < 2):
+                continue
+            options = [("unsplit", _objective(current[1]), "", None, current)]
+            for form in (Form.CYCLIC, Form.BLOCKED) if parts > 1 else ():
+                how = Split(parts, form)
+                candidate = split_reduction(program, reduction, how, extent=extent)
+                with step(f"mapping with loop '{reduction.index}' split into {how.describe()}"):
+                    try:
+                        mapped = map_written(candidate)
+                    except (MappingError, SolverError, ArgumentError) as err:
+                        options.append((how.describe(), None, _why(err), how, None))
+                        continue
+                options.append((how.describe(), _objective(mapped[1]), "", how, (candidate, mapped)))
+            allowed = [
+                k
+                for k, o in enumerate(options)
+                if o[1] is not None and (pin is None or o[3] is not None or pin == 1)
+            ]
+            if not allowed:
+                raise MappingError(
+                    f"loop '{reduction.index}' is pinned to {parts} parts, and no split into {parts} parts has a "
+                    f"mapping: {'; '.join(o[2] for o in options[1:])}"
+                )
+            chosen = min(allowed, key=lambda k: options[k][1])
+            how = options[chosen][3]
+            proof = ""
+            if how is not None:
+                with step(f"proof of the split of loop '{reduction.index}'"):
+                    after = options[chosen][4][0]
+                    proof = prove_split(model, analyses(after, context), reduction, how, extent)
+            made.append(
+                SplitChoice(
+                    reduction.index,
+                    _statement_text(reduction),
+                    reduction.target,
+                    tuple((what, objective, why) for what, objective, why, _, _ in options),
+                    chosen,
+                    reduction.position,
+                    how,
+                    extent,
+                    reduction.reorders,
+                    pinned=pin is not None,
+                    proof=proof,
+                )
+            )
+            if chosen:
+                program, current = options[chosen][4]
+                changed = True
+                break  # positions moved: look for reductions again
+        if not changed:
+            break
+    return current, tuple(made)
+
+
+def _check_split_pins(pins, program, model, reassociate, found, seen) -> None:
+    """A ``split`` pin names a loop that is a reduction here (else an ArgumentError says why
+    it is not), unless it pins 1 part or its loop was split already."""
+    reducible = {r.index for r in found} | {key[0] for key in seen}
+    for index, parts in pins.items():
+        if index in reducible or parts == 1:
+            continue
+        whys = []
+        for position, stmt in enumerate(program.body):
+            if any(isinstance(s, Loop) and s.index == index for s in walk_block((stmt,))):
+                why = reduction_at(program, model, position, reassociate=reassociate)
+                whys.append(why if isinstance(why, str) else "")
+        reason = "; ".join(w for w in whys if w) or "no top-level loop nest has a seq loop of that name"
+        raise ArgumentError(
+            f"pin '{index}': split applies to a reduction loop that may be split, and '{index}' is not: {reason}"
+        )
+
+
+def _kernel_of_position(program: Program) -> dict[int, int]:
+    """The number of the kernel each top-level statement starts (``space.kernels``)."""
+    starts = {}
+    for number, kernel in enumerate(kernels(program)):
+        first = kernel.band[0] if kernel.band else kernel.body[0]
+        for position, stmt in enumerate(program.body):
+            if stmt is first:
+                starts[position] = number
+    return starts
+
+
+def _extent_at(bound: Program, reduction) -> int:
+    """The reduction loop's extent in the program with the cost sizes bound."""
+    node = bound.body[reduction.position]
+    for _ in reduction.band:
+        node = node.body[0]
+    extent = node.extent
+    if not isinstance(extent, IConst):
+        raise InternalError(f"loop '{reduction.index}' has no constant extent at the cost sizes: {extent}")
+    return extent.value
+
+
+def _parts(fill: float, extent: int) -> int:
+    """The power of two that would fill the GPU, capped so that each part runs at least
+    PART_ITERATIONS iterations (1: no split)."""
+    wanted = 1 << max(0, math.ceil(math.log2(1 / max(fill, 1e-12))))
+    cap = extent // PART_ITERATIONS
+    parts = min(wanted, 1 << (cap.bit_length() - 1) if cap >= 1 else 1)
+    return parts
+
+
+def _objective(solved) -> float:
+    return sum(cost.objective_s * cost.launches for _, cost, _ in solved)
+
+
+def _statement_text(reduction) -> str:
+    first = next(s for s in walk_block(reduction.loop.body) if isinstance(s, Assign))
+    return f"{first.name} `{first}`"
 
 
 def _why(error: Exception) -> str:

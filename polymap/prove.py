@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from polymap.errors import InternalError, VerificationError
+from polymap.errors import InternalError, ProgramError, VerificationError
 from polymap.ir.nodes import Program
 from polymap.mapping.accesses import kernel_statements
 from polymap.mapping.proof import KernelProof, Obligation, Proved, VerificationReport
@@ -71,10 +71,12 @@ from polymap.poly.deps import Dependence
 from polymap.poly.isl_text import access_tuple, evaluate_index
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
 from polymap.prove_lanes import across_lanes, check_lane_shape, one_copy_per_lane, prove_lane_order
+from polymap.prove_split import prove_split
 from polymap.schedule.hardware import Executed, Frame, executed, frame_of, param_prefix
 from polymap.schedule.shared import SharedPlan, element_of, shared_plan, shared_reads
 from polymap.transform.fold import every_band_choice, fold_deep_bands
 from polymap.transform.registers import promote_accumulators
+from polymap.transform.split import reduction_at, split_reduction
 
 _IN, _OUT, _SET, _PARAM = isl.dim_type.in_, isl.dim_type.out, isl.dim_type.set, isl.dim_type.param
 HW_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -117,11 +119,35 @@ def mapped_program(program: Program, mapping, *, analyze=analyze) -> Program:
     ``analyze`` is passed to the register promotion (the pipeline's memo of models)."""
     if mapping.program == program:
         return program
+    program = replay_splits(program, mapping.splits, analyze=analyze)
     for axes in every_band_choice(program):
         folded = fold_deep_bands(program, axes=axes)
         if mapping.program in (folded, promote_accumulators(folded, analyze=analyze)):
             return mapping.program
     return program
+
+
+def replay_splits(program: Program, splits, *, analyze=analyze) -> Program:
+    """``program`` with the splits a mapping made (``Mapping.splits``, in order) made again;
+    ``program`` itself where one does not apply (then it is not the program they were made
+    on, and the caller's comparison with ``Mapping.program`` fails)."""
+    done = program
+    for choice in splits:
+        if choice.split is None:
+            continue
+        if choice.position >= len(done.body):
+            return program
+        try:
+            before = analyze(done)
+            found = reduction_at(done, before, choice.position, reassociate=True)
+        except ProgramError:
+            return program
+        if isinstance(found, str) or found.index != choice.loop:
+            return program
+        after = split_reduction(done, found, choice.split, extent=choice.extent)
+        prove_split(before, analyze(after), found, choice.split, choice.extent)  # raises if it fails
+        done = after
+    return done
 
 
 def _verify(model: PolyModel, mappings: tuple[KernelMapping, ...], context: str | None) -> VerificationReport:

@@ -157,7 +157,7 @@ def test_scip_gives_gemv_a_warp_per_row_and_predicts_a_tenth_of_the_time():
 
 def test_a_row_sum_on_the_lanes_matches_the_reference_within_the_reordered_sums_bound():
     program = parse(ROW_SUM, name="row_sum").bind_defaults()
-    kernel = polymap.compile(program, pins={"i": {"lanes": 32}})
+    kernel = polymap.compile(program, pins={"i": {"lanes": 32}, "j": {"split": 1}})  # the lanes alone
     assert kernel.mapping.kernels[0].lanes == 32
     assert "reorders the float reduction y_acc +=" in kernel.source
     x = np.random.default_rng(0).standard_normal((70, 1000)).astype(np.float32)
@@ -337,7 +337,7 @@ def test_layer_norm_maps_to_a_warp_per_row_and_matches_numpy():
 
 
 def test_a_mapping_that_spreads_a_loop_twice_or_hides_its_reordering_is_refused():
-    mapping = polymap.optimize(parse(ROW_SUM).bind_defaults(), pins={"i": {"lanes": 32}})
+    mapping = polymap.optimize(parse(ROW_SUM).bind_defaults(), pins={"i": {"lanes": 32}, "j": {"split": 1}})
     km = mapping.kernels[0]
     (sp,) = km.spread
     for forged in ((sp, sp), (dataclasses.replace(sp, reassociates=False),)):

@@ -249,6 +249,13 @@ class _Emitter:
                 + ("; decisions given, not solved" if m.given else "")
             )
             lines.append(f"  proved: {m.proof.kernel(km.kernel.name).summary()}")
+        for choice in m.splits:
+            if choice.split is not None:
+                order = "reorders the float sum into" if choice.reorders else "exact for"
+                lines.append(
+                    f"loop '{choice.loop}' split into {choice.split.describe()}: {order} '{choice.target}'"
+                    + (" (reassociate=False keeps the program's order)" if choice.reorders else "")
+                )
         launches = m.proof.launch_order
         if launches:
             plural = "s" if len(launches) > 1 else ""

@@ -64,6 +64,7 @@ from polymap.ir.nodes import (
     ValueExpr,
     ValueOp,
     fold_index,
+    guarded,
     index_vars,
     leaves_of,
     reads_of,
@@ -82,15 +83,6 @@ _INDEX_OPS = {
     "%": IndexOp.MOD,
 }
 _VALUE_OPS = {"+": ValueOp.ADD, "-": ValueOp.SUB, "*": ValueOp.MUL, "/": ValueOp.DIV, "%": ValueOp.MOD}
-
-
-def _guarded(stmt: Stmt, cond: Condition) -> Stmt:
-    """``stmt`` (and every statement in it) under ``cond`` as well as its own guard."""
-    if isinstance(stmt, Loop):
-        return replace(stmt, body=tuple(_guarded(s, cond) for s in stmt.body))
-    if isinstance(stmt, (Assign, Anchor)):
-        return replace(stmt, guard=cond if stmt.guard is None else Logic(LogicOp.AND, cond, stmt.guard))
-    return stmt  # a New: only in a loop inside the if, where its block scopes it
 
 
 def _predicated(stmt: Stmt, cond: Condition | None) -> Stmt:
@@ -320,7 +312,7 @@ class _Lowering:
         cond = self.index_condition(item.cond, scope, "an if's condition", usage)
         then = self.block(list(item.then), scope)
         otherwise = self.block(list(item.otherwise), scope)
-        return [*(_guarded(s, cond) for s in then), *(_guarded(s, Not(cond)) for s in otherwise)]
+        return [*(guarded(s, cond) for s in then), *(guarded(s, Not(cond)) for s in otherwise)]
 
     def data_if(self, item: S.SIf, scope: _Scope) -> list[Stmt]:
         """An if whose condition reads data: each statement inside evaluates the condition
@@ -361,7 +353,7 @@ class _Lowering:
                     "c = select(condition, 1, 0), then if c == 1 { .. })",
                     stmt.loc,
                 )
-        then = [_predicated(_guarded(s, guard) if guard is not None else s, predicate) for s in then]
+        then = [_predicated(guarded(s, guard) if guard is not None else s, predicate) for s in then]
         if guard is None or _holds_data_if(item.otherwise, scope):
             # (an else-if chain on data is predicated whole: split at every level, its
             # statements would double with each arm)
@@ -372,8 +364,8 @@ class _Lowering:
         again = self.block(list(item.otherwise), scope)
         return [
             *then,
-            *(_guarded(s, Not(guard)) for s in otherwise),
-            *(_predicated(_guarded(s, guard), Not(predicate)) for s in again),
+            *(guarded(s, Not(guard)) for s in otherwise),
+            *(_predicated(guarded(s, guard), Not(predicate)) for s in again),
         ]
 
     def index_condition(self, expr: S.SExpr, scope: _Scope, what: str, usage: str) -> Condition:

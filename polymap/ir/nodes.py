@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -916,6 +916,15 @@ def _subst_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:
         return New(_subst_decl(stmt.decl, values))
     body = tuple(_subst_stmt(s, values) for s in stmt.body)
     return Loop(stmt.kind, stmt.index, substitute_index(stmt.extent, values), body, stmt.loc)
+
+
+def guarded(stmt: Stmt, cond: Condition) -> Stmt:
+    """``stmt`` (and every statement in it) under ``cond`` as well as its own guard."""
+    if isinstance(stmt, Loop):
+        return replace(stmt, body=tuple(guarded(s, cond) for s in stmt.body))
+    if isinstance(stmt, (Assign, Anchor)):
+        return replace(stmt, guard=cond if stmt.guard is None else Logic(LogicOp.AND, cond, stmt.guard))
+    return stmt  # a New: only in a loop inside the if, where its block scopes it
 
 
 def substitute_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:

@@ -98,3 +98,19 @@ def walk_block(block: tuple[Stmt, ...]) -> Iterator[Stmt]:
 def declared_locals(block: tuple[Stmt, ...]) -> list[BufferDecl]:
     """The block-local buffers declared in ``block`` and in the loops inside it."""
     return [stmt.decl for stmt in walk_block(block) if isinstance(stmt, New)]
+
+
+def names_in_use(program: Program) -> set[str]:
+    """Every name a rewrite must not reuse: sizes (bound ones too), buffers and loop indices."""
+    names = set(program.param_names) | {name for name, _ in program.bindings}
+    names |= {d.name for d in program.all_buffers()}
+    return names | {loop.index for loop, _ in loops(program)}
+
+
+def fresh_name(hint: str, taken: set[str]) -> str:
+    """``hint``, or ``hint2``, ``hint3``, ... : the first not in ``taken``."""
+    name, k = hint, 1
+    while name in taken:
+        k += 1
+        name = f"{hint}{k}"
+    return name

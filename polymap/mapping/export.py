@@ -43,6 +43,22 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
             }
             for choice in mapping.band_choices
         ],
+        "splits": [
+            {
+                "loop": choice.loop,
+                "target": choice.target,
+                "options": [
+                    {"split": what, "objective_s": objective, "why_none": why or None}
+                    for what, objective, why in choice.options
+                ],
+                "chosen": choice.chosen,
+                "parts": choice.split.parts if choice.split is not None else 1,
+                "form": choice.split.form.value if choice.split is not None else None,
+                "reorders": choice.reorders and choice.split is not None,
+                "pinned": choice.pinned,
+            }
+            for choice in mapping.splits
+        ],
         "proof": {
             "proved": mapping.proved,
             "sizes": report.sizes if report is not None else None,

@@ -30,31 +30,12 @@ The band has at most two loops (threadIdx.x holds the lanes; the band takes y an
 
 from __future__ import annotations
 
-import islpy as isl
-
-from polymap.ir.nodes import (
-    Assign,
-    AssignOp,
-    Binary,
-    BufferDecl,
-    Const,
-    DType,
-    IndexValue,
-    Loop,
-    Neg,
-    New,
-    Read,
-    Select,
-    operand_reads,
-)
-from polymap.ir.value_types import promote, statement_type
+from polymap.ir.accumulators import accumulated, reorders
+from polymap.ir.nodes import Assign, AssignOp, BufferDecl, Loop, New
 from polymap.ir.walk import declared_locals, walk_block
 from polymap.mapping.space import Kernel, SpreadLoop
 from polymap.poly.model import PolyModel, StatementModel
 
-COMBINABLE = (AssignOp.ADD, AssignOp.MUL, AssignOp.MAX, AssignOp.MIN)
-EXACT_IN_ANY_ORDER = (AssignOp.MAX, AssignOp.MIN)
-SHUFFLED_TYPES = (DType.F32, DType.F64, DType.I32, DType.I64)
 MAX_BAND_WITH_LANES = 2  # threadIdx.x holds the lanes
 
 
@@ -96,13 +77,17 @@ def _spread(
     for name in sorted(written):
         if name in own or name not in body_locals:
             continue  # a fresh copy per iteration, or a global buffer: the dependences decide
-        op = _accumulated(name, inside, body_locals[name], lambda b: model.program.buffer(b).dtype)
+        decl = body_locals[name]
+        dtype_of = model.program.buffer
+        op = (
+            None
+            if decl.shape
+            else accumulated(name, [s.stmt for s in inside], decl, lambda b: dtype_of(b).dtype)
+        )
         if op is None:
             return None  # a local of the body L writes that no combine can merge
         accumulators[name] = op
-    reassociates = any(
-        op not in EXACT_IN_ANY_ORDER and body_locals[name].dtype.is_float for name, op in accumulators.items()
-    )
+    reassociates = any(reorders(op, body_locals[name].dtype) for name, op in accumulators.items())
     if reassociates and not reassociate:
         return None
     broadcasts = []
@@ -114,7 +99,7 @@ def _spread(
             if body_locals[name].shape:
                 return None  # lane 0's copy of an array is not broadcast
             broadcasts.append(name)
-    if not _no_carried_dependence(model, inside, outer, set(accumulators)):
+    if not model.dependences.carried_only_on({s.name for s in inside}, outer, set(accumulators)):
         return None
     return SpreadLoop(
         position,
@@ -124,73 +109,3 @@ def _spread(
         tuple(broadcasts),
         reassociates,
     )
-
-
-def _integer_valued(e, dtype_of) -> bool:
-    """Whether a value is an integer whatever it reads: an integer accumulator then wraps the
-    same way in any order, where a float value converted on every update (``R += X`` with an
-    f64 X into an i32 R truncates each step) would not."""
-    if isinstance(e, Read):
-        return dtype_of(e.buffer).compute.is_integer
-    if isinstance(e, Const):
-        return float(e.value).is_integer()
-    if isinstance(e, IndexValue):
-        return True
-    if isinstance(e, Neg):
-        return _integer_valued(e.operand, dtype_of)
-    if isinstance(e, Binary):
-        return _integer_valued(e.lhs, dtype_of) and _integer_valued(e.rhs, dtype_of)
-    if isinstance(e, Select):
-        return _integer_valued(e.then, dtype_of) and _integer_valued(e.otherwise, dtype_of)
-    return False  # a call: a float function, or a conversion; kept in one thread
-
-
-def _exact_integer_update(stmt: Assign, dtype: DType, dtype_of) -> bool:
-    """Whether ``acc op= value`` on an integer accumulator gives the same result in any
-    order: the statement computes in an integer type (every buffer it reads, a select's
-    condition too, is an integer: ``statement_type``) and its value is an integer; for
-    ``max=``/``min=`` that type is no wider than the accumulator's (a value wider than it,
-    truncated on each update, makes the order matter; ``+=`` and ``*=`` wrap alike)."""
-    computes = statement_type(stmt, dtype_of)
-    if not computes.is_integer or not _integer_valued(stmt.value, dtype_of):
-        return False
-    return stmt.op not in EXACT_IN_ANY_ORDER or promote(dtype, computes) is dtype.compute
-
-
-def _accumulated(name: str, inside: list[StatementModel], decl, dtype_of) -> AssignOp | None:
-    """The operator of an accumulator: every access of ``name`` in the loop is an update by
-    that one operator whose value does not read it; None if it is no accumulator."""
-    if decl.shape or decl.dtype not in SHUFFLED_TYPES:
-        return None
-    ops = set()
-    for s in inside:
-        stmt = s.stmt
-        reads_it = any(r.buffer == name for r in operand_reads(stmt))
-        if isinstance(stmt, Assign) and stmt.buffer == name:
-            if stmt.op not in COMBINABLE or reads_it:
-                return None
-            if decl.dtype.is_integer and not _exact_integer_update(stmt, decl.dtype, dtype_of):
-                return None
-            ops.add(stmt.op)
-        elif reads_it:
-            return None
-    return ops.pop() if len(ops) == 1 else None
-
-
-def _no_carried_dependence(
-    model: PolyModel, inside: list[StatementModel], outer: int, accumulators: set[str]
-) -> bool:
-    """Whether no dependence joins two iterations of the loop at one band point, except on
-    the accumulators (isl: the dependence relation restricted to equal host and band
-    indices and different indices of the loop is empty)."""
-    names = {s.name for s in inside}
-    for dep in model.dependences.items:
-        if dep.source not in names or dep.sink not in names or dep.buffer in accumulators:
-            continue
-        pairs = dep.relation
-        for d in range(outer):
-            pairs = pairs.equate(isl.dim_type.in_, d, isl.dim_type.out, d)
-        same = pairs.equate(isl.dim_type.in_, outer, isl.dim_type.out, outer)
-        if not pairs.subtract(same).is_empty():
-            return False
-    return True

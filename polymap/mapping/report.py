@@ -61,6 +61,7 @@ def format_mapping(mapping: Mapping, *, proofs: bool = False) -> str:
         lines.append("  " + solver_line(report, cost))
     lines.append("")
     lines.extend(choice.describe() for choice in mapping.band_choices)
+    lines.extend(choice.describe() for choice in mapping.splits)
     lines.append(f"predicted time: {mapping.predicted_time_s * 1e6:.4g} us in all")
     lines.append("  " + proof_summary(mapping, listed=proofs))
     if proofs and mapping.proved:

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from polymap.ir.nodes import Program
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.proof import VerificationReport
 from polymap.mapping.space import KernelMapping
 from polymap.targets import GpuTarget
+
+if TYPE_CHECKING:
+    from polymap.transform.split import Split
 
 # The roofline time is the largest roof only, so every mapping under the same binding roof
 # costs the same however much DRAM or shared-memory traffic it adds (matmul_1024 under its
@@ -124,6 +128,51 @@ class BandChoice:
 
 
 @dataclass(frozen=True, slots=True)
+class SplitChoice:
+    """Whether and how a reduction loop is split into parts (``transform.split``,
+    ``pipeline.choose_splits``): the loop's index and its statement (as written in the
+    program the choice was made on), the accumulator, and per option (the unsplit program
+    first, then each split mapped by SCIP) its description, SCIP's objective for the whole
+    program in seconds (None where no mapping was found) and, where none was, why; the
+    cheapest, ``chosen``, is the mapping (0: not split). ``position``, ``split`` and
+    ``extent`` replay the rewrite (``prove.mapped_program``); ``reorders``: a float sum
+    whose order a split changes; ``pinned``: the parts came from a ``split`` pin."""
+
+    loop: str
+    statement: str
+    target: str
+    options: tuple[tuple[str, float | None, str], ...]
+    chosen: int
+    position: int
+    split: Split | None
+    extent: int
+    reorders: bool
+    pinned: bool = False
+    proof: str = ""  # what isl proved of the rewrite (``prove_split``), for a split taken
+
+    def describe(self) -> str:
+        """The report's line (and, for a split taken, a second line with its proof)."""
+        costs = "; ".join(
+            f"{what} "
+            + (f"{objective * 1e6:.4g} us" if objective is not None else f"no mapping ({why})")
+            + (" (taken)" if k == self.chosen else "")
+            for k, (what, objective, why) in enumerate(self.options)
+        )
+        how = "pinned" if self.pinned else f"the cheapest of {len(self.options)} by SCIP's objective"
+        if self.split is None:
+            return f"reduction loop '{self.loop}' ({self.statement}) not split, {how}: {costs}"
+        order = (
+            f"; reorders the float sum into '{self.target}' (reassociate=False keeps the program's order)"
+            if self.reorders
+            else f"; exact ('{self.target}' combines in any order)"
+        )
+        return (
+            f"reduction loop '{self.loop}' ({self.statement}) split into {self.split.describe()}, "
+            f"partial results combined by a second kernel, {how}: {costs}{order}\n  proved by {self.proof}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Mapping:
     """A mapped program: one KernelMapping per kernel, its predicted cost, SCIP's report
     per kernel, and the sizes the cost was estimated at (the mapping itself is verified
@@ -139,6 +188,7 @@ class Mapping:
     context: str | None = None  # the constraints on the symbolic sizes it was proved for
     given: bool = False  # the decisions were given to compile, not solved (``solver``: given_reports)
     band_choices: tuple[BandChoice, ...] = ()  # deep bands whose hardware axes SCIP's costs chose
+    splits: tuple[SplitChoice, ...] = ()  # reduction loops considered for a split, in the order chosen
 
     @property
     def proofs(self) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ import enum
 import math
 import re
 from collections.abc import Mapping as MappingABC
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from polymap.errors import ArgumentError
@@ -277,6 +277,9 @@ class LoopPin:
     copy: int | None = None  # on a seq loop: the most elements one load of a tile's copy moves
     interleave: bool | None = None  # on a band loop: its kernel's points interleaved (or not)
     lanes: int | None = None  # on a band loop: lanes of a warp per point of its kernel (1 or the warp)
+    split: int | None = (
+        None  # on a reduction loop: the parts it is split into (1: not split; transform.split)
+    )
 
     def items(self) -> tuple[tuple[str, Any], ...]:
         return tuple(
@@ -300,6 +303,15 @@ class Pins:
     def keys(self) -> tuple[str, ...]:
         return tuple(key for key, _ in self.by_key)
 
+    def split_parts(self) -> dict[str, int]:
+        """The ``split`` pins, by loop index (the pipeline's choice, not the mapping model's)."""
+        return {key: pin.split for key, pin in self.by_key if pin.split is not None}
+
+    def without(self, name: str) -> Pins:
+        """These pins less the field ``name`` (a pin left with no field is dropped)."""
+        kept = ((key, replace(pin, **{name: None})) for key, pin in self.by_key)
+        return Pins(tuple((key, pin) for key, pin in kept if pin.items()))
+
 
 _AXIS_TEXT = re.compile(r"^(?:(threadidx|blockidx|thread|block|t|b)\.?)?([xyz])$")
 _FIELD_ALIASES = {
@@ -316,6 +328,7 @@ _FIELD_ALIASES = {
     "copy": "copy",
     "interleave": "interleave",
     "lanes": "lanes",
+    "split": "split",
 }
 
 
@@ -331,7 +344,13 @@ def parse_pins(pins: Pins | MappingABC[str, Any] | None) -> Pins:
     for key, value in pins.items():
         if not isinstance(key, str) or not re.fullmatch(r"(kernel\d+\.)?[A-Za-z_]\w*", key):
             raise ArgumentError(f"pin key {key!r} is not a loop index (e.g. 'j' or 'kernel0.j')")
-        out.append((key, _pin(key, value)))
+        pin = _pin(key, value)
+        if pin.split is not None and "." in key:
+            raise ArgumentError(
+                f"pin '{key}': a split pin names the reduction loop alone ('{key.split('.')[1]}'), since a split "
+                "renumbers the kernels"
+            )
+        out.append((key, pin))
     return Pins(tuple(out))
 
 

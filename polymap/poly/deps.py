@@ -70,6 +70,25 @@ class Dependences:
         """The dependences from statement ``source`` to statement ``sink``."""
         return tuple(d for d in self.items if d.source == source and d.sink == sink)
 
+    def carried_only_on(self, statements: set[str], depth: int, buffers: set[str]) -> bool:
+        """Whether no dependence between two of ``statements`` joins two iterations of the
+        loop at ``depth`` (0: their outermost loop) with equal indices of the loops around it,
+        except dependences on ``buffers`` (isl: each relation, with the outer indices equated,
+        minus its pairs of equal indices at ``depth``, is empty). The statements must share
+        their loops down to ``depth``. This is what lets the loop's iterations run in any
+        order, the updates of ``buffers`` aside: over the lanes of a warp
+        (``mapping.lanes``), or split into parts (``transform.split``)."""
+        for dep in self.items:
+            if dep.source not in statements or dep.sink not in statements or dep.buffer in buffers:
+                continue
+            pairs = dep.relation
+            for d in range(depth):
+                pairs = pairs.equate(isl.dim_type.in_, d, isl.dim_type.out, d)
+            same = pairs.equate(isl.dim_type.in_, depth, isl.dim_type.out, depth)
+            if not pairs.subtract(same).is_empty():
+                return False
+        return True
+
 
 def dependences(
     statements: tuple[StatementModel, ...], schedule: isl.UnionMap, tuples: IslNames

@@ -50,8 +50,7 @@ from polymap.ir.nodes import (
     index_vars,
     substitute_stmt,
 )
-from polymap.ir.walk import loops as all_loops
-from polymap.ir.walk import walk_block
+from polymap.ir.walk import fresh_name, names_in_use, walk_block
 from polymap.transform.registers import renumber_statements
 
 MAX_BAND = 3
@@ -93,8 +92,7 @@ def every_band_choice(program: Program):
 
 
 def _fold(program: Program, axes: dict[int, frozenset[str]], found: list[DeepBand] | None) -> Program:
-    taken = set(program.param_names) | {d.name for d in program.all_buffers()}
-    taken |= {loop.index for loop, _ in all_loops(program)}
+    taken = names_in_use(program)
     changed = False
     count = 0
 
@@ -119,7 +117,7 @@ def _fold(program: Program, axes: dict[int, frozenset[str]], found: list[DeepBan
                 reordered = _reorder(band, axes.get(number, rule_axes(band)))
                 changed |= reordered is not loop
                 return reordered
-            name = _fresh(f"{outer.index}_{inner.index}", taken)
+            name = fresh_name(f"{outer.index}_{inner.index}", taken)
             taken.add(name)
             values = {
                 outer.index: IBin(IndexOp.FLOORDIV, IVar(name), width),
@@ -191,11 +189,3 @@ def _reorder(band: list[Loop], mapped: frozenset[str]) -> Loop:
     for loop in reversed(order):
         body = (replace(loop, body=body),)
     return body[0]
-
-
-def _fresh(hint: str, taken: set[str]) -> str:
-    name, k = hint, 1
-    while name in taken:
-        k += 1
-        name = f"{hint}{k}"
-    return name

@@ -214,14 +214,21 @@ def _accesses(stmts: tuple[Stmt, ...], buffer: str) -> tuple[list[tuple[IndexExp
     return found, written, indices
 
 
-def _element(loop: Loop, buffer: str) -> tuple[IndexExpr, ...] | None:
-    """The one element of ``buffer`` that ``loop`` works on, if it qualifies."""
+def _element(loop: Loop, buffer: str, before: Stmt | None) -> tuple[IndexExpr, ...] | None:
+    """The one element of ``buffer`` that ``loop`` works on, if it qualifies; ``before``:
+    the statement right before the loop in its block. An access under an if (the element
+    not touched in every iteration) qualifies only where ``before`` stores the element
+    (``_sets``): the register's store after the loop then writes an element the program
+    writes there anyway, and the load goes."""
     found, written, indices = _accesses((loop,), buffer)
-    if not written or None in found or any(e != found[0] for e in found):
+    element = next((e for e in found if e is not None), None)
+    if not written or element is None or any(e is not None and e != element for e in found):
         return None
-    if any(index_vars(e) & indices for e in found[0]):
+    if None in found and not _sets(before, buffer, element):
         return None
-    return found[0]
+    if any(index_vars(e) & indices for e in element):
+        return None
+    return element
 
 
 def _candidates(program: Program, chosen: list[_Key]) -> list[_Key]:
@@ -231,11 +238,20 @@ def _candidates(program: Program, chosen: list[_Key]) -> list[_Key]:
     for loop, path, candidate in _kernel_loops(program):
         if not candidate:
             continue
+        before = _statement_before(program, path)
         for decl in program.buffers:
             taken = any(b == decl.name and path[: len(p)] == p and path != p for p, b in chosen)
-            if not taken and _element(loop, decl.name) is not None:
+            if not taken and _element(loop, decl.name, before) is not None:
                 out.append((path, decl.name))
     return out
+
+
+def _statement_before(program: Program, path: tuple[int, ...]) -> Stmt | None:
+    """The statement right before the one at ``path`` in its block (None for the first)."""
+    block = program.body
+    for pos in path[:-1]:
+        block = block[pos].body
+    return block[path[-1] - 1] if path[-1] > 0 else None
 
 
 # ---------------------------------------------------------------------- rewrite
@@ -266,7 +282,7 @@ def _rewrite(program: Program, chosen: list[_Key]) -> Program:
             promoted = [decls[b] for b in decls if (where, b) in chosen]
             loads, stores = [], []
             for decl in promoted:
-                element = _element(stmt, decl.name)
+                element = _element(stmt, decl.name, stmts[pos - 1] if pos > 0 else None)
                 register = fresh(decl.name)
                 loop = replace(loop, body=tuple(_replace_stmt(s, decl.name, register) for s in loop.body))
                 first = Read(decl.name, element, stmt.loc)

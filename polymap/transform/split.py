@@ -1,0 +1,279 @@
+"""Splitting a reduction into parts: a long ``seq`` loop that only accumulates becomes a
+kernel of partial results, one per part, and a kernel that combines them.
+
+A reduction that runs inside one thread (a full sum is a one-thread kernel; a split-K
+GEMM's 64x64 output is 4096 threads for a GPU that holds 270000) leaves the GPU nearly
+empty. Where the loop qualifies, the nest
+
+::
+
+    par M i { seq K k { C[i] += A[i, k] } }
+
+is rewritten, for ``P`` parts (cyclic: part ``p`` runs iterations ``p, p + P, ...``), as
+
+::
+
+    par P k_part { par M i {
+        C_parts[k_part, i] = 0                                      # the operator's identity
+        seq (K - k_part + P - 1) / P k { C_parts[k_part, i] += A[i, k_part + P * k] }
+    } }
+    par M i { seq P k_part { C[i] += C_parts[k_part, i] } }         # the combine
+
+or, blocked in chunks of ``c`` (part ``p`` runs ``c p .. c p + c - 1``: a GEMM's parts keep
+their tiles of ``k`` whole), ``par (K + c - 1) / c k_part { ... seq min(c, K - c * k_part) k
+{ ... A[i, c * k_part + k] ... } }``. A band with no loop (a full sum, a serial kernel)
+gets a combine band of one point, ``par 1 k_join``, so that its combine can run on the
+lanes of a warp. ``max=`` and ``min=`` start each part at the target's own value instead of
+an identity (``max`` is idempotent), so no infinity is needed.
+
+**Which loops.** A ``seq`` loop ``L`` that is the whole body of a top-level band of at most
+two par loops (or a top-level ``seq`` loop with no par loop in it: a serial kernel), such
+that:
+
+* every statement in ``L`` is an update ``T[idx] op= e`` of one global buffer element
+  ``T[idx]`` (``idx`` free of ``L``'s indices) by one operator, and ``T[idx]`` is an
+  accumulator there (``ir.accumulators``: no statement reads it, its type combines
+  exactly, a float ``+=``/``*=`` only with ``reassociate``);
+* isl finds no dependence between two iterations of ``L`` at one band point other than on
+  ``T`` (``Dependences.carried_only_on``);
+* ``L``'s extent mentions no band index (the parts buffer has one shape for every point).
+
+Every other loop is left as it is: a prefix sum, a loop that also writes another buffer,
+a triangle's row.
+
+**Exactness.** Each iteration of ``L`` runs in exactly one part (``prove_split`` proves it
+with isl on the rewrite) and each part is combined once, in order of parts. ``max=``,
+``min=`` and integer ``+=``/``*=`` give the same result as the loop; a float ``+=``/``*=``
+is summed in another order (``docs/mapping.md`` derives the tolerance).
+
+Whether to split, into how many parts and in which form is the pipeline's choice
+(``pipeline.choose_splits``): each candidate is mapped by SCIP and the cheapest program
+kept; a ``split`` pin fixes the parts.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from polymap.ir.accumulators import accumulated, reorders
+from polymap.ir.nodes import (
+    Assign,
+    AssignOp,
+    BufferDecl,
+    BufferKind,
+    CmpOp,
+    Compare,
+    Const,
+    IBin,
+    IConst,
+    IndexExpr,
+    IndexOp,
+    IndexValue,
+    IVar,
+    Loop,
+    LoopKind,
+    Program,
+    Read,
+    Stmt,
+    fold_index,
+    guarded,
+    index_vars,
+    substitute_stmt,
+)
+from polymap.ir.walk import fresh_name, names_in_use, walk_block
+from polymap.transform.registers import renumber_statements
+
+if TYPE_CHECKING:
+    from polymap.poly.model import PolyModel
+
+MAX_BAND = 2  # the parts' loop joins the band, which stays within three hardware axes
+
+
+class Form(enum.Enum):
+    CYCLIC = "cyclic"  # part p runs iterations p, p + P, p + 2P, ...
+    BLOCKED = "blocked"  # part p runs a chunk of consecutive iterations
+
+
+@dataclass(frozen=True, slots=True)
+class Reduction:
+    """A loop that may be split (see the module docstring): the top-level statement at
+    ``position`` of the program's body, its band's par loops (outermost first, empty for a
+    serial kernel), the loop and the accumulator ``target[indices]`` updated by ``op``;
+    ``reorders``: a float ``+=``/``*=``, whose sum a split reorders."""
+
+    position: int
+    band: tuple[str, ...]
+    loop: Loop
+    target: str
+    indices: tuple[IndexExpr, ...]
+    op: AssignOp
+    reorders: bool
+
+    @property
+    def index(self) -> str:
+        return self.loop.index
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """How a reduction is split: into ``parts`` parts (at the sizes the choice was made for;
+    a blocked split keeps its chunk ``ceil(extent / parts)`` at every size) of one form."""
+
+    parts: int
+    form: Form
+
+    def describe(self) -> str:
+        return f"{self.parts} {self.form.value} parts"
+
+
+def reduction_at(program: Program, model: PolyModel, position: int, *, reassociate: bool) -> Reduction | str:
+    """The reduction loop of the top-level statement at ``position``, or why it has none
+    (a sentence for a report or a pin's error). ``model``: the analysis of ``program``."""
+    top = program.body[position]
+    if not isinstance(top, Loop):
+        return "it is not a loop"
+    band: list[Loop] = []
+    node = top
+    while node.is_par:
+        band.append(node)
+        if len(node.body) != 1 or not isinstance(node.body[0], Loop):
+            return "its band's body is not a single seq loop"
+        node = node.body[0]
+    if len(band) > MAX_BAND:
+        return f"its band has {len(band)} par loops (a split adds one; at most {MAX_BAND + 1} map to the GPU)"
+    loop = node
+    inner = list(walk_block(loop.body))
+    if any(isinstance(s, Loop) and s.is_par for s in inner):
+        return f"loop '{loop.index}' holds a par loop"
+    updates = [s for s in inner if not isinstance(s, Loop)]
+    if not updates or not all(isinstance(s, Assign) for s in updates):
+        return f"loop '{loop.index}' holds a statement that is not an update of a buffer"
+    targets = {(s.buffer, s.indices) for s in updates}
+    if len(targets) != 1:
+        return (
+            f"loop '{loop.index}' writes more than one element ({', '.join(sorted({t for t, _ in targets}))})"
+        )
+    ((target, indices),) = targets
+    decl = next((d for d in program.buffers if d.name == target), None)
+    if decl is None:
+        return f"loop '{loop.index}' accumulates into '{target}', a block-local buffer"
+    inside = {loop.index} | {s.index for s in inner if isinstance(s, Loop)}
+    if any(index_vars(i) & inside for i in indices):
+        return f"the element of '{target}' it updates changes with loop '{loop.index}'"
+    op = accumulated(target, updates, decl, lambda name: program.buffer(name).dtype)
+    if op is None:
+        return (
+            f"'{target}' is no accumulator of loop '{loop.index}' (read there, updated by other operators, "
+            f"or of a type whose updates depend on their order)"
+        )
+    if reorders(op, decl.dtype) and not reassociate:
+        return f"splitting reorders the float sum into '{target}' (reassociation is off)"
+    if index_vars(loop.extent) & {b.index for b in band}:
+        return f"loop '{loop.index}''s extent depends on the band"
+    names = {s.name for s in updates}
+    if not model.dependences.carried_only_on(names, len(band), {target}):
+        return (
+            f"an iteration of loop '{loop.index}' depends on another through a buffer other than '{target}'"
+        )
+    return Reduction(
+        position, tuple(b.index for b in band), loop, target, indices, op, reorders(op, decl.dtype)
+    )
+
+
+def reductions(program: Program, model: PolyModel, *, reassociate: bool) -> tuple[Reduction, ...]:
+    """Every reduction loop of ``program`` that may be split, in program order."""
+    found = (reduction_at(program, model, k, reassociate=reassociate) for k in range(len(program.body)))
+    return tuple(r for r in found if isinstance(r, Reduction))
+
+
+def split_reduction(program: Program, reduction: Reduction, split: Split, *, extent: int) -> Program:
+    """``program`` with ``reduction`` split as ``split`` says (the module docstring shows the
+    rewrite); ``extent``: the loop's extent at the sizes the split was chosen for, which
+    sets a blocked split's chunk."""
+    if split.parts < 2:
+        raise ValueError("a split has at least two parts")
+    taken = names_in_use(program)
+    part = fresh_name(f"{reduction.index}_part", taken)
+    parts_buffer = fresh_name(f"{reduction.target}_parts", taken | {part})
+    loop = reduction.loop
+    length = loop.extent
+    p = IVar(part)
+    # Each part's loop has one extent for every part, and a guard keeps its iterations below
+    # the loop's: a loop whose extent varies with the band would not be tiled for staging.
+    if split.form is Form.CYCLIC:
+        count: IndexExpr = IConst(split.parts)
+        chunk_extent = _div(_add(length, IConst(split.parts - 1)), split.parts)
+        iteration = _add(p, _mul(split.parts, IVar(loop.index)))
+    else:
+        chunk = -(-extent // split.parts)
+        count = _div(_add(length, IConst(chunk - 1)), chunk)
+        chunk_extent = IConst(chunk)
+        iteration = _add(_mul(chunk, p), IVar(loop.index))
+    below = Compare(CmpOp.LT, IndexValue(iteration), IndexValue(length))
+    target = program.buffer(reduction.target)
+    element = (p, *reduction.indices)
+    updates = tuple(
+        _retarget(
+            guarded(substitute_stmt(s, {loop.index: iteration}), below), reduction.target, parts_buffer, p
+        )
+        for s in loop.body
+    )
+    first = next(s for s in walk_block(loop.body) if isinstance(s, Assign))
+    if reduction.op in (AssignOp.MAX, AssignOp.MIN):
+        start = Read(reduction.target, reduction.indices, first.loc)  # idempotent: the target's own value
+    else:
+        start = Const(0 if reduction.op is AssignOp.ADD else 1, first.loc)
+    init = Assign(first.name, parts_buffer, element, AssignOp.SET, start, first.loc)
+    partial_body = (init, replace(loop, extent=chunk_extent, body=updates))
+    combine = Assign(
+        first.name,
+        reduction.target,
+        reduction.indices,
+        reduction.op,
+        Read(parts_buffer, element, first.loc),
+        first.loc,
+    )
+    combine_loop = Loop(LoopKind.SEQ, part, count, (combine,), loop.loc)
+    top = program.body[reduction.position]
+    inner = _with_body(top, partial_body, len(reduction.band)) if reduction.band else None
+    partials = Loop(LoopKind.PAR, part, count, (inner,) if inner else partial_body, loop.loc)
+    if reduction.band:
+        combined = _with_body(top, (combine_loop,), len(reduction.band))
+    else:
+        one = fresh_name(f"{reduction.index}_join", taken | {part, parts_buffer})
+        combined = Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)
+    parts_decl = BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, (count, *target.shape), target.loc)
+    body = list(program.body)
+    body[reduction.position : reduction.position + 1] = [partials, combined]
+    rewritten = replace(program, buffers=(*program.buffers, parts_decl), body=tuple(body))
+    return renumber_statements(rewritten)
+
+
+def _with_body(top: Loop, body: tuple[Stmt, ...], depth: int) -> Loop:
+    """The band of ``depth`` (>= 1) par loops starting at ``top`` around ``body``."""
+    if depth == 1:
+        return replace(top, body=body)
+    return replace(top, body=(_with_body(top.body[0], body, depth - 1),))
+
+
+def _retarget(stmt: Stmt, target: str, parts: str, part: IVar) -> Stmt:
+    """``stmt`` with its updates of ``target[idx]`` made updates of ``parts[part, idx]``."""
+    if isinstance(stmt, Loop):
+        return replace(stmt, body=tuple(_retarget(s, target, parts, part) for s in stmt.body))
+    assert isinstance(stmt, Assign) and stmt.buffer == target
+    return replace(stmt, buffer=parts, indices=(part, *stmt.indices))
+
+
+# Built with constants folded: in a program with its sizes bound, a shape must be a number.
+def _add(a: IndexExpr, b: IndexExpr) -> IndexExpr:
+    return fold_index(IBin(IndexOp.ADD, a, b))
+
+
+def _mul(k: int, e: IndexExpr) -> IndexExpr:
+    return fold_index(IBin(IndexOp.MUL, IConst(k), e))
+
+
+def _div(e: IndexExpr, k: int) -> IndexExpr:
+    return fold_index(IBin(IndexOp.FLOORDIV, e, IConst(k)))

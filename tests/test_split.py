@@ -1,0 +1,228 @@
+"""Reductions split into parts (``transform.split``, ``pipeline.choose_splits``): which
+loops qualify, the rewrite against the reference at many sizes, SCIP's choice, pins, the
+report, and host runs against NumPy (exactly for max=, min= and integer sums; within the
+reassociation bound of docs/mapping.md for float sums)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polymap
+from polymap.errors import ArgumentError
+from polymap.ir.nodes import IConst
+from polymap.reference import reference
+from polymap.transform.split import Form, Split, reduction_at, split_reduction
+
+FULL_SUM = """
+param N = 1048576
+in  x: f32[N]
+out s: f32[1]
+s[0] += x[i]
+"""
+
+SPLIT_K = """
+param M = 8
+param N = 8
+param K = 16384
+in  A: f32[M, K]
+in  B: f32[K, N]
+out C: f32[M, N]
+C[i, j] += A[i, k] * B[k, j]
+"""
+
+
+def _reassociation_bound(terms: np.ndarray, count: int) -> float:
+    """Two orders of a float32 sum of ``count`` terms are within 2 (n - 1) u sum|t|
+    (docs/mapping.md, "Reductions across the lanes of a warp")."""
+    u = np.finfo(np.float32).eps / 2
+    return 2 * (count - 1) * u * float(np.abs(terms).astype(np.float64).sum())
+
+
+def _reduction(text: str, position: int = 0, *, reassociate: bool = True):
+    program = polymap.parse(text)
+    return program, reduction_at(program, polymap.analyze(program), position, reassociate=reassociate)
+
+
+def test_the_full_sum_is_split_by_scip_and_runs_equal_to_numpy():
+    program = polymap.parse(FULL_SUM)
+    mapping = polymap.optimize(program)
+    taken = [c for c in mapping.splits if c.split is not None]
+    assert taken, mapping.report()
+    first = mapping.splits[0]
+    assert first.options[0][0] == "unsplit"
+    assert first.options[first.chosen][1] == min(o[1] for o in first.options if o[1] is not None)
+    assert first.options[first.chosen][1] < first.options[0][1]
+    # the one-thread kernel is gone: every kernel but the last combine has more than one block
+    assert len(mapping.kernels) == 1 + len(taken)
+    assert "split into" in mapping.report() and "reorders the float sum into 's'" in mapping.report()
+    x = np.random.default_rng(3).standard_normal(1048576).astype(np.float32)
+    kernel = polymap.compile(program, mapping)
+    runs = {"reference": reference(program, x=x), "host": kernel.run_host(x=x)}
+    assert ".entry" in kernel.ptx()
+    exact = x.astype(np.float64).sum()
+    bound = _reassociation_bound(x, x.size)
+    for name, out in runs.items():
+        assert abs(float(out["s"][0]) - exact) <= bound, name
+    assert "split into" in kernel.source and "reorders the float sum into 's'" in kernel.source
+
+
+def test_max_and_integer_sums_split_exactly():
+    text = """
+param N = 262144
+in  x: f32[N]
+in  c: i32[N]
+out m: f32[1]
+out n: i32[1]
+m[0] max= x[i]
+n[0] += c[i]
+"""
+    program = polymap.parse(text)
+    mapping = polymap.optimize(program)
+    split = {c.target for c in mapping.splits if c.split is not None}
+    assert split == {"m", "n"}, mapping.report()
+    assert "exact for 'm'" in polymap.compile(program, mapping).source
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(262144).astype(np.float32)
+    c = rng.integers(-1000, 1000, 262144).astype(np.int32)
+    out = polymap.compile(program, mapping).run_host(x=x, c=c)
+    assert out["m"][0] == x.max()
+    assert out["n"][0] == c.astype(np.int64).sum()
+
+
+def test_a_skinny_gemm_is_split_along_k():
+    program = polymap.parse(SPLIT_K)
+    mapping = polymap.optimize(program)
+    (choice,) = [c for c in mapping.splits if c.loop == "k"]
+    assert choice.split is not None, mapping.report()
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((8, 16384)).astype(np.float32)
+    b = rng.standard_normal((16384, 8)).astype(np.float32)
+    out = polymap.compile(program, mapping).run_host(A=a, B=b)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    terms = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    u = np.finfo(np.float32).eps / 2
+    assert np.all(np.abs(out["C"] - exact) <= 2 * 16384 * u * terms)
+
+
+@pytest.mark.parametrize("form", list(Form))
+@pytest.mark.parametrize("parts", [2, 8])
+def test_the_rewrite_equals_the_reference_at_every_size(form, parts):
+    text = """
+param N
+param M
+in  x: i32[M, N]
+out s: i32[M]
+out m: i32[M]
+s[i] += x[i, k]
+m[i] max= x[i, k] * 3 - 2
+"""
+    program = polymap.parse(text)
+    model = polymap.analyze(program)
+    for position in (0, 1):
+        reduction = reduction_at(program, model, position, reassociate=True)
+        split = split_reduction(program, reduction, Split(parts, form), extent=37)
+        polymap.analyze(split)  # race free and in bounds for every size
+        program_after = split
+        for n in (0, 1, 5, 36, 37, 38, 100):
+            x = np.arange(3 * n, dtype=np.int32).reshape(3, n) % 17 - 8
+            want = reference(program, x=x)
+            got = reference(program_after, x=x)
+            assert np.array_equal(want["s"], got["s"]) and np.array_equal(want["m"], got["m"]), (position, n)
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        # a prefix sum: the running value is read
+        (
+            "param N\nin x: f32[N]\nout y: f32[N]\nout s: f32[1]\nseq N i { s[0] += x[i]\n y[i] = s[0] }",
+            "more than one element",
+        ),
+        ("param N\nin x: f32[N]\nout y: f32[N + 1]\nseq N i { y[i + 1] = y[i] + x[i] }", "changes with"),
+        ("param N\nin x: f32[N]\nout s: f32[1]\nseq N i { s[0] -= x[i] }", "no accumulator"),
+        ("param N\nin x: f64[N]\nout s: i32[1]\nseq N i { s[0] += x[i] }", "no accumulator"),
+        ("param N\nin x: f32[N]\nout s: f16[1]\nseq N i { s[0] += x[i] }", "no accumulator"),
+        (
+            "param N\nin x: f32[N, N]\nout s: f32[N]\npar N i { seq i + 1 k { s[i] += x[i, k] } }",
+            "depends on the band",
+        ),
+    ],
+)
+def test_loops_that_must_not_be_split(text, reason):
+    program, found = _reduction(text)
+    assert isinstance(found, str) and reason in found, found
+
+
+def test_no_reassociation_keeps_a_float_sum_whole_but_splits_max():
+    program, found = _reduction(FULL_SUM, reassociate=False)
+    assert isinstance(found, str) and "reassociation is off" in found
+    mapping = polymap.optimize(program, reassociate=False)
+    assert all(c.split is None for c in mapping.splits) and len(mapping.kernels) == 1
+    program, found = _reduction("param N\nin x: f32[N]\nout m: f32[1]\nm[0] max= x[i]", reassociate=False)
+    assert not isinstance(found, str) and not found.reorders
+
+
+def test_split_pins():
+    program = polymap.parse(FULL_SUM)
+    kept = polymap.optimize(program, pins={"i": {"split": 1}})
+    assert len(kept.kernels) == 1 and kept.splits[0].pinned and kept.splits[0].split is None
+    pinned = polymap.optimize(program, pins={"i": {"split": 64}, "i_part": {"split": 1}})
+    assert pinned.splits[0].split.parts == 64 and len(pinned.kernels) == 2
+    assert pinned.splits[0].options[0][0] == "unsplit" and pinned.splits[0].chosen > 0
+    with pytest.raises(ArgumentError, match="power of two"):
+        polymap.optimize(program, pins={"i": {"split": 3}})
+    with pytest.raises(ArgumentError, match="names the reduction loop alone"):
+        polymap.optimize(program, pins={"kernel0.i": {"split": 4}})
+    prefix = polymap.parse(
+        "param N = 4096\nin x: f32[N]\nout y: f32[N + 1]\nseq N i { y[i + 1] = y[i] + x[i] }"
+    )
+    with pytest.raises(ArgumentError, match="changes with loop 'i'"):
+        polymap.optimize(prefix, pins={"i": {"split": 4}})
+
+
+def test_a_given_split_mapping_is_proved_again_and_keeps_its_report():
+    program = polymap.parse(FULL_SUM)
+    mapping = polymap.optimize(program)
+    kernel = polymap.compile(program, mapping)
+    assert kernel.mapping.splits == mapping.splits
+    assert kernel.mapping.program == mapping.program
+    data = mapping.to_json()
+    assert data["splits"][0]["parts"] == mapping.splits[0].split.parts
+
+
+@pytest.mark.parametrize("form", list(Form))
+def test_isl_proves_each_iteration_in_one_part_and_refuses_a_wrong_claim(form):
+    from polymap.errors import InternalError
+    from polymap.prove_split import prove_split
+
+    text = "param N\nparam M\nin x: f32[N, M]\nout s: f32[4]\npar 4 j { seq N i { seq M r { s[j] max= x[i, r] } } }"
+    program, found = _reduction(text)
+    before = polymap.analyze(program)
+    split = split_reduction(program, found, Split(8, form), extent=100)
+    after = polymap.analyze(split)
+    assert "exactly one part" in prove_split(before, after, found, Split(8, form), 100)
+    # the same program said to be split into 4 parts: iterations lost or run twice
+    with pytest.raises(InternalError, match="exactly once"):
+        prove_split(before, after, found, Split(4, form), 100)
+    # the combine of another program: a partial read twice
+    doubled = polymap.parse(
+        str(split).replace("s[j] max= s_parts[i_part, j]", "s[j] max= s_parts[i_part / 2, j]")
+    )
+    with pytest.raises(InternalError, match="each partial once"):
+        prove_split(before, polymap.analyze(doubled), found, Split(8, form), 100)
+
+
+def test_a_program_with_its_sizes_bound_is_split_with_numbers_for_shapes():
+    text = "param M = 70\nparam N = 1000\nin X: f32[M, N]\nout y: f32[M]\npar M i { seq N j { y[i] += X[i, j] } }"
+    program = polymap.parse(text).bind_defaults()
+    mapping = polymap.optimize(program)
+    (choice,) = mapping.splits
+    assert choice.split is not None, mapping.report()
+    parts = next(d for d in mapping.program.buffers if d.name == "y_parts")
+    assert all(isinstance(e, IConst) for e in parts.shape), parts
+    x = np.random.default_rng(6).standard_normal((70, 1000)).astype(np.float32)
+    out = polymap.compile(program, mapping).run_host(X=x)
+    exact = x.astype(np.float64).sum(axis=1)
+    bounds = [_reassociation_bound(row, row.size) for row in x]
+    assert np.all(np.abs(out["y"] - exact) <= bounds)
