@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from itertools import product
 
 from polymap.codegen.cuda import CudaProgram, emit_cuda
 from polymap.errors import ArgumentError, InternalError, MappingError, SolverError
@@ -111,6 +112,7 @@ def optimize_program(
         program,
         map_written,
         split_pins,
+        gpu=gpu,
         sizes=sizes,
         reassociate=reassociate,
         analyses=analyses,
@@ -201,20 +203,29 @@ PART_ITERATIONS = (
 
 
 def choose_splits(
-    program: Program, map_written, pins: dict[str, int], *, sizes, reassociate, analyses, context
+    program: Program,
+    map_written,
+    pins: dict[str, int],
+    *,
+    gpu: GpuTarget,
+    sizes,
+    reassociate,
+    analyses,
+    context,
 ):
     """Which reduction loops to split into parts (``transform.split``), and how: the
     program is mapped as written (``map_written``: rewritten, SCIP per kernel, deep bands
     chosen), then, for each reduction loop of a kernel that fills less than FILL_WANTED of
     the GPU (or that a ``split`` pin names), the program split into ``parts`` parts is
-    mapped once per form (cyclic, blocked), where ``parts`` is the power of two that would
-    fill the GPU (1 / fill), capped so that each part runs PART_ITERATIONS iterations (a
-    pin gives it); the cheapest program by SCIP's objective (its kernels' objectives times
+    mapped once per form (cyclic, blocked), for each count of ``_part_counts`` (the powers
+    of two that would fill the GPU with a thread, and with a warp, per point; a pin gives
+    the one count); the cheapest program by SCIP's objective (its kernels' objectives times
     their launches) is kept. A split's combine kernel is itself a reduction and may be
     split in the next round, up to MAX_SPLITS. Returns what ``map_written`` returns for the
     chosen program (whose first item is that program, rewritten) and a SplitChoice per loop
     considered, in order."""
     current = map_written(program)
+    warp = gpu.warp_size
     made: list[SplitChoice] = []
     seen: set[tuple[str, str, tuple[str, ...]]] = set()
     while len([c for c in made if c.split is not None]) < MAX_SPLITS:
@@ -229,14 +240,16 @@ def choose_splits(
             if key in seen:
                 continue
             seen.add(key)
-            cost = current[1][owners[reduction.position]][1]
+            mapped_kernel, cost, _ = current[1][owners[reduction.position]]
             pin = pins.get(reduction.index)
             extent = _extent_at(bound, reduction)
-            parts = pin if pin is not None else _parts(cost.fill, extent)
-            if pin is None and (cost.fill >= FILL_WANTED or parts < 2):
+            counts = (pin,) if pin is not None else _part_counts(cost.fill, mapped_kernel.lanes, warp, extent)
+            if pin is None and (cost.fill >= FILL_WANTED or not counts):
                 continue
             options = [("unsplit", _objective(current[1]), "", None, current)]
-            for form in (Form.CYCLIC, Form.BLOCKED) if parts > 1 else ():
+            for parts, form in product(counts, (Form.CYCLIC, Form.BLOCKED)):
+                if parts < 2:
+                    continue
                 how = Split(parts, form)
                 candidate = split_reduction(program, reduction, how, extent=extent)
                 with step(f"mapping with loop '{reduction.index}' split into {how.describe()}"):
@@ -253,7 +266,7 @@ def choose_splits(
             ]
             if not allowed:
                 raise MappingError(
-                    f"loop '{reduction.index}' is pinned to {parts} parts, and no split into {parts} parts has a "
+                    f"loop '{reduction.index}' is pinned to {pin} parts, and no split into {pin} parts has a "
                     f"mapping: {'; '.join(o[2] for o in options[1:])}"
                 )
             chosen = min(allowed, key=lambda k: options[k][1])
@@ -327,13 +340,17 @@ def _extent_at(bound: Program, reduction) -> int:
     return extent.value
 
 
-def _parts(fill: float, extent: int) -> int:
-    """The power of two that would fill the GPU, capped so that each part runs at least
-    PART_ITERATIONS iterations (1: no split)."""
+def _part_counts(fill: float, lanes: int, warp: int, extent: int) -> tuple[int, ...]:
+    """The numbers of parts to try: the power of two that would fill the GPU as the
+    unsplit kernel is mapped (1 / fill), and the one that would fill it with the other
+    choice of a thread or a warp per point (``lanes``: the unsplit kernel's); each capped
+    so that a part runs at least PART_ITERATIONS iterations, without repeats or counts
+    below 2."""
     wanted = 1 << max(0, math.ceil(math.log2(1 / max(fill, 1e-12))))
+    other = wanted * warp if lanes > 1 else wanted // warp
     cap = extent // PART_ITERATIONS
-    parts = min(wanted, 1 << (cap.bit_length() - 1) if cap >= 1 else 1)
-    return parts
+    most = 1 << (cap.bit_length() - 1) if cap >= 1 else 1
+    return tuple(dict.fromkeys(c for c in (min(wanted, most), min(other, most)) if c >= 2))
 
 
 def _objective(solved) -> float:

@@ -101,6 +101,8 @@ class _Gen:
         # the if on data's draws: a stream of its own, so that the programs of the other
         # seeds' features stay as they were
         self.data = random.Random(seed * 104729 + 3)
+        # the long reductions' draws (split into parts by the pipeline): a stream of their own
+        self.splits = random.Random(seed * 15485863 + 5)
 
     # -- sizes and extents
 
@@ -479,6 +481,35 @@ class _Gen:
         a, b = self.s.fresh("e"), self.s.fresh("e")
         return [f"{Rr}[{a}] {r.choice(['+=', 'max=', 'min='])} {X}[{a}, {b}]"]
 
+    def long_reduction(self) -> list[str]:
+        """A reduction long enough to be split into parts (``transform.split``): a full sum,
+        a few rows, or a skinny product, over 512 to 6000 elements (a constant extent)."""
+        d = self.splits
+        self.s.features.add("long-reduction")
+        length = d.randint(512, 6000)
+        dtype = d.choice(["f32", "f32", "f64", "i32", "i64"])
+        op = d.choice(["+=", "+=", "max=", "min="])
+        kind = d.choice(["out", "inout"])
+        X, W, a, b, c = (self.s.fresh(n) for n in ("X", "W", "e", "e", "e"))
+        shape = d.choice(["full", "rows", "product"])
+        if shape == "full":
+            self.s.decls += [f"in {X}: {dtype}[{length}]", f"{kind} {W}: {dtype}[1]"]
+            return [f"seq {length} {b} {{ {W}[0] {op} {X}[{b}] }}"]
+        rows = d.randint(1, 6)
+        if shape == "rows":
+            self.s.decls += [f"in {X}: {dtype}[{rows}, {length}]", f"{kind} {W}: {dtype}[{rows}]"]
+            return [f"par {rows} {a} {{ seq {length} {b} {{ {W}[{a}] {op} {X}[{a}, {b}] }} }}"]
+        cols = d.randint(1, 5)
+        Y = self.s.fresh("X")
+        self.s.decls += [
+            f"in {X}: {dtype}[{rows}, {length}]",
+            f"in {Y}: {dtype}[{length}, {cols}]",
+            f"{kind} {W}: {dtype}[{rows}, {cols}]",
+        ]
+        return [
+            f"par {rows} {a} {{ par {cols} {c} {{ seq {length} {b} {{ {W}[{a}, {c}] += {X}[{a}, {b}] * {Y}[{b}, {c}] }} }} }}"
+        ]
+
     def flat_transpose(self) -> list[str]:
         """``p % N`` and ``p / N`` with N a number: needs binding (or a default)."""
         self.s.features.add("flat-transpose")
@@ -509,6 +540,8 @@ class _Gen:
         lines: list[str] = []
         for _ in range(r.choices([1, 2, 3], weights=[5, 3, 1])[0]):
             lines += r.choice(fragments)()
+        if self.splits.random() < 0.25:
+            lines += self.long_reduction()
         sizes = {k: v for k, v in self.s.sizes.items() if k in self.used}
         mode = self.s.mode
         if mode == "symbolic":  # every size must be inferable from a dimension of an input

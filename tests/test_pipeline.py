@@ -76,11 +76,22 @@ ALLOWED = {
     "reference": {"ir", "poly"},
     "mapping": {"ir", "transform", "poly", "targets"},
     "schedule": {"ir", "poly", "targets", "mapping"},
-    "prove": {"ir", "transform", "poly", "targets", "mapping", "schedule", "prove_lanes"},
+    "prove": {"ir", "transform", "poly", "targets", "mapping", "schedule", "prove_lanes", "prove_split"},
     "prove_lanes": {"ir", "poly", "targets", "mapping", "schedule"},  # the lanes' obligations
+    "prove_split": {"ir", "poly", "transform"},  # a split reduction's rewrite
     "codegen": {"ir", "poly", "targets", "schedule"},
     "runtime": {"ir", "poly", "codegen", "reference", "targets"},
-    "pipeline": {"ir", "transform", "poly", "targets", "mapping", "schedule", "prove", "codegen"},
+    "pipeline": {
+        "ir",
+        "transform",
+        "poly",
+        "targets",
+        "mapping",
+        "schedule",
+        "prove",
+        "prove_split",
+        "codegen",
+    },
     "machine_code": {"targets", "runtime", "codegen"},  # codegen: the lines of full blocks
     "kernel": {"ir", "targets", "mapping", "codegen", "pipeline", "runtime", "machine_code"},
     "plan": {

@@ -5,17 +5,19 @@ reassociation bound of docs/mapping.md for float sums)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import polymap
-from polymap.errors import ArgumentError
+from polymap.errors import ArgumentError, VerificationError
 from polymap.ir.nodes import IConst
 from polymap.reference import reference
 from polymap.transform.split import Form, Split, reduction_at, split_reduction
 
 FULL_SUM = """
-param N = 1048576
+param N = 262144
 in  x: f32[N]
 out s: f32[1]
 s[0] += x[i]
@@ -56,7 +58,7 @@ def test_the_full_sum_is_split_by_scip_and_runs_equal_to_numpy():
     # the one-thread kernel is gone: every kernel but the last combine has more than one block
     assert len(mapping.kernels) == 1 + len(taken)
     assert "split into" in mapping.report() and "reorders the float sum into 's'" in mapping.report()
-    x = np.random.default_rng(3).standard_normal(1048576).astype(np.float32)
+    x = np.random.default_rng(3).standard_normal(262144).astype(np.float32)
     kernel = polymap.compile(program, mapping)
     runs = {"reference": reference(program, x=x), "host": kernel.run_host(x=x)}
     assert ".entry" in kernel.ptx()
@@ -94,7 +96,19 @@ def test_a_skinny_gemm_is_split_along_k():
     program = polymap.parse(SPLIT_K)
     mapping = polymap.optimize(program)
     (choice,) = [c for c in mapping.splits if c.loop == "k"]
-    assert choice.split is not None, mapping.report()
+    assert choice.split is not None and choice.split.form is Form.BLOCKED, mapping.report()
+    # the parts' tiles of A and B are staged at the block's own origin: k_part one per block
+    parts = mapping.kernels[0]
+    assert parts.staging is not None and set(parts.staging.buffers) == {"A", "B"}
+    assert [(lm.threads, lm.seq) for lm in parts.loops if lm.index == "k_part"] == [(1, 1)]
+    forged_loops = tuple(
+        dataclasses.replace(lm, threads=2) if lm.index == "k_part" else lm for lm in parts.loops
+    )
+    forged = dataclasses.replace(
+        mapping, kernels=(dataclasses.replace(parts, loops=forged_loops), *mapping.kernels[1:])
+    )
+    with pytest.raises(VerificationError, match="no thread copies the element"):
+        polymap.compile(mapping.program, forged)
     rng = np.random.default_rng(5)
     a = rng.standard_normal((8, 16384)).astype(np.float32)
     b = rng.standard_normal((16384, 8)).astype(np.float32)

@@ -606,6 +606,9 @@ class ScipModel:
             st = scip.addVar(f"stage[{c.buffer}@{c.loop or 'body'}]", vtype="B")
             self.stage[c.buffer, c.loop] = st
             scip.addCons(st <= self.scope[c.loop])
+            for j, loop in enumerate(p.kernel.band):
+                if loop.index in c.per_block:  # one iteration per block: T = S = 1 where staged
+                    scip.addCons(self.lt[j] + self.ls[j] <= (self.log_block + MAX_LOG_SEQ) * (1 - st))
             if c.loop is not None:
                 pin = merge_pins(pins.for_loop(kname, c.loop))
                 if pin.stage is not None:
@@ -766,6 +769,8 @@ class ScipModel:
         # (an upper bound: ``cost_model.shared_read_cost`` says the same)
         scip.addCons(exponent <= r + most * (1 - self.wrapped))
         for v in mentioned:
+            if v in c.per_block:
+                continue  # one iteration per block where staged: no lane steps along it
             j = position[v]
             # log2 of the lanes' step along v: log2 S where blocked, 0 where cyclic
             delta = scip.addVar(f"step_log2[{tag}@{v}]", vtype="I", lb=0, ub=MAX_LOG_SEQ)

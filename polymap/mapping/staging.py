@@ -26,7 +26,10 @@ Candidates. A buffer ``X`` is staged for a scope when it is a program-wide buffe
 statement of the kernel writes it, it is read in the scope, every read of it there has one
 and the same index tuple, and each index ``e_d`` is ``v_d + r_d``: ``v_d`` a band index or
 L's index (coefficient 1, each loop in at most one dimension) or nothing, ``r_d`` free of
-loop indices but host ones. Under a mapping a block then reads, per tile, exactly the box
+loop indices but host ones and *per-block* band loops (``StageCandidate.per_block``: a
+split reduction's part, ``A[i, 512 * k_part + k]``), which the model then runs one
+iteration per block (T = S = 1: the index is the block's coordinate, so ``r_d`` is one
+number per block). Under a mapping a block then reads, per tile, exactly the box
 
     lo_d <= X index d < lo_d + W_d,   lo_d = g_j T_j S_j + r_d  (v_d = band loop j, W_d = T_j S_j)
                                       lo_d = kt K + r_d         (v_d = L,           W_d = K)
@@ -101,6 +104,10 @@ class StageCandidate:
     indices: tuple[IndexExpr, ...]  # the index tuple as written
     element_bytes: int
     reads: tuple[str, ...]  # the statements that read it in the scope
+    # band loops an offset mentions (a split reduction's part: ``A[i, 512 * k_part + k]``):
+    # staged only where each runs one iteration per block (T = S = 1, so it is the block's
+    # coordinate and the tile's origin is the block's own)
+    per_block: tuple[str, ...] = ()
 
     @property
     def loops(self) -> tuple[str, ...]:
@@ -243,17 +250,23 @@ def _candidate(program: Program, buffer: str, loop: Loop | None, uses, free: set
     if any(isinstance(e, Gather) for e in indices):
         return None  # a gathered row is known only at run time: no tile to copy ahead
     dims, offsets = [], []
+    band = free - ({loop.index} if loop is not None else set())
     for e in indices:
-        split = split_index(e, free)
+        split = split_index(e, free - band) if loop is not None else None
+        if split is None or (split[0] is None and index_vars(e) & free):
+            split = split_index(e, free)
         if split is None:
             return None
         var, rest = split
-        if index_vars(rest) - host - set(program.param_names):
+        if index_vars(rest) - host - set(program.param_names) - band:
             return None
         if var is not None and var in dims:
             return None
         dims.append(var)
         offsets.append(rest)
+    per_block = tuple(sorted(set().union(*(index_vars(r) for r in offsets)) & band))
+    if set(per_block) & set(dims):
+        return None  # a loop both along a dimension and in another's origin
     if dims[-1] is None:  # a row of the tile must run along a loop to be copied coalesced
         return None
     if loop is not None and loop.index not in dims:
@@ -268,6 +281,7 @@ def _candidate(program: Program, buffer: str, loop: Loop | None, uses, free: set
         indices,
         decl.dtype.itemsize,
         reading,
+        per_block,
     )
 
 

@@ -133,8 +133,11 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
         decl = program.buffer(c.buffer)
         o = [names.fresh(f"o{d}") for d in range(len(sb.widths))]
         origin = []
+        # a loop of the offsets (``StageCandidate.per_block``) runs one iteration per block:
+        # its index is the block's coordinate
+        at_block = {**env, **{u: blocks[km.loop(u).block_axis.position] for u in c.per_block}}
         for v, r in zip(c.dims, c.offsets):
-            rest = isl_expr(r, env, params)
+            rest = isl_expr(r, at_block, params)
             if v is None:
                 origin.append((0, f"({rest})"))
             elif v == staging.loop:
