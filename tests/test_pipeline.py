@@ -81,6 +81,7 @@ ALLOWED = {
     "prove_split": {"ir", "poly", "transform"},  # a split reduction's rewrite
     "codegen": {"ir", "poly", "targets", "schedule"},
     "runtime": {"ir", "poly", "codegen", "reference", "targets"},
+    "split_choice": {"ir", "transform", "targets", "mapping", "prove_split"},  # a step of the pipeline
     "pipeline": {
         "ir",
         "transform",
@@ -90,6 +91,7 @@ ALLOWED = {
         "schedule",
         "prove",
         "prove_split",
+        "split_choice",
         "codegen",
     },
     "machine_code": {"targets", "runtime", "codegen"},  # codegen: the lines of full blocks
