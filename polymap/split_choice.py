@@ -51,19 +51,20 @@ def choose_splits(
     current = map_written(program)
     warp = gpu.warp_size
     made: list[SplitChoice] = []
-    seen: set[tuple[str, str, tuple[str, ...]]] = set()
+    considered: set[int] = set()  # positions of the loops already weighed (in the current program)
+    names: set[str] = set()  # their indices, for the pins' check
     while len([c for c in made if c.split is not None]) < MAX_SPLITS:
         model = analyses(program, context)
         found = reductions(program, model, reassociate=reassociate)
-        _check_split_pins(pins, program, model, reassociate, found, seen)
+        _check_split_pins(pins, program, model, reassociate, {r.index for r in found} | names)
         bound = program.bind(**sizes)
         owners = _kernel_of_position(program)
         changed = False
         for reduction in found:
-            key = (reduction.index, reduction.target, reduction.band)
-            if key in seen:
+            if reduction.position in considered:
                 continue
-            seen.add(key)
+            considered.add(reduction.position)
+            names.add(reduction.index)
             mapped_kernel, cost, _ = current[1][owners[reduction.position]]
             pin = pins.get(reduction.index)
             extent = _extent_at(bound, reduction)
@@ -117,6 +118,8 @@ def choose_splits(
             )
             if chosen:
                 program, current = options[chosen][4]
+                # the parts nest keeps the loop's place; the combine and what follows move on
+                considered = {q + 1 if q > reduction.position else q for q in considered}
                 changed = True
                 break  # positions moved: look for reductions again
         if not changed:
@@ -124,10 +127,9 @@ def choose_splits(
     return current, tuple(made)
 
 
-def _check_split_pins(pins, program, model, reassociate, found, seen) -> None:
+def _check_split_pins(pins, program, model, reassociate, reducible: set[str]) -> None:
     """A ``split`` pin names a loop that is a reduction here (else an ArgumentError says why
     it is not), unless it pins 1 part or its loop was split already."""
-    reducible = {r.index for r in found} | {key[0] for key in seen}
     for index, parts in pins.items():
         if index in reducible or parts == 1:
             continue

@@ -240,3 +240,16 @@ def test_a_program_with_its_sizes_bound_is_split_with_numbers_for_shapes():
     exact = x.astype(np.float64).sum(axis=1)
     bounds = [_reassociation_bound(row, row.size) for row in x]
     assert np.all(np.abs(out["y"] - exact) <= bounds)
+
+
+def test_two_reductions_into_one_target_are_each_weighed():
+    text = "param N = 262144\nin x: f32[N]\nin y: f32[N]\nout s: f32[1]\ns[0] += x[i]\ns[0] += y[i]"
+    program = polymap.parse(text)
+    mapping = polymap.optimize(program, pins={"i_part": {"split": 1}})
+    split = [c for c in mapping.splits if c.loop == "i" and c.split is not None]
+    assert len(split) == 2, mapping.report()
+    rng = np.random.default_rng(8)
+    x, y = (rng.standard_normal(262144).astype(np.float32) for _ in range(2))
+    out = polymap.compile(program, mapping).run_host(x=x, y=y)
+    both = np.concatenate([x, y])
+    assert abs(float(out["s"][0]) - both.astype(np.float64).sum()) <= _reassociation_bound(both, both.size)
