@@ -51,6 +51,8 @@ class Analyses:
     steps that reach the same program, share one model."""
 
     models: dict[tuple[Program, str | None], PolyModel] = field(default_factory=dict)
+    # kernels SCIP solved during the run, for the rewrites that share them (``mapping.solved``)
+    kernels: dict = field(default_factory=dict)
 
     def __call__(self, program: Program, context: str | None = None) -> PolyModel:
         key = (program, context)
@@ -97,7 +99,15 @@ def optimize_program(
             bound_model = analyses(rewritten.bind(**sizes))
         symbolic = analyses(rewritten, context)  # the proof's program: where lanes must hold
         return rewritten, map_kernels(
-            bound_model, gpu, pinned, time_limit, staging, rewritten, reassociate, symbolic
+            bound_model,
+            gpu,
+            pinned,
+            time_limit,
+            staging,
+            rewritten,
+            reassociate,
+            symbolic,
+            memo=analyses.kernels,
         )
 
     def map_written(written: Program):

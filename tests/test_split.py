@@ -253,3 +253,29 @@ def test_two_reductions_into_one_target_are_each_weighed():
     out = polymap.compile(program, mapping).run_host(x=x, y=y)
     both = np.concatenate([x, y])
     assert abs(float(out["s"][0]) - both.astype(np.float64).sum()) <= _reassociation_bound(both, both.size)
+
+
+def test_the_kernels_a_split_leaves_alone_are_solved_once(monkeypatch):
+    from polymap.mapping import solve
+
+    text = (
+        "param M = 64, N = 64, L = 262144\nin A: f32[M, N]\nin x: f32[L]\nout B: f32[N, M]\nout s: f32[1]\n"
+        "par M i { par N j { B[j, i] = A[i, j] } }\ns[0] += x[l]"
+    )
+    program = polymap.parse(text)
+    solved = []
+    original = solve.KernelProblem.solve_or_explain
+
+    def counting(problem):
+        solved.append(problem.kernel.band[0].index if problem.kernel.band else "serial")
+        return original(problem)
+
+    monkeypatch.setattr(solve.KernelProblem, "solve_or_explain", counting)
+    mapping = polymap.optimize(program, pins={"l_part": {"split": 1}})
+    assert [c.split is not None for c in mapping.splits] == [True, False], mapping.report()
+    # the transpose: once, though the program was mapped once per option (unsplit, 4 splits)
+    assert solved.count("i") == 1, solved
+    # and its decisions are those SCIP gives the program where nothing is split
+    alone = polymap.optimize(program, pins={"l": {"split": 1}})
+    assert mapping.kernels[0].loops == alone.kernels[0].loops
+    assert mapping.costs[0] == alone.costs[0]

@@ -57,6 +57,7 @@ from polymap.mapping.lanes import spread_loops
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.result import RANKING_WEIGHT, AccessCost, KernelCost, Mapping
 from polymap.mapping.scip_model import ScipModel, merge_pins
+from polymap.mapping.solved import kernel_key
 from polymap.mapping.space import (
     Axis,
     Distribution,
@@ -154,13 +155,15 @@ def map_kernels(
     written: Program | None = None,
     reassociate: bool = True,
     symbolic: PolyModel | None = None,
+    memo: dict | None = None,
 ) -> tuple[tuple[KernelMapping, KernelCost, SolveReport], ...]:
     """Solve every kernel of the bound program ``model.program``: its decisions, their cost
     and SCIP's report, in launch order. ``written`` is the program as written, whose
     decisions these become (``rebind``); ``reassociate``: lanes may change the order of a
     float sum (``lanes.py``); ``symbolic``: the model of ``written`` under the context,
     where the loops the lanes may run are found, so that they hold at every size the proof
-    covers (at the cost sizes alone a loop of one iteration has no dependence to forbid it)."""
+    covers (at the cost sizes alone a loop of one iteration has no dependence to forbid it);
+    ``memo``: kernels solved earlier in the same pipeline run (``solved.py``), filled here."""
     time_limit = checked_time_limit(time_limit)
     all_kernels = kernels(model.program)
     _check_pin_keys(pins, all_kernels, model.program if staging else None)
@@ -170,8 +173,24 @@ def map_kernels(
             k.name: spread_loops(k, symbolic, reassociate=reassociate) for k in kernels(symbolic.program)
         }
     out = []
+    written_kernels = {k.name: k for k in kernels(written)} if written is not None else {}
     for kernel in all_kernels:
-        with step(f"mapping of {kernel.name} (model built, SCIP solved)"):
+        key = None
+        if memo is not None:
+            options = (target, time_limit, staging, reassociate)
+            key = kernel_key(
+                kernel,
+                model.program,
+                written,
+                written_kernels.get(kernel.name),
+                pins,
+                spread.get(kernel.name),
+                options,
+            )
+        known = memo.get(key) if memo is not None else None
+        with step(
+            f"mapping of {kernel.name} (model built, " + ("solved before)" if known else "SCIP solved)")
+        ):
             problem = KernelProblem.build(
                 kernel,
                 model,
@@ -184,7 +203,15 @@ def map_kernels(
                 spread.get(kernel.name),
             )
             _check_lane_pins(pins, problem)
-            report, decisions = problem.solve_or_explain()
+            if known is None:
+                report, decisions = problem.solve_or_explain()
+                if memo is not None:
+                    memo[key] = (decisions, report)
+            else:  # the same problem in another program: its decisions, on this kernel
+                decisions, report = known
+                decisions = replace(
+                    decisions, kernel=problem.kernel, spread=problem.spread if decisions.spread else ()
+                )
         out.append((decisions, problem.cost(decisions), report))
     return tuple(out)
 
