@@ -38,7 +38,7 @@ from polymap.mapping.space import kernels, parse_pins
 from polymap.poly.model import PolyModel, analyze
 from polymap.progress import step
 from polymap.prove import mapped_program, prove
-from polymap.split_choice import choose_splits, first_line
+from polymap.split_choice import choose_splits, first_line, renumbered
 from polymap.targets import GpuTarget, get_target
 from polymap.transform.fold import deep_bands, fold_deep_bands
 from polymap.transform.registers import promote_accumulators
@@ -91,7 +91,7 @@ def optimize_program(
 
     split_pins, pinned = pinned.split_parts(), pinned.without("split")
 
-    def rewrite_and_map(written: Program, axes: dict[int, frozenset[str]]):
+    def rewrite_and_map(written: Program, axes: dict[int, frozenset[str]], pins):
         """``written`` rewritten (``axes``: the deep bands' choices), mapped at the cost sizes."""
         with step("rewrites (deep bands folded, accumulators to registers)"):
             rewritten = transform(written, registers=registers, analyses=analyses, axes=axes)
@@ -101,7 +101,7 @@ def optimize_program(
         return rewritten, map_kernels(
             bound_model,
             gpu,
-            pinned,
+            pins,
             time_limit,
             staging,
             rewritten,
@@ -110,12 +110,14 @@ def optimize_program(
             memo=analyses.kernels,
         )
 
-    def map_written(written: Program):
-        """``written`` rewritten and mapped, its deep bands' axes chosen by SCIP's costs."""
+    def map_written(written: Program, origins: tuple[int, ...]):
+        """``written`` rewritten and mapped, its deep bands' axes chosen by SCIP's costs
+        (``origins``: the kernel as written each kernel comes from, for ``kernelN.`` pins)."""
+        pins = renumbered(pinned, origins)
         bands = deep_bands(written)
         if bands:
-            return choose_band_axes(bands, lambda axes: rewrite_and_map(written, axes))
-        return (*rewrite_and_map(written, {}), ())
+            return choose_band_axes(bands, lambda axes: rewrite_and_map(written, axes, pins))
+        return (*rewrite_and_map(written, {}, pins), ())
 
     (program, solved, choices), split_choices = choose_splits(
         program,

@@ -9,21 +9,21 @@ from __future__ import annotations
 import math
 from itertools import product
 
-from polymap.errors import ArgumentError, InternalError, MappingError, SolverError
+from polymap.errors import ArgumentError, InternalError, MappingError, ProgramError, SolverError
 from polymap.ir.nodes import Assign, IConst, Loop, Program
 from polymap.ir.walk import walk_block
 from polymap.mapping.result import SplitChoice
-from polymap.mapping.space import kernels
+from polymap.mapping.space import Pins, kernels
 from polymap.progress import step
 from polymap.prove_split import prove_split
 from polymap.targets import GpuTarget
 from polymap.transform.split import Form, Split, reduction_at, reductions, split_reduction
 
-MAX_SPLITS = 3  # splits per program: a full sum's parts, then its combine's, then theirs
+MAX_LEVELS = 3  # a loop's parts, then its combine's, then theirs
 FILL_WANTED = 0.9  # a kernel that fills less of the GPU may be split
-PART_ITERATIONS = (
-    256  # the fewest iterations a part runs: its store and its combine are <= 1/256 of its loads
-)
+# the fewest iterations a part runs: its store and its combine are <= 1/256 of its loads
+PART_ITERATIONS = 256
+GAIN_WANTED = 0.01  # a split is taken where it lowers the program's objective by 1% at least
 
 
 def choose_splits(
@@ -38,63 +38,79 @@ def choose_splits(
     context,
 ):
     """Which reduction loops to split into parts (``transform.split``), and how: the
-    program is mapped as written (``map_written``: rewritten, SCIP per kernel, deep bands
-    chosen), then, for each reduction loop of a kernel that fills less than FILL_WANTED of
-    the GPU (or that a ``split`` pin names), the program split into ``parts`` parts is
-    mapped once per form (cyclic, blocked), for each count of ``_part_counts`` (the powers
-    of two that would fill the GPU with a thread, and with a warp, per point; a pin gives
-    the one count); the cheapest program by SCIP's objective (its kernels' objectives times
-    their launches) is kept. A split's combine kernel is itself a reduction and may be
-    split in the next round, up to MAX_SPLITS. Returns what ``map_written`` returns for the
-    chosen program (whose first item is that program, rewritten) and a SplitChoice per loop
-    considered, in order."""
-    current = map_written(program)
+    program is mapped as written (``map_written(program, origins)``: rewritten, SCIP per
+    kernel, deep bands chosen; ``origins``: per kernel, the number of the kernel as written
+    it comes from, which ``kernelN.`` pins follow), then, for each reduction loop of a kernel
+    that fills less than FILL_WANTED of the GPU (or that a ``split`` pin names), the program
+    split into ``parts`` parts is mapped once per form (cyclic, blocked), for each count of
+    ``_part_counts`` (the powers of two that would fill the GPU with a thread, and with a
+    warp, per point; a pin gives the one count); the cheapest program by SCIP's objective
+    (its kernels' objectives times their launches) is kept where it is GAIN_WANTED cheaper
+    than the unsplit one (a pin takes the cheapest split). The loops as written are weighed
+    first, then the combines (a combine is itself a reduction), down to MAX_LEVELS. Returns
+    what ``map_written`` returns for the chosen program (whose first item is that program,
+    rewritten) and a SplitChoice per loop weighed, in order."""
+    origins = tuple(range(len(kernels(program))))
+    current = map_written(program, origins)
     warp = gpu.warp_size
     made: list[SplitChoice] = []
-    considered: set[int] = set()  # positions of the loops already weighed (in the current program)
-    names: set[str] = set()  # their indices, for the pins' check
-    while len([c for c in made if c.split is not None]) < MAX_SPLITS:
+    # per position of the current program: how many splits made the loop there (a combine of
+    # a combine: 2), and which positions were weighed already
+    level: dict[int, int] = {}
+    weighed: set[int] = set()
+    names: set[str] = set()  # the indices of the loops weighed, for the pins' check
+    while True:
         model = analyses(program, context)
-        found = reductions(program, model, reassociate=reassociate)
-        _check_split_pins(pins, program, model, reassociate, {r.index for r in found} | names)
+        found = [
+            r
+            for r in reductions(program, model, reassociate=reassociate)
+            if r.position not in weighed and level.get(r.position, 0) < MAX_LEVELS
+        ]
+        found.sort(key=lambda r: (level.get(r.position, 0), r.position))  # the loops as written first
         bound = program.bind(**sizes)
         owners = _kernel_of_position(program)
         changed = False
         for reduction in found:
-            if reduction.position in considered:
-                continue
-            considered.add(reduction.position)
+            weighed.add(reduction.position)
             names.add(reduction.index)
             mapped_kernel, cost, _ = current[1][owners[reduction.position]]
             pin = pins.get(reduction.index)
             extent = _extent_at(bound, reduction)
+            if pin is not None and pin > 1 and pin > extent:
+                raise ArgumentError(
+                    f"pin '{reduction.index}': split into {pin} parts, but loop '{reduction.index}' runs "
+                    f"{extent} iterations at the cost sizes"
+                )
             counts = (pin,) if pin is not None else _part_counts(cost.fill, mapped_kernel.lanes, warp, extent)
             if pin is None and (cost.fill >= FILL_WANTED or not counts):
                 continue
-            options = [("unsplit", _objective(current[1]), "", None, current)]
+            unsplit = _objective(current[1])
+            options = [("unsplit", unsplit, "", None, current)]
             for parts, form in product(counts, (Form.CYCLIC, Form.BLOCKED)):
                 if parts < 2:
                     continue
                 how = Split(parts, form)
                 candidate = split_reduction(program, reduction, how, extent=extent)
-                with step(f"mapping with loop '{reduction.index}' split into {how.describe()}"):
+                k = owners[reduction.position]
+                moved = origins[:k] + (origins[k], origins[k]) + origins[k + 1 :]
+                with step(f"mapping with loop '{reduction.index}' split into {how.describe(extent)}"):
                     try:
-                        mapped = map_written(candidate)
-                    except (MappingError, SolverError, ArgumentError) as err:
-                        options.append((how.describe(), None, first_line(err), how, None))
+                        mapped = map_written(candidate, moved)
+                    except (MappingError, SolverError, ArgumentError, ProgramError) as err:
+                        options.append((how.describe(extent), None, first_line(err), how, None))
                         continue
-                options.append((how.describe(), _objective(mapped[1]), "", how, (candidate, mapped)))
-            allowed = [
-                k
-                for k, o in enumerate(options)
-                if o[1] is not None and (pin is None or o[3] is not None or pin == 1)
-            ]
-            if not allowed:
+                options.append(
+                    (how.describe(extent), _objective(mapped[1]), "", how, (candidate, mapped, moved))
+                )
+            splits = [k for k, o in enumerate(options) if k and o[1] is not None]
+            if pin is not None and pin > 1 and not splits:
                 raise MappingError(
                     f"loop '{reduction.index}' is pinned to {pin} parts, and no split into {pin} parts has a "
                     f"mapping: {'; '.join(o[2] for o in options[1:])}"
                 )
-            chosen = min(allowed, key=lambda k: options[k][1])
+            best = min(splits, key=lambda k: options[k][1], default=0)
+            wanted = pin is not None or (best and options[best][1] < (1 - GAIN_WANTED) * unsplit)
+            chosen = best if wanted else 0
             how = options[chosen][3]
             proof = ""
             if how is not None:
@@ -112,36 +128,64 @@ def choose_splits(
                     how,
                     extent,
                     reduction.reorders,
+                    reduction.op.value,
                     pinned=pin is not None,
                     proof=proof,
                 )
             )
             if chosen:
-                program, current = options[chosen][4]
+                program, current, origins = options[chosen][4]
+                q, depth = reduction.position, level.get(reduction.position, 0)
                 # the parts nest keeps the loop's place; the combine and what follows move on
-                considered = {q + 1 if q > reduction.position else q for q in considered}
+                shifted = {p + 1 if p > q else p: n for p, n in level.items()}
+                level = {**shifted, q: MAX_LEVELS, q + 1: depth + 1}
+                weighed = {p + 1 if p > q else p for p in weighed} | {q}
                 changed = True
                 break  # positions moved: look for reductions again
         if not changed:
             break
+    _check_split_pins(pins, program, analyses(program, context), reassociate, names)
     return current, tuple(made)
 
 
-def _check_split_pins(pins, program, model, reassociate, reducible: set[str]) -> None:
-    """A ``split`` pin names a loop that is a reduction here (else an ArgumentError says why
-    it is not), unless it pins 1 part or its loop was split already."""
-    for index, parts in pins.items():
-        if index in reducible or parts == 1:
+def renumbered(pins: Pins, origins: tuple[int, ...]) -> Pins:
+    """``pins`` for a program whose kernel ``m`` comes from kernel ``origins[m]`` as written:
+    a ``kernelN.j`` pin applies to every kernel that comes from kernel N (a split's parts and
+    its combine), renamed to their numbers."""
+    out = []
+    for key, pin in pins.by_key:
+        head, dot, loop = key.partition(".")
+        if not dot:
+            out.append((key, pin))
             continue
+        number = int(head.removeprefix("kernel"))
+        out.extend((f"kernel{m}.{loop}", pin) for m, n in enumerate(origins) if n == number)
+        if number not in origins:
+            out.append((key, pin))  # no such kernel: left for the pins' check to name
+    return Pins(tuple(out))
+
+
+def _check_split_pins(pins, program, model, reassociate, weighed: set[str]) -> None:
+    """Every ``split`` pin of more than 1 part names a loop that was weighed; else an
+    ArgumentError says that no loop has that name, or why the loop is no reduction that may
+    be split."""
+    loops = {s.index: s for s in walk_block(program.body) if isinstance(s, Loop)}
+    for index, parts in pins.items():
+        if index in weighed or parts == 1:  # 1: never split (a combine that may not come about)
+            continue
+        if index not in loops:
+            raise ArgumentError(f"pin '{index}': split names no loop of program '{program.name}'")
+        if loops[index].is_par:
+            raise ArgumentError(
+                f"pin '{index}': '{index}' is a par loop; split applies to a seq reduction loop"
+            )
         whys = []
         for position, stmt in enumerate(program.body):
             if any(isinstance(s, Loop) and s.index == index for s in walk_block((stmt,))):
                 why = reduction_at(program, model, position, reassociate=reassociate)
-                whys.append(why if isinstance(why, str) else "")
-        reason = "; ".join(w for w in whys if w) or "no top-level loop nest has a seq loop of that name"
-        raise ArgumentError(
-            f"pin '{index}': split applies to a reduction loop that may be split, and '{index}' is not: {reason}"
-        )
+                whys.append(why if isinstance(why, str) else "its kernel was not weighed")
+        reason = "; ".join(whys) or "it is not a top-level loop nest's reduction loop"
+        raise ArgumentError(f"pin '{index}': '{index}' is not a reduction loop that may be split: {reason}")
 
 
 def _kernel_of_position(program: Program) -> dict[int, int]:

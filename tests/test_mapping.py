@@ -609,7 +609,11 @@ def test_the_split_chosen_is_the_cheapest_option_by_enumeration():
     program = parse("param N = 16384\nin x: f32[N]\nout s: f32[1]\ns[0] += x[i]")
     mapping = optimize(program, pins={"i_part": {"split": 1}})
     (choice,) = [c for c in mapping.splits if c.loop == "i"]
-    assert [what for what, _, _ in choice.options] == ["unsplit", "64 cyclic parts", "64 blocked parts"]
+    assert [what for what, _, _ in choice.options] == [
+        "unsplit",
+        "64 cyclic parts",
+        "64 blocked parts of 256",
+    ]
     reduction = reduction_at(program, analyze(program), 0, reassociate=True)
     enumerated = []
     for (what, objective, _), how in zip(choice.options[1:], ("cyclic", "blocked")):

@@ -251,11 +251,14 @@ class _Emitter:
             lines.append(f"  proved: {m.proof.kernel(km.kernel.name).summary()}")
         for choice in m.splits:
             if choice.split is not None:
-                order = "reorders the float sum into" if choice.reorders else "exact for"
-                lines.append(
-                    f"loop '{choice.loop}' split into {choice.split.describe()}: {order} '{choice.target}'"
-                    + (" (reassociate=False keeps the program's order)" if choice.reorders else "")
-                )
+                what = f"loop '{choice.loop}' split into {choice.split.describe(choice.extent)}"
+                if choice.reorders:
+                    lines.append(
+                        f"{what}: reorders the float {choice.op} into '{choice.target}' "
+                        "(reassociate=False keeps the program's order)"
+                    )
+                else:
+                    lines.append(f"{what}: exact for '{choice.target}'")
         launches = m.proof.launch_order
         if launches:
             plural = "s" if len(launches) > 1 else ""

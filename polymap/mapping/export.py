@@ -54,6 +54,9 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
                 "chosen": choice.chosen,
                 "parts": choice.split.parts if choice.split is not None else 1,
                 "form": choice.split.form.value if choice.split is not None else None,
+                "chunk": choice.split.chunk(choice.extent)
+                if choice.split is not None and choice.split.form.value == "blocked"
+                else None,
                 "reorders": choice.reorders and choice.split is not None,
                 "pinned": choice.pinned,
             }

@@ -130,7 +130,7 @@ class BandChoice:
 @dataclass(frozen=True, slots=True)
 class SplitChoice:
     """Whether and how a reduction loop is split into parts (``transform.split``,
-    ``pipeline.choose_splits``): the loop's index and its statement (as written in the
+    ``split_choice.choose_splits``): the loop's index and its statement (as written in the
     program the choice was made on), the accumulator, and per option (the unsplit program
     first, then each split mapped by SCIP) its description, SCIP's objective for the whole
     program in seconds (None where no mapping was found) and, where none was, why; the
@@ -147,6 +147,7 @@ class SplitChoice:
     split: Split | None
     extent: int
     reorders: bool
+    op: str  # the accumulator's operator, ``+=``
     pinned: bool = False
     proof: str = ""  # what isl proved of the rewrite (``prove_split``), for a split taken
 
@@ -162,12 +163,12 @@ class SplitChoice:
         if self.split is None:
             return f"reduction loop '{self.loop}' ({self.statement}) not split, {how}: {costs}"
         order = (
-            f"; reorders the float sum into '{self.target}' (reassociate=False keeps the program's order)"
+            f"; reorders the float {self.op} into '{self.target}' (reassociate=False keeps the program's order)"
             if self.reorders
             else f"; exact ('{self.target}' combines in any order)"
         )
         return (
-            f"reduction loop '{self.loop}' ({self.statement}) split into {self.split.describe()}, "
+            f"reduction loop '{self.loop}' ({self.statement}) split into {self.split.describe(self.extent)}, "
             f"partial results combined by a second kernel, {how}: {costs}{order}\n  proved by {self.proof}"
         )
 

@@ -47,7 +47,7 @@ with isl on the rewrite) and each part is combined once, in order of parts. ``ma
 is summed in another order (``docs/mapping.md`` derives the tolerance).
 
 Whether to split, into how many parts and in which form is the pipeline's choice
-(``pipeline.choose_splits``): each candidate is mapped by SCIP and the cheapest program
+(``split_choice.choose_splits``): each candidate is mapped by SCIP and the cheapest program
 kept; a ``split`` pin fixes the parts.
 """
 
@@ -57,6 +57,7 @@ import enum
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from polymap.errors import ArgumentError
 from polymap.ir.accumulators import accumulated, reorders
 from polymap.ir.nodes import (
     Assign,
@@ -80,6 +81,7 @@ from polymap.ir.nodes import (
     fold_index,
     guarded,
     index_vars,
+    map_values,
     substitute_stmt,
 )
 from polymap.ir.walk import fresh_name, names_in_use, walk_block
@@ -124,8 +126,18 @@ class Split:
     parts: int
     form: Form
 
-    def describe(self) -> str:
-        return f"{self.parts} {self.form.value} parts"
+    def chunk(self, extent: int) -> int:
+        """A blocked part's iterations, fixed from the loop's ``extent`` at the sizes chosen
+        for (a cyclic split has a fixed number of parts instead)."""
+        return max(1, -(-extent // self.parts))
+
+    def describe(self, extent: int | None = None) -> str:
+        """``64 cyclic parts``, or ``64 blocked parts of 256`` (with ``extent``: the parts
+        of a blocked split follow the sizes, its chunk does not)."""
+        text = f"{self.parts} {self.form.value} parts"
+        if self.form is Form.BLOCKED and extent is not None:
+            text += f" of {self.chunk(extent)}"
+        return text
 
 
 def reduction_at(program: Program, model: PolyModel, position: int, *, reassociate: bool) -> Reduction | str:
@@ -161,7 +173,11 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
         return f"loop '{loop.index}' accumulates into '{target}', a block-local buffer"
     inside = {loop.index} | {s.index for s in inner if isinstance(s, Loop)}
     if any(index_vars(i) & inside for i in indices):
-        return f"the element of '{target}' it updates changes with loop '{loop.index}'"
+        return f"the element of '{target}' it updates changes with loop '{loop.index}' or a loop inside it"
+    if any(s.guard is not None and not (_condition_vars(s.guard) & inside) for s in updates):
+        # an if around the loop (``if j < 4 { seq K k { .. } }``): the parts' start and the
+        # combine would run where the loop does not
+        return f"an if around loop '{loop.index}' restricts where it runs"
     op = accumulated(target, updates, decl, lambda name: program.buffer(name).dtype)
     if op is None:
         return (
@@ -172,6 +188,8 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
         return f"splitting reorders the float sum into '{target}' (reassociation is off)"
     if index_vars(loop.extent) & {b.index for b in band}:
         return f"loop '{loop.index}''s extent depends on the band"
+    if any(index_vars(b.extent) & {c.index for c in band} for b in band):
+        return "its band is not rectangular (the partials are a box over the band)"
     names = {s.name for s in updates}
     if not model.dependences.carried_only_on(names, len(band), {target}):
         return (
@@ -180,6 +198,22 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
     return Reduction(
         position, tuple(b.index for b in band), loop, target, indices, op, reorders(op, decl.dtype)
     )
+
+
+def _condition_vars(cond) -> frozenset[str]:
+    """The index names a guard mentions."""
+    found: set[str] = set()
+
+    def leaf(e):
+        if isinstance(e, IndexValue):
+            found.update(index_vars(e.expr))
+        elif isinstance(e, Read):
+            for i in e.indices:
+                found.update(index_vars(i))
+        return e
+
+    map_values(cond, leaf)
+    return frozenset(found)
 
 
 def reductions(program: Program, model: PolyModel, *, reassociate: bool) -> tuple[Reduction, ...]:
@@ -193,7 +227,7 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     rewrite); ``extent``: the loop's extent at the sizes the split was chosen for, which
     sets a blocked split's chunk."""
     if split.parts < 2:
-        raise ValueError("a split has at least two parts")
+        raise ArgumentError(f"a split has at least two parts, got {split.parts}")
     taken = names_in_use(program)
     part = fresh_name(f"{reduction.index}_part", taken)
     parts_buffer = fresh_name(f"{reduction.target}_parts", taken | {part})
@@ -207,16 +241,22 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
         chunk_extent = _div(_add(length, IConst(split.parts - 1)), split.parts)
         iteration = _add(p, _mul(split.parts, IVar(loop.index)))
     else:
-        chunk = -(-extent // split.parts)
-        count = _div(_add(length, IConst(chunk - 1)), chunk)
+        chunk = split.chunk(extent)
+        # no part where the loop runs no iteration (a negative extent): a shape is not negative
+        count = fold_index(IBin(IndexOp.MAX, IConst(0), _div(_add(length, IConst(chunk - 1)), chunk)))
         chunk_extent = IConst(chunk)
         iteration = _add(_mul(chunk, p), IVar(loop.index))
     below = Compare(CmpOp.LT, IndexValue(iteration), IndexValue(length))
     target = program.buffer(reduction.target)
-    element = (p, *reduction.indices)
+    # a partial per part and band point (not per element of the target, which may be large)
+    band_loops = _band_loops(program.body[reduction.position], len(reduction.band))
+    element = (p, *(IVar(b.index) for b in band_loops))
     updates = tuple(
         _retarget(
-            guarded(substitute_stmt(s, {loop.index: iteration}), below), reduction.target, parts_buffer, p
+            guarded(substitute_stmt(s, {loop.index: iteration}), below),
+            reduction.target,
+            parts_buffer,
+            element,
         )
         for s in loop.body
     )
@@ -244,11 +284,31 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     else:
         one = fresh_name(f"{reduction.index}_join", taken | {part, parts_buffer})
         combined = Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)
-    parts_decl = BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, (count, *target.shape), target.loc)
+    shape = (count, *(_positive(b.extent) for b in band_loops))
+    parts_decl = BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, shape, target.loc)
     body = list(program.body)
     body[reduction.position : reduction.position + 1] = [partials, combined]
     rewritten = replace(program, buffers=(*program.buffers, parts_decl), body=tuple(body))
     return renumber_statements(rewritten)
+
+
+def _band_loops(top: Stmt, depth: int) -> list[Loop]:
+    """The ``depth`` par loops of the band starting at ``top``."""
+    loops = []
+    while len(loops) < depth:
+        loops.append(top)
+        top = top.body[0]
+    return loops
+
+
+def _positive(extent: IndexExpr) -> IndexExpr:
+    """A loop's extent as a shape: ``max(0, extent)``, unless it is a number or a size (a
+    size is at least 1)."""
+    if isinstance(extent, IConst):
+        return IConst(max(0, extent.value))
+    if isinstance(extent, IVar):
+        return extent
+    return IBin(IndexOp.MAX, IConst(0), extent)
 
 
 def _with_body(top: Loop, body: tuple[Stmt, ...], depth: int) -> Loop:
@@ -258,12 +318,12 @@ def _with_body(top: Loop, body: tuple[Stmt, ...], depth: int) -> Loop:
     return replace(top, body=(_with_body(top.body[0], body, depth - 1),))
 
 
-def _retarget(stmt: Stmt, target: str, parts: str, part: IVar) -> Stmt:
-    """``stmt`` with its updates of ``target[idx]`` made updates of ``parts[part, idx]``."""
+def _retarget(stmt: Stmt, target: str, parts: str, element: tuple[IndexExpr, ...]) -> Stmt:
+    """``stmt`` with its updates of ``target[idx]`` made updates of ``parts[element]``."""
     if isinstance(stmt, Loop):
-        return replace(stmt, body=tuple(_retarget(s, target, parts, part) for s in stmt.body))
+        return replace(stmt, body=tuple(_retarget(s, target, parts, element) for s in stmt.body))
     assert isinstance(stmt, Assign) and stmt.buffer == target
-    return replace(stmt, buffer=parts, indices=(part, *stmt.indices))
+    return replace(stmt, buffer=parts, indices=element)
 
 
 # Built with constants folded: in a program with its sizes bound, a shape must be a number.
