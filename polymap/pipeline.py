@@ -113,7 +113,7 @@ def optimize_program(
     def map_written(written: Program, origins: tuple[int, ...]):
         """``written`` rewritten and mapped, its deep bands' axes chosen by SCIP's costs
         (``origins``: the kernel as written each kernel comes from, for ``kernelN.`` pins)."""
-        pins = renumbered(pinned, origins)
+        pins = renumbered(pinned, origins, written)
         bands = deep_bands(written)
         if bands:
             return choose_band_axes(bands, lambda axes: rewrite_and_map(written, axes, pins))
@@ -252,9 +252,10 @@ def given(program: Program, mapping: Mapping, *, analyses: Analyses | None = Non
         )
     program = mapped_program(program, mapping, analyze=analyses)
     if mapping.program != program:
+        replayed = " (its splits of reductions do not apply to this program)" if mapping.splits else ""
         raise ArgumentError(
-            f"the mapping is for program '{mapping.program.name}', not for this program '{program.name}' "
-            "(optimize this program, or pass mapping.program)"
+            f"the mapping is for program '{mapping.program.name}', not for this program '{program.name}'"
+            f"{replayed} (optimize this program, or pass mapping.program)"
         )
     model = analyses(program, mapping.context)
     proof = prove(model, mapping.kernels, context=mapping.context)

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from polymap.errors import InternalError, ProgramError, VerificationError
+from polymap.errors import ArgumentError, InternalError, ProgramError, VerificationError
 from polymap.ir.nodes import Program
 from polymap.mapping.accesses import kernel_statements
 from polymap.mapping.proof import KernelProof, Obligation, Proved, VerificationReport
@@ -119,7 +119,7 @@ def mapped_program(program: Program, mapping, *, analyze=analyze) -> Program:
     ``analyze`` is passed to the register promotion (the pipeline's memo of models)."""
     if mapping.program == program:
         return program
-    program = replay_splits(program, mapping.splits, analyze=analyze)
+    program = replay_splits(program, mapping.splits, context=mapping.context, analyze=analyze)
     for axes in every_band_choice(program):
         folded = fold_deep_bands(program, axes=axes)
         if mapping.program in (folded, promote_accumulators(folded, analyze=analyze)):
@@ -127,10 +127,12 @@ def mapped_program(program: Program, mapping, *, analyze=analyze) -> Program:
     return program
 
 
-def replay_splits(program: Program, splits, *, analyze=analyze) -> Program:
-    """``program`` with the splits a mapping made (``Mapping.splits``, in order) made again;
+def replay_splits(program: Program, splits, *, context: str | None = None, analyze=analyze) -> Program:
+    """``program`` with the splits a mapping made (``Mapping.splits``, in order) made again,
+    each analyzed under the mapping's ``context`` and proved again (``prove_split``);
     ``program`` itself where one does not apply (then it is not the program they were made
-    on, and the caller's comparison with ``Mapping.program`` fails)."""
+    on, and the caller's comparison with ``Mapping.program`` fails). A split edited so that
+    its proof fails is an ArgumentError."""
     done = program
     for choice in splits:
         if choice.split is None:
@@ -138,14 +140,20 @@ def replay_splits(program: Program, splits, *, analyze=analyze) -> Program:
         if choice.position >= len(done.body):
             return program
         try:
-            before = analyze(done)
+            before = analyze(done, context=context)
             found = reduction_at(done, before, choice.position, reassociate=True)
         except ProgramError:
             return program
         if isinstance(found, str) or found.index != choice.loop:
             return program
         after = split_reduction(done, found, choice.split, extent=choice.extent)
-        prove_split(before, analyze(after), found, choice.split, choice.extent)  # raises if it fails
+        try:
+            prove_split(before, analyze(after, context=context), found, choice.split, choice.extent)
+        except (InternalError, ProgramError) as err:
+            raise ArgumentError(
+                f"the mapping's split of loop '{choice.loop}' ({choice.split.describe(choice.extent)}) does not "
+                f"hold for this program: {str(err).splitlines()[0]}"
+            ) from None
         done = after
     return done
 

@@ -23,7 +23,7 @@ MAX_LEVELS = 3  # a loop's parts, then its combine's, then theirs
 FILL_WANTED = 0.9  # a kernel that fills less of the GPU may be split
 # the fewest iterations a part runs: its store and its combine are <= 1/256 of its loads
 PART_ITERATIONS = 256
-GAIN_WANTED = 0.01  # a split is taken where it lowers the program's objective by 1% at least
+GAIN_WANTED = 0.01  # a split is taken where it saves 1% of its kernel's objective at least
 
 
 def choose_splits(
@@ -45,8 +45,8 @@ def choose_splits(
     split into ``parts`` parts is mapped once per form (cyclic, blocked), for each count of
     ``_part_counts`` (the powers of two that would fill the GPU with a thread, and with a
     warp, per point; a pin gives the one count); the cheapest program by SCIP's objective
-    (its kernels' objectives times their launches) is kept where it is GAIN_WANTED cheaper
-    than the unsplit one (a pin takes the cheapest split). The loops as written are weighed
+    (its kernels' objectives times their launches) is kept where it saves GAIN_WANTED of the
+    split kernel's own objective (a pin takes the cheapest split). The loops as written are weighed
     first, then the combines (a combine is itself a reduction), down to MAX_LEVELS. Returns
     what ``map_written`` returns for the chosen program (whose first item is that program,
     rewritten) and a SplitChoice per loop weighed, in order."""
@@ -85,6 +85,7 @@ def choose_splits(
             if pin is None and (cost.fill >= FILL_WANTED or not counts):
                 continue
             unsplit = _objective(current[1])
+            own = cost.objective_s * cost.launches  # the kernel's part of it
             options = [("unsplit", unsplit, "", None, current)]
             for parts, form in product(counts, (Form.CYCLIC, Form.BLOCKED)):
                 if parts < 2:
@@ -109,7 +110,7 @@ def choose_splits(
                     f"mapping: {'; '.join(o[2] for o in options[1:])}"
                 )
             best = min(splits, key=lambda k: options[k][1], default=0)
-            wanted = pin is not None or (best and options[best][1] < (1 - GAIN_WANTED) * unsplit)
+            wanted = pin is not None or (best and options[best][1] < unsplit - GAIN_WANTED * own)
             chosen = best if wanted else 0
             how = options[chosen][3]
             proof = ""
@@ -148,10 +149,13 @@ def choose_splits(
     return current, tuple(made)
 
 
-def renumbered(pins: Pins, origins: tuple[int, ...]) -> Pins:
-    """``pins`` for a program whose kernel ``m`` comes from kernel ``origins[m]`` as written:
-    a ``kernelN.j`` pin applies to every kernel that comes from kernel N (a split's parts and
-    its combine), renamed to their numbers."""
+def renumbered(pins: Pins, origins: tuple[int, ...], program: Program) -> Pins:
+    """``pins`` for ``program``, whose kernel ``m`` comes from kernel ``origins[m]`` as
+    written: a ``kernelN.j`` pin applies to the kernels that come from kernel N (a split's
+    parts and its combine) and have a loop ``j``, renamed to their numbers."""
+    loops = [
+        {s.index for s in walk_block(k.band[:1] or k.body) if isinstance(s, Loop)} for k in kernels(program)
+    ]
     out = []
     for key, pin in pins.by_key:
         head, dot, loop = key.partition(".")
@@ -159,9 +163,12 @@ def renumbered(pins: Pins, origins: tuple[int, ...]) -> Pins:
             out.append((key, pin))
             continue
         number = int(head.removeprefix("kernel"))
-        out.extend((f"kernel{m}.{loop}", pin) for m, n in enumerate(origins) if n == number)
-        if number not in origins:
-            out.append((key, pin))  # no such kernel: left for the pins' check to name
+        derived = [m for m, n in enumerate(origins) if n == number]
+        having = [m for m in derived if m < len(loops) and loop in loops[m]]
+        # a kernel with no such loop, or none: the first, for the pins' check to name
+        out.extend((f"kernel{m}.{loop}", pin) for m in (having or derived[:1]))
+        if not derived:
+            out.append((key, pin))
     return Pins(tuple(out))
 
 

@@ -354,3 +354,26 @@ def test_a_kernel_pin_follows_its_kernel_past_a_split():
     assert any(c.split is not None for c in mapping.splits), mapping.report()
     (elementwise,) = [km for km in mapping.kernels if km.kernel.band and km.kernel.band[0].index == "j"]
     assert elementwise.loops[0].threads == 64
+
+
+def test_a_split_made_under_a_context_is_given_back_to_compile():
+    text = "param N = 262144\nparam M = 262144\nin x: f32[M]\nout s: f32[1]\nseq N i { s[0] max= x[i] }"
+    program = polymap.parse(text, name="ctx")
+    mapping = polymap.optimize(program, context="N <= M")
+    assert any(c.split is not None for c in mapping.splits), mapping.report()
+    x = np.random.default_rng(10).standard_normal(300000).astype(np.float32)
+    out = polymap.compile(program, mapping).run_host(x=x, N=262144)  # the splits replay under N <= M
+    assert out["s"][0] == x[:262144].max()
+    edited = dataclasses.replace(mapping, splits=(dataclasses.replace(mapping.splits[0], extent=0),))
+    with pytest.raises(
+        ArgumentError, match="does not hold for this program|splits of reductions do not apply"
+    ):
+        polymap.compile(program, edited)
+
+
+def test_a_kernel_pin_on_the_reduction_loop_goes_to_the_parts_only():
+    text = "param M = 32\nparam N = 32\nparam K = 16384\nin A: f32[M, K]\nin B: f32[K, N]\nout C: f32[M, N]\nC[i, j] += A[i, k] * B[k, j]"
+    mapping = polymap.optimize(polymap.parse(text), pins={"kernel0.k": {"tile": 16}})
+    (choice,) = [c for c in mapping.splits if c.loop == "k"]
+    assert choice.split is not None and all(why == "" for _, _, why in choice.options), mapping.report()
+    assert mapping.kernels[0].staging is not None and mapping.kernels[0].staging.tile == 16
