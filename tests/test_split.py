@@ -300,7 +300,8 @@ n[0] += c[i]
     assert {c.target for c in mapping.splits if c.split is not None} == {"m", "n"}, mapping.report()
     kernel = polymap.compile(program, mapping)
     rng = np.random.default_rng(9)
-    x = rng.standard_normal(262144).astype(np.float32)
+    # all negative: a part started at 0 instead of the target's value would win the max
+    x = (-1 - np.abs(rng.standard_normal(262144))).astype(np.float32)
     c = rng.integers(-1000, 1000, 262144).astype(np.int32)
     for start in (x.max() + 1, x.min() - 1):
         out = kernel.run_host(x=x, c=c, m=np.array([start], np.float32), n=np.array([123456], np.int32))
