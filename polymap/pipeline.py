@@ -38,7 +38,7 @@ from polymap.mapping.space import kernels, parse_pins
 from polymap.poly.model import PolyModel, analyze
 from polymap.progress import step
 from polymap.prove import mapped_program, prove
-from polymap.split_choice import choose_splits, first_line, renumbered
+from polymap.split_choice import choose_splits, first_line, program_objective, renumbered
 from polymap.targets import GpuTarget, get_target
 from polymap.transform.fold import deep_bands, fold_deep_bands
 from polymap.transform.registers import promote_accumulators
@@ -181,7 +181,7 @@ def choose_band_axes(bands, rewrite_and_map):
                 except (MappingError, SolverError, ArgumentError) as err:
                     tried.append((option, None, err))
                     continue
-            objective = sum(cost.objective_s * cost.launches for _, cost, _ in solved)
+            objective = program_objective(solved)
             tried.append((option, objective, (candidate, solved)))
         found = [t for t in tried if t[1] is not None]
         if not found:

@@ -20,8 +20,9 @@ from __future__ import annotations
 import islpy as isl
 
 from polymap.errors import InternalError
+from polymap.ir.nodes import IVar
 from polymap.poly.model import PolyModel, StatementModel
-from polymap.transform.split import Form, Reduction, Split
+from polymap.transform.split import Reduction, Split
 
 
 def prove_split(before: PolyModel, after: PolyModel, reduction: Reduction, split: Split, extent: int) -> str:
@@ -69,10 +70,7 @@ def _one_part_each(
     """The map from ``new``'s instances (``[p, band, k, inner]``) to ``old``'s (``[band,
     iteration, inner]``) is injective and onto ``old``'s instances."""
     part, band, (k, *inner) = new.dims[0], new.dims[1 : 1 + depth], new.dims[1 + depth :]
-    if split.form is Form.CYCLIC:
-        iteration = f"{part} + {split.parts} * {k}"
-    else:
-        iteration = f"{-(-extent // split.parts)} * {part} + {k}"
+    iteration = str(split.iteration(IVar(part), IVar(k), extent))
     params = new.domain.get_space().get_var_names(isl.dim_type.param)
     source = ", ".join(new.dims)
     target = ", ".join([*band, iteration, *inner])

@@ -84,7 +84,7 @@ def choose_splits(
             counts = (pin,) if pin is not None else _part_counts(cost.fill, mapped_kernel.lanes, warp, extent)
             if pin is None and (cost.fill >= FILL_WANTED or not counts):
                 continue
-            unsplit = _objective(current[1])
+            unsplit = program_objective(current[1])
             own = cost.objective_s * cost.launches  # the kernel's part of it
             options = [("unsplit", unsplit, "", None, current)]
             for parts, form in product(counts, (Form.CYCLIC, Form.BLOCKED)):
@@ -101,7 +101,7 @@ def choose_splits(
                         options.append((how.describe(extent), None, first_line(err), how, None))
                         continue
                 options.append(
-                    (how.describe(extent), _objective(mapped[1]), "", how, (candidate, mapped, moved))
+                    (how.describe(extent), program_objective(mapped[1]), "", how, (candidate, mapped, moved))
                 )
             splits = [k for k, o in enumerate(options) if k and o[1] is not None]
             if pin is not None and pin > 1 and not splits:
@@ -230,7 +230,8 @@ def _part_counts(fill: float, lanes: int, warp: int, extent: int) -> tuple[int, 
     return tuple(dict.fromkeys(c for c in (min(wanted, most), min(other, most)) if c >= 2))
 
 
-def _objective(solved) -> float:
+def program_objective(solved) -> float:
+    """SCIP's objective for a whole program: its kernels' objectives times their launches."""
     return sum(cost.objective_s * cost.launches for _, cost, _ in solved)
 
 

@@ -378,3 +378,13 @@ def test_a_kernel_pin_on_the_reduction_loop_goes_to_the_parts_only():
     (choice,) = [c for c in mapping.splits if c.loop == "k"]
     assert choice.split is not None and all(why == "" for _, _, why in choice.options), mapping.report()
     assert mapping.kernels[0].staging is not None and mapping.kernels[0].staging.tile == 16
+
+
+def test_a_report_does_not_call_unsplit_the_cheapest_when_a_split_saved_too_little():
+    from polymap.mapping.result import SplitChoice
+
+    options = (("unsplit", 100e-6, ""), ("4 cyclic parts", 99.9e-6, ""))
+    kept = SplitChoice("i", "S0 `s[0] += x[i]`", "s", options, 0, 0, None, 4096, True, "+=")
+    assert "the cheapest of" not in kept.describe() and "saving too little" in kept.describe()
+    cheapest = dataclasses.replace(kept, options=(("unsplit", 50e-6, ""), ("4 cyclic parts", 100e-6, "")))
+    assert "the cheapest of 2" in cheapest.describe()

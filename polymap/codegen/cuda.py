@@ -33,15 +33,11 @@ from polymap.ir.gather_faults import MAX_GATHER_ORDINAL, statement_gathers
 from polymap.ir.nodes import (
     BufferDecl,
     BufferKind,
-    Condition,
     DType,
     Gather,
-    IndexValue,
     Loop,
     Program,
-    ValueExpr,
-    index_vars,
-    leaves_of,
+    valued_indices,
 )
 from polymap.ir.walk import declared_locals
 from polymap.poly.isl_text import const_value
@@ -251,14 +247,9 @@ class _Emitter:
             lines.append(f"  proved: {m.proof.kernel(km.kernel.name).summary()}")
         for choice in m.splits:
             if choice.split is not None:
-                what = f"loop '{choice.loop}' split into {choice.split.describe(choice.extent)}"
-                if choice.reorders:
-                    lines.append(
-                        f"{what}: reorders the float {choice.op} into '{choice.target}' "
-                        "(reassociate=False keeps the program's order)"
-                    )
-                else:
-                    lines.append(f"{what}: exact for '{choice.target}'")
+                lines.append(
+                    f"loop '{choice.loop}' split into {choice.split.describe(choice.extent)}: {choice.order()}"
+                )
         launches = m.proof.launch_order
         if launches:
             plural = "s" if len(launches) > 1 else ""
@@ -481,7 +472,7 @@ class _Emitter:
         s = described.statement
         stmt = s.stmt
         # loop indices are C variables only where the statement uses one as a value
-        valued = _valued_indices(stmt.value) | _valued_indices(stmt.predicate)
+        valued = valued_indices(stmt.value) | valued_indices(stmt.predicate)
         lines, ranges = [], dict(self.size_ranges)
         inline: dict[str, str] = {}  # loop indices printed as isl's expression of them
         for loop, arg in zip(s.loops, args):
@@ -759,14 +750,6 @@ class _Emitter:
 def _guarded(condition: str, statement: str) -> str:
     """``statement`` under ``if (condition)``, or alone where isl printed the condition as 1."""
     return statement if condition == "1" else f"if ({condition}) {statement}"
-
-
-def _valued_indices(e: ValueExpr | Condition | None) -> set[str]:
-    """The names an ``IndexValue`` of a value expression or condition mentions (loop
-    indices, sizes); none of None."""
-    if e is None:
-        return set()
-    return {name for leaf in leaves_of(e) if isinstance(leaf, IndexValue) for name in index_vars(leaf.expr)}
 
 
 def _no_leaf(name: str, args: list, key=None) -> list[str]:

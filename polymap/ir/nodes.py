@@ -599,6 +599,14 @@ def leaves_of(expr: ValueExpr) -> tuple[ValueExpr, ...]:
     return tuple(leaf for child in children for leaf in leaves_of(child))
 
 
+def valued_indices(e: ValueExpr | Condition | None) -> set[str]:
+    """The names an ``IndexValue`` of a value expression or condition mentions (loop
+    indices, sizes); none of None. A guard's leaves are all index values (``validate``)."""
+    if e is None:
+        return set()
+    return {name for leaf in leaves_of(e) if isinstance(leaf, IndexValue) for name in index_vars(leaf.expr)}
+
+
 def value_reads(expr: ValueExpr) -> tuple[Read, ...]:
     """The reads whose values an expression computes with, left to right: ``reads_of``
     without the sources of gathered indices (an index is no value: its type does not enter

@@ -114,11 +114,8 @@ class BandChoice:
         """One line for the report."""
         axes = self.options[self.chosen][0]
         inside = [i for i in self.indices if i not in axes]
-        costs = "; ".join(
-            f"{', '.join(loops)} "
-            + (f"{objective * 1e6:.4g} us" if objective is not None else f"no mapping ({why})")
-            + (" (taken)" if k == self.chosen else "")
-            for k, (loops, objective, why) in enumerate(self.options)
+        costs = options_text(
+            ((", ".join(loops), objective, why) for loops, objective, why in self.options), self.chosen
         )
         return (
             f"deep band {', '.join(self.indices)} (sizes symbolic, so not folded): {', '.join(axes)} get the "
@@ -153,24 +150,38 @@ class SplitChoice:
 
     def describe(self) -> str:
         """The report's line (and, for a split taken, a second line with its proof)."""
-        costs = "; ".join(
-            f"{what} "
-            + (f"{objective * 1e6:.4g} us" if objective is not None else f"no mapping ({why})")
-            + (" (taken)" if k == self.chosen else "")
-            for k, (what, objective, why) in enumerate(self.options)
-        )
-        how = "pinned" if self.pinned else f"the cheapest of {len(self.options)} by SCIP's objective"
+        costs = options_text(self.options, self.chosen)
+        found = [k for k, option in enumerate(self.options) if option[1] is not None]
+        cheapest = min(found, key=lambda k: self.options[k][1])
+        if self.pinned:
+            how = "pinned"
+        elif self.chosen == cheapest:
+            how = f"the cheapest of {len(self.options)} by SCIP's objective"
+        else:  # a split cheaper by too little to be worth its second kernel
+            how = f"of {len(self.options)} by SCIP's objective, the cheapest split saving too little of its kernel's"
         if self.split is None:
             return f"reduction loop '{self.loop}' ({self.statement}) not split, {how}: {costs}"
-        order = (
-            f"; reorders the float {self.op} into '{self.target}' (reassociate=False keeps the program's order)"
-            if self.reorders
-            else f"; exact ('{self.target}' combines in any order)"
-        )
         return (
             f"reduction loop '{self.loop}' ({self.statement}) split into {self.split.describe(self.extent)}, "
-            f"partial results combined by a second kernel, {how}: {costs}{order}\n  proved by {self.proof}"
+            f"partial results combined by a second kernel, {how}: {costs}; {self.order()}\n  proved by {self.proof}"
         )
+
+    def order(self) -> str:
+        """What a split taken does to the order of the updates, for the report and the header."""
+        if self.reorders:
+            return f"reorders the float {self.op} into '{self.target}' (reassociate=False keeps the program's order)"
+        return f"exact for '{self.target}' (it combines in any order)"
+
+
+def options_text(options, chosen: int) -> str:
+    """``what 1.2 us; what no mapping (why) (taken); ...``: each option SCIP mapped, with its
+    objective in microseconds or why it has none, and which was taken."""
+    return "; ".join(
+        f"{what} "
+        + (f"{objective * 1e6:.4g} us" if objective is not None else f"no mapping ({why})")
+        + (" (taken)" if k == chosen else "")
+        for k, (what, objective, why) in enumerate(options)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,11 +173,13 @@ def map_kernels(
             k.name: spread_loops(k, symbolic, reassociate=reassociate) for k in kernels(symbolic.program)
         }
     out = []
-    written_kernels = {k.name: k for k in kernels(written)} if written is not None else {}
+    written_kernels = (
+        {k.name: k for k in kernels(written)} if written is not None and memo is not None else {}
+    )
+    options = (target, time_limit, staging, reassociate)
     for kernel in all_kernels:
         key = None
         if memo is not None:
-            options = (target, time_limit, staging, reassociate)
             key = kernel_key(
                 kernel,
                 model.program,

@@ -81,8 +81,8 @@ from polymap.ir.nodes import (
     fold_index,
     guarded,
     index_vars,
-    map_values,
     substitute_stmt,
+    valued_indices,
 )
 from polymap.ir.walk import fresh_name, names_in_use, walk_block
 from polymap.transform.registers import renumber_statements
@@ -106,7 +106,7 @@ class Reduction:
     ``reorders``: a float ``+=``/``*=``, whose sum a split reorders."""
 
     position: int
-    band: tuple[str, ...]
+    band: tuple[Loop, ...]
     loop: Loop
     target: str
     indices: tuple[IndexExpr, ...]
@@ -130,6 +130,14 @@ class Split:
         """A blocked part's iterations, fixed from the loop's ``extent`` at the sizes chosen
         for (a cyclic split has a fixed number of parts instead)."""
         return max(1, -(-extent // self.parts))
+
+    def iteration(self, part: IndexExpr, index: IndexExpr, extent: int) -> IndexExpr:
+        """The loop's iteration that part ``part`` runs as its ``index``-th (``extent``: the
+        loop's extent at the sizes chosen for, which sets a blocked chunk): the rewrite's
+        substitution, and the map ``prove_split`` proves one to one."""
+        if self.form is Form.CYCLIC:
+            return _add(part, _mul(self.parts, index))
+        return _add(_mul(self.chunk(extent), part), index)
 
     def describe(self, extent: int | None = None) -> str:
         """``64 cyclic parts``, or ``64 blocked parts of 256`` (with ``extent``: the parts
@@ -174,7 +182,7 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
     inside = {loop.index} | {s.index for s in inner if isinstance(s, Loop)}
     if any(index_vars(i) & inside for i in indices):
         return f"the element of '{target}' it updates changes with loop '{loop.index}' or a loop inside it"
-    if any(s.guard is not None and not (_condition_vars(s.guard) & inside) for s in updates):
+    if any(s.guard is not None and not (valued_indices(s.guard) & inside) for s in updates):
         # an if around the loop (``if j < 4 { seq K k { .. } }``): the parts' start and the
         # combine would run where the loop does not
         return f"an if around loop '{loop.index}' restricts where it runs"
@@ -195,25 +203,7 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
         return (
             f"an iteration of loop '{loop.index}' depends on another through a buffer other than '{target}'"
         )
-    return Reduction(
-        position, tuple(b.index for b in band), loop, target, indices, op, reorders(op, decl.dtype)
-    )
-
-
-def _condition_vars(cond) -> frozenset[str]:
-    """The index names a guard mentions."""
-    found: set[str] = set()
-
-    def leaf(e):
-        if isinstance(e, IndexValue):
-            found.update(index_vars(e.expr))
-        elif isinstance(e, Read):
-            for i in e.indices:
-                found.update(index_vars(i))
-        return e
-
-    map_values(cond, leaf)
-    return frozenset(found)
+    return Reduction(position, tuple(band), loop, target, indices, op, reorders(op, decl.dtype))
 
 
 def reductions(program: Program, model: PolyModel, *, reassociate: bool) -> tuple[Reduction, ...]:
@@ -239,18 +229,16 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     if split.form is Form.CYCLIC:
         count: IndexExpr = IConst(split.parts)
         chunk_extent = _div(_add(length, IConst(split.parts - 1)), split.parts)
-        iteration = _add(p, _mul(split.parts, IVar(loop.index)))
     else:
         chunk = split.chunk(extent)
         # no part where the loop runs no iteration (a negative extent): a shape is not negative
         count = fold_index(IBin(IndexOp.MAX, IConst(0), _div(_add(length, IConst(chunk - 1)), chunk)))
         chunk_extent = IConst(chunk)
-        iteration = _add(_mul(chunk, p), IVar(loop.index))
+    iteration = split.iteration(p, IVar(loop.index), extent)
     below = Compare(CmpOp.LT, IndexValue(iteration), IndexValue(length))
     target = program.buffer(reduction.target)
     # a partial per part and band point (not per element of the target, which may be large)
-    band_loops = _band_loops(program.body[reduction.position], len(reduction.band))
-    element = (p, *(IVar(b.index) for b in band_loops))
+    element = (p, *(IVar(b.index) for b in reduction.band))
     updates = tuple(
         _retarget(
             guarded(substitute_stmt(s, {loop.index: iteration}), below),
@@ -284,21 +272,12 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     else:
         one = fresh_name(f"{reduction.index}_join", taken | {part, parts_buffer})
         combined = Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)
-    shape = (count, *(_positive(b.extent) for b in band_loops))
+    shape = (count, *(_positive(b.extent) for b in reduction.band))
     parts_decl = BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, shape, target.loc)
     body = list(program.body)
     body[reduction.position : reduction.position + 1] = [partials, combined]
     rewritten = replace(program, buffers=(*program.buffers, parts_decl), body=tuple(body))
     return renumber_statements(rewritten)
-
-
-def _band_loops(top: Stmt, depth: int) -> list[Loop]:
-    """The ``depth`` par loops of the band starting at ``top``."""
-    loops = []
-    while len(loops) < depth:
-        loops.append(top)
-        top = top.body[0]
-    return loops
 
 
 def _positive(extent: IndexExpr) -> IndexExpr:
