@@ -94,7 +94,7 @@ def optimize_program(
     def rewrite_and_map(written: Program, axes: dict[int, frozenset[str]], pins):
         """``written`` rewritten (``axes``: the deep bands' choices), mapped at the cost sizes."""
         with step("rewrites (deep bands folded, accumulators to registers)"):
-            rewritten = transform(written, registers=registers, analyses=analyses, axes=axes)
+            rewritten = transform(written, registers=registers, analyses=analyses, axes=axes, context=context)
         with step("analysis at the cost sizes"):
             bound_model = analyses(rewritten.bind(**sizes))
         symbolic = analyses(rewritten, context)  # the proof's program: where lanes must hold
@@ -149,14 +149,21 @@ def optimize_program(
 
 
 def transform(
-    program: Program, *, registers: bool, analyses: Analyses, axes: dict[int, frozenset[str]] | None = None
+    program: Program,
+    *,
+    registers: bool,
+    analyses: Analyses,
+    axes: dict[int, frozenset[str]] | None = None,
+    context: str | None = None,
 ) -> Program:
     """The program rewrites, in order: deep bands folded (a band that stays deeper than three
     reordered so that the loops of ``axes[its number]`` get the hardware axes), then (with
-    ``registers``) accumulators promoted to registers, each promotion proved by ``analyses``."""
+    ``registers``) accumulators promoted to registers, each promotion proved by ``analyses``
+    under ``context`` (a program whose bounds hold only in its context proves nothing
+    without it, and would keep every accumulator in memory)."""
     program = fold_deep_bands(program, axes=axes)
     if registers:
-        program = promote_accumulators(program, analyze=analyses)
+        program = promote_accumulators(program, analyze=lambda p: analyses(p, context))
     return program
 
 

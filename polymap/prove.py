@@ -122,7 +122,8 @@ def mapped_program(program: Program, mapping, *, analyze=analyze) -> Program:
     program = replay_splits(program, mapping.splits, context=mapping.context, analyze=analyze)
     for axes in every_band_choice(program):
         folded = fold_deep_bands(program, axes=axes)
-        if mapping.program in (folded, promote_accumulators(folded, analyze=analyze)):
+        promoted = promote_accumulators(folded, analyze=lambda p: analyze(p, context=mapping.context))
+        if mapping.program in (folded, promoted):
             return mapping.program
     return program
 

@@ -702,3 +702,29 @@ def test_promotion_preserves_reference_results(text, seed):
     assert_numbered(promoted)
     assert parse(str(promoted), name="random") == promoted
     assert_same_outputs(original, promoted, random_inputs(original, np.random.default_rng(seed)))
+
+
+def test_accumulators_are_promoted_where_the_bounds_need_the_context():
+    """A program whose shapes hold only under its context (``s: f32[M]`` written at ``i < N``
+    with ``N <= M``) proves nothing without it: promotion must analyze under the context, in
+    optimize and again when compile replays the mapping (it promoted nothing before)."""
+    import polymap
+
+    text = """
+    param N
+    param M
+    in A: f32[M, M]
+    out s: f32[M]
+    par N i {
+      s[i] = 0.0
+      seq N k { s[i] += A[i, k] }
+    }
+    """
+    program = te(text, "ctx")
+    with pytest.raises(BoundsError):
+        analyze(program)  # the context is needed
+    mapping = polymap.optimize(program, context="N <= M and N >= 1")
+    assert list(walk.local_buffers(mapping.program)) == ["s_acc"], mapping.program
+    a = RNG.standard_normal((9, 9)).astype(np.float32)
+    out = polymap.compile(program, mapping).run_host(A=a, N=7, M=9)
+    np.testing.assert_allclose(out["s"][:7], a[:7, :7].sum(axis=1), rtol=1e-5)
