@@ -251,7 +251,7 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         type=_pin,
         default=[],
         metavar="LOOP=DECISION",
-        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, "
+        help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, j.group=4 (a thread's points in groups of 4 neighbours; 1: cyclic, S: blocked), "
         "k.tile=16, k.stage=A,B (or none), k.transpose=A (or none), k.copy=1 (element-wise copies; 4: float4 at most), i.interleave=yes (the kernel's points in outer-product order), i.lanes=32 (a warp per point: the body's reductions over its lanes; 1: a thread per point), k.split=64 (a reduction loop in 64 parts and a combine; 1: never split)",
     )
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
@@ -340,6 +340,7 @@ _PIN_FIELDS = (
     "threads",
     "seq",
     "distribution",
+    "group",
     "tile",
     "stage",
     "transpose",
@@ -362,7 +363,8 @@ def _pins(items: list[tuple[str, str, str]]) -> dict:
             else:
                 entry[field] = (
                     int(value)
-                    if field in ("threads", "seq", "tile", "copy", "lanes", "split") and value.isdigit()
+                    if field in ("threads", "seq", "group", "tile", "copy", "lanes", "split")
+                    and value.isdigit()
                     else value
                 )
         else:

@@ -34,7 +34,7 @@ import numpy as np
 from polymap.errors import ArgumentError
 from polymap.ir.nodes import Anchor, Assign, Compare, Gather, IndexExpr, LogicOp, Loop, Not, Read, reads_of
 from polymap.mapping.result import KernelCost, Mapping
-from polymap.mapping.space import Distribution, KernelMapping, LoopMapping
+from polymap.mapping.space import KernelMapping, LoopMapping
 from polymap.poly.isl_text import evaluate_index
 
 FORMATS = (".png", ".svg", ".pdf")
@@ -101,21 +101,16 @@ class Point:
 
 def locate(loop: LoopMapping, index: int) -> Point:
     """The inverse of the loop's formula: which block, thread and point run ``index``."""
-    span = loop.threads * loop.seq
+    span, v = loop.threads * loop.seq, loop.step
     block, rest = divmod(index, span)
-    if loop.distribution is Distribution.CYCLIC:
-        point, thread = divmod(rest, loop.threads)
-    else:
-        thread, point = divmod(rest, loop.seq)
-    return Point(block, thread, point)
+    group, rest = divmod(rest, loop.threads * v)
+    thread, within = divmod(rest, v)
+    return Point(block, thread, group * v + within)
 
 
 def place(loop: LoopMapping, block: int, thread: int, point: int) -> int:
     """The loop's formula: the iteration that ``block``, ``thread`` and ``point`` run."""
-    span = loop.threads * loop.seq
-    if loop.distribution is Distribution.CYCLIC:
-        return block * span + point * loop.threads + thread
-    return block * span + thread * loop.seq + point
+    return loop.iteration(block, thread, point)
 
 
 @dataclass(frozen=True, slots=True)

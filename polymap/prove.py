@@ -346,7 +346,7 @@ def _describe(frame: Frame) -> str:
         return "serial kernel, one thread"
     loops = "; ".join(
         f"{lm.index} -> blockIdx.{lm.block_axis.value}/threadIdx.{lm.thread_axis.value}, "
-        f"T={lm.threads} S={lm.seq} {lm.distribution.value}{'' if lm.guard else ', no guard'}"
+        f"T={lm.threads} S={lm.seq} {lm.describe_distribution()}{'' if lm.guard else ', no guard'}"
         for lm in km.loops
     )
     block = "x".join(map(str, km.block_dim()))

@@ -33,6 +33,8 @@ TRANSPOSED_A = {
 }
 # and j blocked too: B's rows are read 4 at a time by lanes 4 elements apart
 BOTH_VECTORS = {**TRANSPOSED_A, "j": {**TRANSPOSED_A["j"], "distribution": "blocked"}}
+# and j in groups of 4 of 8 points: lanes 4 elements apart, a thread's groups 128 apart
+GROUPED_J = {**TRANSPOSED_A, "j": {**TRANSPOSED_A["j"], "seq": 8, "distribution": "grouped", "group": 4}}
 
 
 # ------------------------------------------------------------------- the bank conflicts
@@ -76,6 +78,62 @@ def test_rows_are_an_odd_number_of_elements_or_of_16_byte_chunks_where_aligned()
     assert StagedBuffer(candidate, (16, 8), vector=1).padded == (16, 9)
     assert StagedBuffer(candidate, (16, 16), vector=4).padded == (16, 20)  # 5 chunks: odd
     assert StagedBuffer(candidate, (16, 16), transposed=True).padded == (16, 20)  # 5 chunks of 16 bytes
+
+
+@pytest.mark.parametrize(
+    "distribution, seq, group, vector",
+    [
+        (Distribution.CYCLIC, 8, 1, 1),
+        (Distribution.BLOCKED, 2, 1, 2),
+        (Distribution.BLOCKED, 4, 1, 4),
+        (Distribution.BLOCKED, 8, 1, 4),
+        (Distribution.BLOCKED, 16, 1, 4),
+        (Distribution.GROUPED, 8, 4, 4),
+        (Distribution.GROUPED, 16, 4, 4),
+        (Distribution.GROUPED, 16, 8, 4),
+        (Distribution.GROUPED, 8, 2, 2),
+    ],
+)
+def test_the_bank_factor_of_a_row_read_is_the_words_its_lanes_put_in_one_bank(
+    distribution, seq, group, vector
+):
+    """A warp's read of a row of B's tile [16][256] (j on x, 32 threads): lane ``l`` loads the
+    ``vector`` neighbours starting at its first point, ``LoopMapping.iteration(0, l, 0)``.
+    The most words one bank serves, over the words the warp's load would take per bank
+    without conflicts (``vector``), is what the model charges per load:
+    ``max(1, bank_factor / vector)``. Grouped by 4, lanes are 16 bytes apart and meet in no
+    bank; blocked by 8, they are 32 bytes apart and two meet."""
+    from polymap.mapping.cost_model import bank_factor
+    from polymap.mapping.space import LoopMapping
+    from polymap.targets import H100
+
+    j = LoopMapping("j", Axis.X, Axis.X, 32, seq, distribution, None, 32 * seq, group=group)
+    candidate = StageCandidate("B", "k", ("k", "j"), (), (), 4, ("S0",))
+    tile = StagedBuffer(candidate, (16, 32 * seq), vector=vector)
+    addresses = [4 * j.iteration(0, lane, 0) for lane in range(32)]
+    simulated = _words_per_bank(addresses, 4 * vector) / vector
+    assert max(1, bank_factor(H100, tile, j) / vector) == simulated
+
+
+def test_a_grouped_loop_reads_b_in_conflict_free_vectors_counted_by_hand():
+    """As ``eight`` below (S_j = 8, 8 blocks of 32 x 256 points), with j grouped by 4: a
+    thread's 8 points are two float4 groups 128 elements apart, so lanes are 16 bytes apart
+    and each load takes 4 wavefronts, the contiguous count: B's wavefronts halve."""
+    program = parse(MATMUL, name="mm").bind(M=256, N=256, K=32)
+    pins = {**BOTH_VECTORS, "j": {**BOTH_VECTORS["j"], "seq": 8, "distribution": "grouped", "group": 4}}
+    mapping = optimize(program, pins=pins)
+    j = mapping.kernels[0].loop("j")
+    assert (j.distribution, j.group, j.step) == (Distribution.GROUPED, 4, 4)
+    rows = {a.access: a for a in mapping.costs[0].accesses}
+    reads_b = 256 * 256 * 32 // 32 // 4  # each value serves S_i = 4 points
+    assert rows["B[k, j]"].requests == reads_b // 4 and rows["B[k, j]"].lane_stride == 4
+    a_loads = 256 * 256 * 32 // 32 // 8 // 4
+    stores = 8 * 32 * 32 // 32 * 4 + 8 * 32 * 256 // 32
+    rate = mapping.target.sm_count * mapping.target.clock_hz
+    assert mapping.costs[0].shared_s == pytest.approx((a_loads + reads_b + stores) / rate)
+    assert mapping.solver[0].objective == pytest.approx(mapping.costs[0].objective_s * 1e6, rel=1e-5)
+    assert "j = blockIdx.x*256 + (s_j/4)*128 + threadIdx.x*4 + s_j%4" in str(mapping)
+    assert "grouped by 4" in str(mapping)
 
 
 # ------------------------------------------------------------------ the cost, by hand
@@ -154,7 +212,9 @@ def test_scip_transposes_a_and_reads_both_operands_in_vectors_on_matmul_1024():
 # ------------------------------------------------------------- the code, on the host
 
 
-@pytest.mark.parametrize("pins", [TRANSPOSED_A, BOTH_VECTORS], ids=["transposed-A", "both-vectors"])
+@pytest.mark.parametrize(
+    "pins", [TRANSPOSED_A, BOTH_VECTORS, GROUPED_J], ids=["transposed-A", "both-vectors", "grouped-j"]
+)
 def test_transposed_tiles_and_vector_rows_equal_the_reference_on_the_host(pins):
     """Sizes that divide nothing: partial blocks, a partial last tile, guarded copies."""
     program = parse(MATMUL, name="mm")

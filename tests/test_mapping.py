@@ -9,6 +9,7 @@ import math
 import re
 from pathlib import Path
 
+import islpy as isl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -280,8 +281,8 @@ def _feasible(extents: tuple[int, ...], loops: tuple[tuple, ...], lanes: bool = 
     blocks = [b for _, b, *_ in loops]
     if len(set(axes)) != len(axes) or len(set(blocks)) != len(blocks) or (Axis.X in axes) == lanes:
         return False
-    lts = [lt for _, _, lt, _, _ in loops]
-    lss = [ls for _, _, _, ls, _ in loops]
+    lts = [lt for _, _, lt, *_ in loops]
+    lss = [ls for _, _, _, ls, *_ in loops]
     threads_log = sum(lts) + (5 if lanes else 0)
     if tiny and (threads_log != 5 or any(lss)):
         return False
@@ -289,7 +290,7 @@ def _feasible(extents: tuple[int, ...], loops: tuple[tuple, ...], lanes: bool = 
         return False
     if sum(lss) > MAX_LOG_SEQ_TOTAL:
         return False
-    for (axis, block, lt, ls, _), cap, n in zip(loops, caps, extents):
+    for (axis, block, lt, ls, *_), cap, n in zip(loops, caps, extents):
         if axis is Axis.Z and lt > MAX_LOG_Z:
             return False
         if not tiny and (lt + ls > cap or (axis is Axis.X and lt < min(5, cap))):
@@ -350,25 +351,39 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
     thread's points), and the best when the register limit is left out (to show that a
     test's limit decides)."""
     band = problem.kernel.band
+    # per loop: axes, log2 T and log2 S, which decide feasibility; then each distribution
+    # (``space.py``: cyclic, blocked, or grouped by a power of two between 1 and S)
     choices = list(
-        itertools.product(
-            list(Axis), list(Axis), range(MAX_LOG_THREADS + 1), range(MAX_LOG_SEQ + 1), list(Distribution)
-        )
+        itertools.product(list(Axis), list(Axis), range(MAX_LOG_THREADS + 1), range(MAX_LOG_SEQ + 1))
     )
+
+    def distributions(ls: int):
+        return [(Distribution.CYCLIC, 1), (Distribution.BLOCKED, 1)] + [
+            (Distribution.GROUPED, 2**g) for g in range(1, ls)
+        ]
+
     best = best_any = math.inf
     # the order of a thread's points is a decision only where the body has a loop (the model's
     # space: ``interleavable``); elsewhere the points run one after another
     orders = (False, True) if interleavable(problem.kernel) else (False,)
     # with lanes (a warp per point) the band is on y and z, nothing staged or interleaved
     for lanes in (False, True) if problem.spread else (False,):
-        for combo in itertools.product(choices, repeat=len(band)):
-            if not _feasible(problem.extents, combo, lanes):
-                continue
+        feasible = (
+            combo
+            for combo in itertools.product(choices, repeat=len(band))
+            if _feasible(problem.extents, combo, lanes)
+        )
+        every = (
+            (combo, spread)
+            for combo in feasible
+            for spread in itertools.product(*(distributions(ls) for *_, ls in combo))
+        )
+        for combo, spread in every:
             mapped = KernelMapping(
                 problem.kernel,
                 tuple(
-                    LoopMapping(loop.index, t, b, 2**lt, 2**ls, d, loop.extent, n)
-                    for loop, (t, b, lt, ls, d), n in zip(band, combo, problem.extents)
+                    LoopMapping(loop.index, t, b, 2**lt, 2**ls, d, loop.extent, n, group=v)
+                    for loop, (t, b, lt, ls), (d, v), n in zip(band, combo, spread, problem.extents)
                 ),
             )
             variants = (
@@ -629,3 +644,51 @@ def test_the_split_chosen_is_the_cheapest_option_by_enumeration():
         enumerated.append(total)
     assert choice.options[choice.chosen][1] * 1e6 == pytest.approx(min(enumerated), rel=1e-5)
     assert choice.options[0][1] > choice.options[choice.chosen][1]
+
+
+def test_a_group_is_pinned_and_its_bad_values_are_named():
+    """``group`` pins a loop's points into groups of neighbours (``space.py``): 1 is cyclic,
+    S blocked, between them grouped; a value that is no power of two, a group beyond S and
+    a grouped loop made by hand with a group outside (1, S) are errors that say so."""
+    program = parse(MATMUL).bind(M=256, N=256, K=64)
+    mapping = optimize(program, pins={"j": {"thread": "x", "threads": 32, "seq": 8, "group": 2}})
+    j = mapping.kernels[0].loop("j")
+    assert (j.distribution, j.group, j.step) == (Distribution.GROUPED, 2, 2)
+    assert "j = blockIdx.x*256 + (s_j/2)*64 + threadIdx.x*2 + s_j%2" in str(mapping)
+    assert mapping.to_json()["kernels"][0]["loops"][1]["group"] == 2
+    one = optimize(program, pins={"j": {"thread": "x", "threads": 32, "seq": 8, "group": 1}})
+    assert one.kernels[0].loop("j").distribution is Distribution.CYCLIC
+    whole = optimize(program, pins={"j": {"thread": "x", "threads": 32, "seq": 8, "group": 8}})
+    assert whole.kernels[0].loop("j").distribution is Distribution.BLOCKED
+    with pytest.raises(ArgumentError, match=r"group must be a power of two >= 1, got 3"):
+        optimize(program, pins={"j": {"group": 3}})
+    with pytest.raises(InfeasibleMappingError, match=r"seq=4, group=8\) conflict"):
+        optimize(program, pins={"j": {"seq": 4, "group": 8}})
+    with pytest.raises(InfeasibleMappingError, match=r"seq=2, distribution=grouped\) conflict"):
+        optimize(program, pins={"j": {"seq": 2, "distribution": "grouped"}})
+    lm = mapping.kernels[0].loop("j")
+    with pytest.raises(
+        ArgumentError, match=r"loop 'j': a grouped distribution has a group .* got grouped with group 8"
+    ):
+        dataclasses.replace(lm, group=8)
+    with pytest.raises(ArgumentError, match=r"got blocked with group 2"):
+        dataclasses.replace(lm, distribution=Distribution.BLOCKED)
+
+
+def test_a_grouped_loop_is_the_isl_relation_the_proof_uses():
+    """``LoopMapping.iteration`` (the report's formula, the plot's) and the isl expression of
+    ``schedule.hardware.band_index`` (what the proof and the code are built from) agree on
+    every block, thread and point of a small grouped loop, and run each iteration once."""
+    from polymap.ir.nodes import IConst
+    from polymap.schedule.hardware import band_index
+
+    lm = LoopMapping("j", Axis.X, Axis.X, 4, 8, Distribution.GROUPED, IConst(64), 64, group=2)
+    box = "0 <= g < 2 and 0 <= t < 4 and 0 <= s < 8"
+    relation = isl.Map(f"{{ [g, t, s] -> [{band_index(lm, 'g', 't', 's')}] : {box} }}")
+    pairs = []
+    relation.wrap().foreach_point(
+        lambda p: pairs.append(tuple(p.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(4)))
+    )
+    assert len(pairs) == 64
+    assert all(lm.iteration(g, t, s) == value for g, t, s, value in pairs)
+    assert sorted(value for *_, value in pairs) == list(range(64))

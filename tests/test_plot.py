@@ -26,21 +26,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @given(
     threads=st.sampled_from([1, 2, 8, 32]),
-    seq=st.sampled_from([1, 2, 4]),
-    cyclic=st.booleans(),
+    seq=st.sampled_from([1, 2, 4, 8]),
+    distribution=st.sampled_from(list(Distribution)),
     index=st.integers(0, 1000),
 )
-def test_locate_inverts_the_loops_formula(threads, seq, cyclic, index):
-    loop = LoopMapping(
-        "i",
-        Axis.X,
-        Axis.X,
-        threads,
-        seq,
-        Distribution.CYCLIC if cyclic else Distribution.BLOCKED,
-        IConst(1001),
-        1001,
-    )
+def test_locate_inverts_the_loops_formula(threads, seq, distribution, index):
+    if distribution is Distribution.GROUPED and seq < 4:
+        distribution = Distribution.BLOCKED  # no group strictly between 1 and S
+    group = seq // 2 if distribution is Distribution.GROUPED else 1
+    loop = LoopMapping("i", Axis.X, Axis.X, threads, seq, distribution, IConst(1001), 1001, group=group)
     p = locate(loop, index)
     assert 0 <= p.thread < threads and 0 <= p.point < seq
     assert place(loop, p.block, p.thread, p.point) == index

@@ -230,7 +230,7 @@ class _Emitter:
                 lines.append(f"{name}: block {km.block_dim()}, {km.threads_per_block} threads")
                 for lm in km.loops:
                     lines.append(
-                        f"  {lm.index_formula()}  (T={lm.threads}, S={lm.seq}, {lm.distribution.value}; "
+                        f"  {lm.index_formula()}  (T={lm.threads}, S={lm.seq}, {lm.describe_distribution()}; "
                         f"{lm.index} < {lm.extent})"
                     )
                 if km.interleaved and km.points > 1:

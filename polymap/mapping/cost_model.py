@@ -9,7 +9,7 @@ import math
 from polymap.ir.nodes import Loop, index_vars
 from polymap.ir.walk import walk_block
 from polymap.mapping.accesses import GlobalAccess
-from polymap.mapping.space import Axis, Distribution, Kernel, KernelMapping, SpreadLoop
+from polymap.mapping.space import Axis, Kernel, KernelMapping, SpreadLoop
 from polymap.mapping.staging import StagedBuffer
 from polymap.targets import GpuTarget
 
@@ -139,7 +139,8 @@ def shared_read_cost(
 def bank_factor(target: GpuTarget, tile: StagedBuffer, x_loop) -> int:
     """How many times a conflict-free read's wavefronts a warp's scalar read of the tile
     takes when its lanes run along ``x_loop`` (``StagedBuffer.padded`` sets the strides),
-    with ``delta`` the lanes' step in that loop (``S`` if blocked, else 1):
+    with ``delta`` the lanes' step in that loop (``LoopMapping.step``: 1 if cyclic, the group
+    if grouped, ``S`` if blocked):
 
     * along the rows: ``delta`` (lanes ``delta`` elements apart share ``delta`` times fewer banks);
     * down a column: ``delta`` times 16 bytes of elements where the rows keep the vector
@@ -153,7 +154,7 @@ def bank_factor(target: GpuTarget, tile: StagedBuffer, x_loop) -> int:
     most = target.warp_size // shared_wavefronts(target, tile.candidate.element_bytes)
     order = tile.in_shared_order(tile.candidate.dims)
     position = order.index(x_loop.index)
-    delta = x_loop.seq if x_loop.distribution is Distribution.BLOCKED else 1
+    delta = x_loop.step
     if position == len(order) - 1:
         factor = delta
     elif position == len(order) - 2:

@@ -91,6 +91,7 @@ def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mappin
                 "threads": loop.threads,
                 "seq": loop.seq,
                 "distribution": loop.distribution.value,
+                "group": loop.step,
                 "blocks": loop.blocks,
                 "extent": str(loop.extent),
                 "guard": loop.guard,

@@ -107,7 +107,7 @@ def format_kernel(mapped: KernelMapping) -> list[str]:
     depth = 1
     for loop in mapped.loops:
         blocks = f"{loop.blocks} block{'s' if loop.blocks != 1 else ''}"
-        detail = f"T={loop.threads}, S={loop.seq}, {loop.distribution.value}, {blocks}; guard {loop.index} < {loop.extent}"
+        detail = f"T={loop.threads}, S={loop.seq}, {loop.describe_distribution()}, {blocks}; guard {loop.index} < {loop.extent}"
         if loop.seq > 1:
             lines.append("  " * depth + f"for s_{loop.index} in 0..{loop.seq - 1}:")
             depth += 1

@@ -6,11 +6,12 @@ has (binary unless said otherwise):
 
 * ``ax[j,a]``, ``bx[j,a]``: loop j's thread part / block part is on axis a in {x, y, z};
   every loop has one of each, an axis holds at most one loop, and x holds one;
-* ``ut[j,k]``: T_j = 2^k (k <= 10); ``us[j,m]``: S_j = 2^m (m <= 4); ``cyc[j]``: cyclic;
-* ``step_j = cyc_j + S_j - cyc_j S_j`` (1 if cyclic, S_j if blocked) and the lane step
-  ``delta_j = ax[j,x] * step_j`` (integers, quadratic equalities): moving from lane tid to
-  tid + 1 moves loop j by delta_j (the loop on x has at least 32 threads, so a warp lies
-  along x);
+* ``ut[j,k]``: T_j = 2^k (k <= 10); ``us[j,m]``: S_j = 2^m (m <= 4); ``ug[j,m]``: the
+  step V_j = 2^m between neighbouring threads' points, m <= log2 S_j (``space.py``: 0 is
+  cyclic, log2 S_j blocked, between them grouped);
+* ``step_j = sum 2^m ug[j,m]`` and the lane step ``delta_j = ax[j,x] * step_j`` (an
+  integer, a quadratic equality): moving from lane tid to tid + 1 moves loop j by delta_j
+  (the loop on x has at least 32 threads, so a warp lies along x);
 * per global access r: ``D_r >= |addr_r(x + delta) - addr_r(x)|`` for every point x of the
   domain, linearized by Farkas (``accesses.py``), and the sectors one warp request touches
   ``sigma_r in [1, 32]``: ``32 sigma_r >= 31 e D_r + e`` (the span of 32 lanes at stride
@@ -122,6 +123,7 @@ class ScipModel:
         self.certificates: list = []  # (access, Farkas system, its SCIP variables)
         pinned = {loop.index: merge_pins(pins.for_loop(problem.kernel.name, loop.index)) for loop in band}
         self.pinned = any(pins.for_loop(problem.kernel.name, loop.index) for loop in band)
+        self.pinned_distribution: dict[int, Distribution | None] = {}  # by band position
         caps = [max(0, math.ceil(math.log2(n))) if n > 1 else 0 for n in problem.extents]
         for j, loop in enumerate(band):
             pin = pinned[loop.index]
@@ -150,7 +152,7 @@ class ScipModel:
         # The layouts and distributions decide which loads are vectors and which lanes meet
         # in the banks: branching on them early too took fc_bias_relu from 11.7 s to 2.6 s
         # and orojenesis_ffn's first kernel from its 30 s limit to 0.8 s (measured)
-        for var in [*self.us.values(), self.inter, *self.cyc.values(), *self.transposed.values()]:
+        for var in [*self.us.values(), self.inter, *self.ug.values(), *self.transposed.values()]:
             scip.chgVarBranchPriority(var, 10)
 
     def _one_of(self, name: str, values, total=1):
@@ -184,11 +186,17 @@ class ScipModel:
             for j, loop in enumerate(band)
             for m in range(MAX_LOG_SEQ + 1)
         }
-        self.cyc = {j: scip.addVar(f"cyclic[{loop.index}]", vtype="B") for j, loop in enumerate(band)}
+        self.ug = {
+            (j, m): scip.addVar(f"ug[{loop.index},{m}]", vtype="B")
+            for j, loop in enumerate(band)
+            for m in range(MAX_LOG_SEQ + 1)
+        }
         # the thread's points interleave: every step of the body runs all of them
         self.inter = scip.addVar("interleaved", vtype="B", ub=1 if interleavable(self.p.kernel) else 0)
         self.lt = {j: quicksum(k * self.ut[j, k] for k in range(self.log_block + 1)) for j in range(self.n)}
         self.ls = {j: quicksum(m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) for j in range(self.n)}
+        # log2 of the step between neighbouring threads' points: 0 cyclic, log2 S blocked
+        self.lg = {j: quicksum(m * self.ug[j, m] for m in range(MAX_LOG_SEQ + 1)) for j in range(self.n)}
         self.seq = {
             j: scip.addVar(f"S[{band[j].index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ) for j in range(self.n)
         }
@@ -197,6 +205,8 @@ class ScipModel:
             scip.addCons(quicksum(self.bx[j, a] for a in Axis) == 1)
             scip.addCons(quicksum(self.ut[j, k] for k in range(self.log_block + 1)) == 1)
             scip.addCons(quicksum(self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) == 1)
+            scip.addCons(quicksum(self.ug[j, m] for m in range(MAX_LOG_SEQ + 1)) == 1)
+            scip.addCons(self.lg[j] <= self.ls[j])
             scip.addCons(self.seq[j] == quicksum(2**m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)))
         # a warp per band point (``lanes.py``): threadIdx.x holds the lanes, the band y and z
         # (the constant 0 where the body has no loop to spread: the model is then as before)
@@ -243,13 +253,14 @@ class ScipModel:
         scip.addCons(quicksum(self.ls[j] for j in range(self.n)) <= MAX_LOG_SEQ_TOTAL)
 
     def _lane_steps(self) -> dict[str, object]:
-        """step_j = 1 (cyclic) or S_j (blocked); delta_j = step_j on the x loop, else 0."""
+        """step_j = 1 (cyclic), the group (grouped) or S_j (blocked); delta_j = step_j on the
+        x loop, else 0."""
         scip = self.scip
         deltas = {}
         self.steps = {}
         for j, loop in enumerate(self.p.kernel.band):
             step = scip.addVar(f"step[{loop.index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ)
-            scip.addCons(step == self.cyc[j] + self.seq[j] - self.cyc[j] * self.seq[j])
+            scip.addCons(step == quicksum(2**m * self.ug[j, m] for m in range(MAX_LOG_SEQ + 1)))
             delta = scip.addVar(f"delta[{loop.index}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ)
             scip.addCons(delta == self.ax[j, Axis.X] * step)
             deltas[loop.index] = delta
@@ -552,9 +563,10 @@ class ScipModel:
             + self.inter
             # 0.03: a difference of one axis (3e-8 us) must stay above SCIP's tolerance on
             # objectives of tens of us (at 0.01, matmul_1024's i went to z instead of y), and
-            # the most it can add (12 axis positions) below one unit of the terms above; at
-            # 0.05 SCIP no longer closed the four-deep band of tests/test_fold.py in 30 s
-            + 0.03 * (order + quicksum(self.cyc.values()))
+            # the most it can add (12 axis positions, and the steps' log2 below S: 12 more)
+            # below one unit of the terms above; at 0.05 SCIP no longer closed the four-deep
+            # band of tests/test_fold.py in 30 s
+            + 0.03 * (order + quicksum(self.ls[j] - self.lg[j] for j in range(n)))
         )
         # with lanes, the threads of a block are often tied (a warp per point fills the GPU
         # at any block size the occupancy allows): the fewest, (w * log2 threads, linearized)
@@ -750,7 +762,7 @@ class ScipModel:
             j = position[row]
             w = scip.addVar(f"vector_log2[{tag}@{row}]", vtype="I", lb=0, ub=widest)
             scip.addCons(w <= self.ls[j])
-            scip.addCons(w <= widest * (1 - self.cyc[j]))
+            scip.addCons(w <= self.lg[j])  # a vector reads one group of neighbouring points
             scip.addCons(w <= widest * on)
             scip.addCons(w <= widest * self.inter)
             wide = scip.addVar(f"vector_rows[{tag}@{row}]", vtype="B")  # w > 0
@@ -773,8 +785,7 @@ class ScipModel:
                 continue  # one iteration per block where staged: no lane steps along it
             j = position[v]
             # log2 of the lanes' step along v: log2 S where blocked, 0 where cyclic
-            delta = scip.addVar(f"step_log2[{tag}@{v}]", vtype="I", lb=0, ub=MAX_LOG_SEQ)
-            scip.addCons(delta >= self.ls[j] - MAX_LOG_SEQ * self.cyc[j])
+            delta = self.lg[j]
             for flag, on in layouts:
                 order = shared_order(c.dims, flag)
                 at = order.index(v)
@@ -861,8 +872,16 @@ class ScipModel:
             scip.addCons(lt == log2_floor(pin.threads))
         if pin.seq is not None:
             scip.addCons(ls == log2_floor(pin.seq))
-        if pin.distribution is not None:
-            scip.addCons(self.cyc[j] == (1 if pin.distribution is Distribution.CYCLIC else 0))
+        if pin.distribution is Distribution.CYCLIC:
+            scip.addCons(self.lg[j] == 0)
+        elif pin.distribution is Distribution.BLOCKED:
+            scip.addCons(self.lg[j] == ls)
+        elif pin.distribution is Distribution.GROUPED:  # 1 < V < S
+            scip.addCons(self.lg[j] >= 1)
+            scip.addCons(self.lg[j] <= ls - 1)
+        if pin.group is not None:
+            scip.addCons(self.lg[j] == log2_floor(pin.group))
+        self.pinned_distribution[j] = pin.distribution
         if pin.interleave is not None:  # the kernel's decision, pinned through one of its loops
             scip.addCons(self.inter == (1 if pin.interleave else 0))
         if pin.lanes is not None and self.p.spread:  # the kernel's too (``_check_lane_pins``)
@@ -902,7 +921,8 @@ class ScipModel:
                 self.scip.setSolVal(hint, self.ut[j, k], 1.0 if k == lt[j] else 0.0)
             for m in range(MAX_LOG_SEQ + 1):
                 self.scip.setSolVal(hint, self.us[j, m], 1.0 if m == ls[j] else 0.0)
-            self.scip.setSolVal(hint, self.cyc[j], 0.0)
+            for m in range(MAX_LOG_SEQ + 1):  # blocked
+                self.scip.setSolVal(hint, self.ug[j, m], 1.0 if m == ls[j] else 0.0)
         for st in self.stage.values():
             self.scip.setSolVal(hint, st, 0.0)
         self.scip.setSolVal(hint, self.inter, 0.0)
@@ -938,10 +958,22 @@ class ScipModel:
             block_axis = next(a for a in Axis if value(self.bx[j, a]) > 0.5)
             lt = next(k for k in range(self.log_block + 1) if value(self.ut[j, k]) > 0.5)
             ls = next(m for m in range(MAX_LOG_SEQ + 1) if value(self.us[j, m]) > 0.5)
-            dist = Distribution.CYCLIC if value(self.cyc[j]) > 0.5 else Distribution.BLOCKED
+            lg = next(m for m in range(MAX_LOG_SEQ + 1) if value(self.ug[j, m]) > 0.5)
+            if lg == ls:  # one point per thread is either; a pin says which
+                dist = self.pinned_distribution.get(j) or Distribution.BLOCKED
+            else:
+                dist = Distribution.CYCLIC if lg == 0 else Distribution.GROUPED
             loops.append(
                 LoopMapping(
-                    loop.index, thread_axis, block_axis, 2**lt, 2**ls, dist, loop.extent, self.p.extents[j]
+                    loop.index,
+                    thread_axis,
+                    block_axis,
+                    2**lt,
+                    2**ls,
+                    dist,
+                    loop.extent,
+                    self.p.extents[j],
+                    group=2**lg if dist is Distribution.GROUPED else 1,
                 )
             )
         staged = [c for c in self.p.candidates if scip.getVal(self.stage[c.buffer, c.loop]) > 0.5]

@@ -60,7 +60,6 @@ from polymap.mapping.scip_model import ScipModel, merge_pins
 from polymap.mapping.solved import kernel_key
 from polymap.mapping.space import (
     Axis,
-    Distribution,
     Kernel,
     KernelMapping,
     LoopMapping,
@@ -396,6 +395,7 @@ def rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> Kerne
             band.extent,
             m.max_extent,
             m.guard,
+            m.group,
         )
         for m, band in zip(mapped.loops, kernel.band)
     )
@@ -647,7 +647,7 @@ class KernelProblem:
         are the exact maxima over the domain (isl), which equal the Farkas bounds for affine
         accesses."""
         t = self.target
-        step = {m.index: 1 if m.distribution is Distribution.CYCLIC else m.seq for m in mapping.loops}
+        step = {m.index: m.step for m in mapping.loops}
         delta = {m.index: step[m.index] if m.thread_axis is Axis.X else 0 for m in mapping.loops}
         x_threads = next((m.threads for m in mapping.loops if m.thread_axis is Axis.X), t.warp_size)
         y_threads = next((m.threads for m in mapping.loops if m.thread_axis is Axis.Y), 1)

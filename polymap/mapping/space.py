@@ -18,8 +18,15 @@ pinned):
 
       cyclic:  i_j = g_j * T_j * S_j + s_j * T_j + t_j
       blocked: i_j = g_j * T_j * S_j + t_j * S_j + s_j
+      grouped: i_j = g_j * T_j * S_j + (s_j div V_j) * T_j * V_j + t_j * V_j + s_j mod V_j
 
-  with 0 <= g_j < G_j, 0 <= t_j < T_j, 0 <= s_j < S_j.
+  with 0 <= g_j < G_j, 0 <= t_j < T_j, 0 <= s_j < S_j, and for grouped a *group* of
+  ``V_j`` points (a power of two, 1 < V_j < S_j): a thread's points come in groups of
+  ``V_j`` neighbours, the groups ``T_j V_j`` apart. All three are one formula with the
+  *step* ``V_j`` between neighbouring threads: 1 (cyclic), ``S_j`` (blocked) or the group.
+  A group of 16 bytes of elements is read with one vector load, and the lanes of a warp
+  are then 16 bytes apart, where blocked points put them ``S_j`` elements apart (the
+  4-byte banks of shared memory serve such lanes with conflicts: ``cost_model.bank_factor``).
 
 One decision for the kernel, the order of a thread's points (``interleaved``): either the
 thread runs its s-points one after another (outer band loops first), the whole band body
@@ -59,6 +66,7 @@ class Axis(enum.Enum):
 class Distribution(enum.Enum):
     CYCLIC = "cyclic"  # i = g*T*S + s*T + t: a thread's points are T apart
     BLOCKED = "blocked"  # i = g*T*S + t*S + s: a thread's points are consecutive
+    GROUPED = "grouped"  # i = g*T*S + (s div V)*T*V + t*V + s mod V: groups of V consecutive points
 
 
 # ------------------------------------------------------------------------ kernels
@@ -130,6 +138,38 @@ class LoopMapping:
     extent: IndexExpr  # the loop's extent (may mention sizes and outer band indices)
     max_extent: int  # the largest extent over the domain at the sizes mapped for
     guard: bool = True  # the emitted code tests ``index < extent`` (needed where G*T*S overshoots)
+    group: int = 1  # V: a grouped loop's neighbouring points (1 < V < S, a power of two)
+
+    def __post_init__(self) -> None:
+        grouped = self.distribution is Distribution.GROUPED
+        if grouped != (self.group != 1) or (
+            grouped and (self.group & (self.group - 1) or not 1 < self.group < self.seq)
+        ):
+            raise ArgumentError(
+                f"loop '{self.index}': a grouped distribution has a group of points, a power of two "
+                f"between 1 and S = {self.seq} (both excluded), and no other distribution has one; got "
+                f"{self.distribution.value} with group {self.group}"
+            )
+
+    @property
+    def step(self) -> int:
+        """V: the iterations between neighbouring threads' points, and the points a thread
+        runs one after another before the next group: 1 (cyclic), S (blocked) or the group."""
+        if self.distribution is Distribution.CYCLIC:
+            return 1
+        return self.seq if self.distribution is Distribution.BLOCKED else self.group
+
+    def iteration(self, block: int, thread: int, point: int) -> int:
+        """The loop's formula (the module docstring): the iteration ``block``, ``thread`` and
+        ``point`` run."""
+        v = self.step
+        return block * self.threads * self.seq + point // v * self.threads * v + thread * v + point % v
+
+    def describe_distribution(self) -> str:
+        """``cyclic``, ``blocked`` or ``grouped by V``."""
+        if self.distribution is Distribution.GROUPED:
+            return f"grouped by {self.group}"
+        return self.distribution.value
 
     @property
     def blocks(self) -> int:
@@ -146,6 +186,9 @@ class LoopMapping:
         span = self.threads * self.seq
         if self.distribution is Distribution.CYCLIC:
             terms = [(g, span), (s, self.threads), (t, 1)]
+        elif self.distribution is Distribution.GROUPED:
+            v = self.group
+            terms = [(g, span), (f"({s}/{v})", self.threads * v), (t, v), (f"{s}%{v}", 1)]
         else:
             terms = [(g, span), (t, self.seq), (s, 1)]
         used = [
@@ -271,6 +314,7 @@ class LoopPin:
     threads: int | None = None
     seq: int | None = None
     distribution: Distribution | None = None
+    group: int | None = None  # a band loop's points kept together (1: cyclic; S: blocked)
     tile: int | None = None  # on a seq loop: its tile size (1: not tiled)
     stage: tuple[str, ...] | None = None  # on a seq loop: the buffers staged in its tiles
     transpose: tuple[str, ...] | None = None  # on a seq loop: the staged tiles stored transposed
@@ -322,6 +366,7 @@ _FIELD_ALIASES = {
     "threads": "threads",
     "seq": "seq",
     "distribution": "distribution",
+    "group": "group",
     "tile": "tile",
     "stage": "stage",
     "transpose": "transpose",
@@ -378,13 +423,13 @@ def _pin_from_word(key: str, value: str | Axis | Distribution) -> LoopPin:
     if isinstance(value, Axis):
         return LoopPin(thread_axis=value)
     word = value.strip().lower()
-    if word in ("cyclic", "blocked"):
+    if word in ("cyclic", "blocked", "grouped"):
         return LoopPin(distribution=Distribution(word))
     match = _AXIS_TEXT.match(word)
     if match is None:
         raise ArgumentError(
             f"pin for '{key}': {value!r} is not a hardware axis (threadIdx.x, blockIdx.y, x, ...) "
-            f"or a distribution (cyclic, blocked)"
+            f"or a distribution (cyclic, blocked, grouped)"
         )
     axis = Axis(match.group(2))
     kind = match.group(1) or "thread"
@@ -428,7 +473,7 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
             return value if isinstance(value, Distribution) else Distribution(str(value).lower())
         except ValueError:
             raise ArgumentError(
-                f"pin for '{key}': distribution must be cyclic or blocked, got {value!r}"
+                f"pin for '{key}': distribution must be cyclic, blocked or grouped, got {value!r}"
             ) from None
     if name == "lanes" and (isinstance(value, bool) or value not in (1, 32)):
         raise ArgumentError(

@@ -73,7 +73,7 @@ from polymap.ir.nodes import (
     index_vars,
 )
 from polymap.ir.walk import declared_locals, walk_block
-from polymap.mapping.space import Distribution, Kernel, KernelMapping
+from polymap.mapping.space import Kernel, KernelMapping
 from polymap.poly.isl_text import const_value
 
 VECTOR_BYTES = 16  # the widest load of one thread (LDS.128 / LDG.128)
@@ -372,18 +372,19 @@ def copy_vectors(km: KernelMapping, program: Program, widest=None) -> tuple[tupl
 
 
 def read_vector(km: KernelMapping, c: StageCandidate, transposed: bool) -> int:
-    """How many of a thread's points one load of the tile serves along its rows: the largest
-    power of two dividing ``S``, at most ``VECTOR_BYTES`` of elements, where the points
-    interleave and are blocked along the loop of the rows, and the rows are at least
-    ``WIDE_ROW_BYTES`` (so that their padding stays small): a step then reads ``S``
-    neighbouring elements whose first is ``S``-aligned (``i - g T S = t S + s``); else 1."""
+    """How many of a thread's points one load of the tile serves along its rows: the
+    loop's step ``V`` (``LoopMapping.step``: ``S`` where blocked, the group where grouped, 1
+    where cyclic), at most ``VECTOR_BYTES`` of elements, where the points interleave along
+    the loop of the rows, and the rows are at least ``WIDE_ROW_BYTES`` (so that their
+    padding stays small): a step then reads groups of ``V`` neighbouring elements, each
+    ``V``-aligned (``i - g T S = (s div V) T V + t V + s mod V``); else 1."""
     loop = c.row_loop(transposed)
     if not km.interleaved or loop is None or loop == c.loop:
         return 1
     lm = km.loop(loop)
-    if lm.distribution is not Distribution.BLOCKED or lm.threads * lm.seq * c.element_bytes < WIDE_ROW_BYTES:
+    if lm.threads * lm.seq * c.element_bytes < WIDE_ROW_BYTES:
         return 1
-    return max(1, min(lm.seq & -lm.seq, VECTOR_BYTES // c.element_bytes))
+    return max(1, min(lm.step, VECTOR_BYTES // c.element_bytes))
 
 
 def copy_caps(kernel: Kernel, program: Program) -> tuple[tuple[tuple[str, str | None], int], ...]:

@@ -179,6 +179,9 @@ def band_index(lm: LoopMapping, g: str, t: str, s: str) -> str:
     span = lm.threads * lm.seq
     if lm.distribution is Distribution.CYCLIC:
         return f"{span}*{g} + {lm.threads}*{s} + {t}"
+    if lm.distribution is Distribution.GROUPED:
+        v = lm.group
+        return f"{span}*{g} + {lm.threads * v}*floor({s}/{v}) + {v}*{t} + ({s} mod {v})"
     return f"{span}*{g} + {lm.seq}*{t} + {s}"
 
 
