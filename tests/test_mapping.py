@@ -352,14 +352,16 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
     test's limit decides)."""
     band = problem.kernel.band
     # per loop: axes, log2 T and log2 S, which decide feasibility; then each distribution
-    # (``space.py``: cyclic, blocked, or grouped by a power of two between 1 and S)
+    # (``space.py``: cyclic, blocked, or grouped by a power of two between 1 and S, which
+    # the model searches on the loop on x only)
     choices = list(
         itertools.product(list(Axis), list(Axis), range(MAX_LOG_THREADS + 1), range(MAX_LOG_SEQ + 1))
     )
 
-    def distributions(ls: int):
+    def distributions(axis: Axis, ls: int):
+        groups = range(1, ls) if axis is Axis.X else ()
         return [(Distribution.CYCLIC, 1), (Distribution.BLOCKED, 1)] + [
-            (Distribution.GROUPED, 2**g) for g in range(1, ls)
+            (Distribution.GROUPED, 2**g) for g in groups
         ]
 
     best = best_any = math.inf
@@ -376,7 +378,7 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
         every = (
             (combo, spread)
             for combo in feasible
-            for spread in itertools.product(*(distributions(ls) for *_, ls in combo))
+            for spread in itertools.product(*(distributions(t, ls) for t, _, _, ls in combo))
         )
         for combo, spread in every:
             mapped = KernelMapping(

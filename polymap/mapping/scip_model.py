@@ -6,12 +6,13 @@ has (binary unless said otherwise):
 
 * ``ax[j,a]``, ``bx[j,a]``: loop j's thread part / block part is on axis a in {x, y, z};
   every loop has one of each, an axis holds at most one loop, and x holds one;
-* ``ut[j,k]``: T_j = 2^k (k <= 10); ``us[j,m]``: S_j = 2^m (m <= 4); ``ug[j,m]``: the
-  step V_j = 2^m between neighbouring threads' points, m <= log2 S_j (``space.py``: 0 is
-  cyclic, log2 S_j blocked, between them grouped);
-* ``step_j = sum 2^m ug[j,m]`` and the lane step ``delta_j = ax[j,x] * step_j`` (an
-  integer, a quadratic equality): moving from lane tid to tid + 1 moves loop j by delta_j
-  (the loop on x has at least 32 threads, so a warp lies along x);
+* ``ut[j,k]``: T_j = 2^k (k <= 10); ``us[j,m]``: S_j = 2^m (m <= 4); the distribution
+  (``space.py``), one of ``cyc[j]`` (cyclic), ``blk[j]`` (blocked) and ``ug[j,m]`` (grouped
+  by V_j = 2^m, 0 < m < log2 S_j);
+* ``step_j = cyc_j + blk_j S_j + sum 2^m ug[j,m]`` (1, S_j or the group) and the lane step
+  ``delta_j = ax[j,x] * step_j`` (integers, quadratic equalities): moving from lane tid to
+  tid + 1 moves loop j by delta_j (the loop on x has at least 32 threads, so a warp lies
+  along x);
 * per global access r: ``D_r >= |addr_r(x + delta) - addr_r(x)|`` for every point x of the
   domain, linearized by Farkas (``accesses.py``), and the sectors one warp request touches
   ``sigma_r in [1, 32]``: ``32 sigma_r >= 31 e D_r + e`` (the span of 32 lanes at stride
@@ -123,7 +124,6 @@ class ScipModel:
         self.certificates: list = []  # (access, Farkas system, its SCIP variables)
         pinned = {loop.index: merge_pins(pins.for_loop(problem.kernel.name, loop.index)) for loop in band}
         self.pinned = any(pins.for_loop(problem.kernel.name, loop.index) for loop in band)
-        self.pinned_distribution: dict[int, Distribution | None] = {}  # by band position
         caps = [max(0, math.ceil(math.log2(n))) if n > 1 else 0 for n in problem.extents]
         for j, loop in enumerate(band):
             pin = pinned[loop.index]
@@ -152,8 +152,19 @@ class ScipModel:
         # The layouts and distributions decide which loads are vectors and which lanes meet
         # in the banks: branching on them early too took fc_bias_relu from 11.7 s to 2.6 s
         # and orojenesis_ffn's first kernel from its 30 s limit to 0.8 s (measured)
-        for var in [*self.us.values(), self.inter, *self.ug.values(), *self.transposed.values()]:
+        # (the groups' binaries are left to SCIP's order: with them first as well,
+        # matmul_1024's SCIP time doubled, and without the distribution's binaries first
+        # orojenesis_ffn's went from 2.5 s to 30 s; measured)
+        for var in [
+            *self.us.values(),
+            self.inter,
+            *self.cyc.values(),
+            *self.blk.values(),
+            *self.transposed.values(),
+        ]:
             scip.chgVarBranchPriority(var, 10)
+        for var in self.ug.values():
+            scip.chgVarBranchPriority(var, 5)
 
     def _one_of(self, name: str, values, total=1):
         """Indicator binaries ``name=m``, one per value ``m`` of an exponent, of which
@@ -186,17 +197,20 @@ class ScipModel:
             for j, loop in enumerate(band)
             for m in range(MAX_LOG_SEQ + 1)
         }
+        self.cyc = {j: scip.addVar(f"cyclic[{loop.index}]", vtype="B") for j, loop in enumerate(band)}
+        self.blk = {j: scip.addVar(f"blocked[{loop.index}]", vtype="B") for j, loop in enumerate(band)}
         self.ug = {
-            (j, m): scip.addVar(f"ug[{loop.index},{m}]", vtype="B")
+            (j, m): scip.addVar(f"grouped[{loop.index}]={m}", vtype="B")
             for j, loop in enumerate(band)
-            for m in range(MAX_LOG_SEQ + 1)
+            for m in range(1, MAX_LOG_SEQ)
         }
         # the thread's points interleave: every step of the body runs all of them
         self.inter = scip.addVar("interleaved", vtype="B", ub=1 if interleavable(self.p.kernel) else 0)
         self.lt = {j: quicksum(k * self.ut[j, k] for k in range(self.log_block + 1)) for j in range(self.n)}
         self.ls = {j: quicksum(m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) for j in range(self.n)}
-        # log2 of the step between neighbouring threads' points: 0 cyclic, log2 S blocked
-        self.lg = {j: quicksum(m * self.ug[j, m] for m in range(MAX_LOG_SEQ + 1)) for j in range(self.n)}
+        # log2 of a grouped loop's group (0 unless grouped)
+        self.lg = {j: quicksum(m * self.ug[j, m] for m in range(1, MAX_LOG_SEQ)) for j in range(self.n)}
+        self.grouped = {j: quicksum(self.ug[j, m] for m in range(1, MAX_LOG_SEQ)) for j in range(self.n)}
         self.seq = {
             j: scip.addVar(f"S[{band[j].index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ) for j in range(self.n)
         }
@@ -205,8 +219,9 @@ class ScipModel:
             scip.addCons(quicksum(self.bx[j, a] for a in Axis) == 1)
             scip.addCons(quicksum(self.ut[j, k] for k in range(self.log_block + 1)) == 1)
             scip.addCons(quicksum(self.us[j, m] for m in range(MAX_LOG_SEQ + 1)) == 1)
-            scip.addCons(quicksum(self.ug[j, m] for m in range(MAX_LOG_SEQ + 1)) == 1)
-            scip.addCons(self.lg[j] <= self.ls[j])
+            scip.addCons(self.cyc[j] + self.blk[j] + self.grouped[j] == 1)
+            for m in range(1, MAX_LOG_SEQ):  # a group strictly between 1 and S
+                scip.addCons((m + 1) * self.ug[j, m] <= self.ls[j])
             scip.addCons(self.seq[j] == quicksum(2**m * self.us[j, m] for m in range(MAX_LOG_SEQ + 1)))
         # a warp per band point (``lanes.py``): threadIdx.x holds the lanes, the band y and z
         # (the constant 0 where the body has no loop to spread: the model is then as before)
@@ -237,7 +252,12 @@ class ScipModel:
                 need = grid_need(p.extents[j], most)
                 if need:
                     scip.addCons(lt + ls >= need * self.bx[j, a])
-            self._pin(scip, j, pinned[loop.index], lt, ls)
+            pin = pinned[loop.index]
+            if pin.distribution is not Distribution.GROUPED and pin.group in (None, 1):
+                # a group changes the cost only where the lanes step along the loop: on x
+                # (elsewhere it ties with blocked, and the ties are left out of the search)
+                scip.addCons(self.grouped[j] <= self.ax[j, Axis.X])
+            self._pin(scip, j, pin, lt, ls)
 
     def _block_limits(self) -> None:
         """A block of at least a warp (exactly one for a tiny kernel) and at most
@@ -260,7 +280,8 @@ class ScipModel:
         self.steps = {}
         for j, loop in enumerate(self.p.kernel.band):
             step = scip.addVar(f"step[{loop.index}]", vtype="I", lb=1, ub=2**MAX_LOG_SEQ)
-            scip.addCons(step == quicksum(2**m * self.ug[j, m] for m in range(MAX_LOG_SEQ + 1)))
+            groups = quicksum(2**m * self.ug[j, m] for m in range(1, MAX_LOG_SEQ))
+            scip.addCons(step == self.cyc[j] + self.blk[j] * self.seq[j] + groups)
             delta = scip.addVar(f"delta[{loop.index}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ)
             scip.addCons(delta == self.ax[j, Axis.X] * step)
             deltas[loop.index] = delta
@@ -563,10 +584,10 @@ class ScipModel:
             + self.inter
             # 0.03: a difference of one axis (3e-8 us) must stay above SCIP's tolerance on
             # objectives of tens of us (at 0.01, matmul_1024's i went to z instead of y), and
-            # the most it can add (12 axis positions, and the steps' log2 below S: 12 more)
-            # below one unit of the terms above; at 0.05 SCIP no longer closed the four-deep
+            # the most it can add (12 axis positions, 3 loops not blocked) below one unit of
+            # the terms above; at 0.05 SCIP no longer closed the four-deep
             # band of tests/test_fold.py in 30 s
-            + 0.03 * (order + quicksum(self.ls[j] - self.lg[j] for j in range(n)))
+            + 0.03 * (order + quicksum(self.cyc[j] + self.grouped[j] for j in range(n)))
         )
         # with lanes, the threads of a block are often tied (a warp per point fills the GPU
         # at any block size the occupancy allows): the fewest, (w * log2 threads, linearized)
@@ -762,7 +783,8 @@ class ScipModel:
             j = position[row]
             w = scip.addVar(f"vector_log2[{tag}@{row}]", vtype="I", lb=0, ub=widest)
             scip.addCons(w <= self.ls[j])
-            scip.addCons(w <= self.lg[j])  # a vector reads one group of neighbouring points
+            # a vector reads one group of neighbouring points: at most S blocked, V grouped
+            scip.addCons(w <= widest * self.blk[j] + self.lg[j])
             scip.addCons(w <= widest * on)
             scip.addCons(w <= widest * self.inter)
             wide = scip.addVar(f"vector_rows[{tag}@{row}]", vtype="B")  # w > 0
@@ -784,8 +806,11 @@ class ScipModel:
             if v in c.per_block:
                 continue  # one iteration per block where staged: no lane steps along it
             j = position[v]
-            # log2 of the lanes' step along v: log2 S where blocked, 0 where cyclic
-            delta = self.lg[j]
+            # log2 of the lanes' step along v: log2 S where blocked, V's where grouped, 0 where
+            # cyclic (a bound from below: the conflicts grow with it)
+            delta = scip.addVar(f"step_log2[{tag}@{v}]", vtype="I", lb=0, ub=MAX_LOG_SEQ)
+            scip.addCons(delta >= self.ls[j] - MAX_LOG_SEQ * (1 - self.blk[j]))
+            scip.addCons(delta >= self.lg[j])
             for flag, on in layouts:
                 order = shared_order(c.dims, flag)
                 at = order.index(v)
@@ -872,16 +897,20 @@ class ScipModel:
             scip.addCons(lt == log2_floor(pin.threads))
         if pin.seq is not None:
             scip.addCons(ls == log2_floor(pin.seq))
-        if pin.distribution is Distribution.CYCLIC:
-            scip.addCons(self.lg[j] == 0)
-        elif pin.distribution is Distribution.BLOCKED:
-            scip.addCons(self.lg[j] == ls)
-        elif pin.distribution is Distribution.GROUPED:  # 1 < V < S
-            scip.addCons(self.lg[j] >= 1)
-            scip.addCons(self.lg[j] <= ls - 1)
-        if pin.group is not None:
-            scip.addCons(self.lg[j] == log2_floor(pin.group))
-        self.pinned_distribution[j] = pin.distribution
+        if pin.distribution is not None:
+            chosen = {
+                Distribution.CYCLIC: self.cyc[j],
+                Distribution.BLOCKED: self.blk[j],
+                Distribution.GROUPED: self.grouped[j],
+            }[pin.distribution]
+            scip.addCons(chosen == 1)
+        if pin.group == 1:
+            scip.addCons(self.cyc[j] == 1)
+        elif pin.group is not None:  # blocked with S = the group, or grouped by it
+            g = log2_floor(pin.group)
+            scip.addCons(self.blk[j] + (self.ug[j, g] if (j, g) in self.ug else 0) == 1)
+            scip.addCons(ls >= g * self.blk[j])
+            scip.addCons(ls <= g + MAX_LOG_SEQ * (1 - self.blk[j]))
         if pin.interleave is not None:  # the kernel's decision, pinned through one of its loops
             scip.addCons(self.inter == (1 if pin.interleave else 0))
         if pin.lanes is not None and self.p.spread:  # the kernel's too (``_check_lane_pins``)
@@ -921,8 +950,10 @@ class ScipModel:
                 self.scip.setSolVal(hint, self.ut[j, k], 1.0 if k == lt[j] else 0.0)
             for m in range(MAX_LOG_SEQ + 1):
                 self.scip.setSolVal(hint, self.us[j, m], 1.0 if m == ls[j] else 0.0)
-            for m in range(MAX_LOG_SEQ + 1):  # blocked
-                self.scip.setSolVal(hint, self.ug[j, m], 1.0 if m == ls[j] else 0.0)
+            self.scip.setSolVal(hint, self.cyc[j], 0.0)
+            self.scip.setSolVal(hint, self.blk[j], 1.0)
+            for m in range(1, MAX_LOG_SEQ):
+                self.scip.setSolVal(hint, self.ug[j, m], 0.0)
         for st in self.stage.values():
             self.scip.setSolVal(hint, st, 0.0)
         self.scip.setSolVal(hint, self.inter, 0.0)
@@ -958,11 +989,11 @@ class ScipModel:
             block_axis = next(a for a in Axis if value(self.bx[j, a]) > 0.5)
             lt = next(k for k in range(self.log_block + 1) if value(self.ut[j, k]) > 0.5)
             ls = next(m for m in range(MAX_LOG_SEQ + 1) if value(self.us[j, m]) > 0.5)
-            lg = next(m for m in range(MAX_LOG_SEQ + 1) if value(self.ug[j, m]) > 0.5)
-            if lg == ls:  # one point per thread is either; a pin says which
-                dist = self.pinned_distribution.get(j) or Distribution.BLOCKED
+            group = next((2**m for m in range(1, MAX_LOG_SEQ) if value(self.ug[j, m]) > 0.5), 1)
+            if group > 1:
+                dist = Distribution.GROUPED
             else:
-                dist = Distribution.CYCLIC if lg == 0 else Distribution.GROUPED
+                dist = Distribution.CYCLIC if value(self.cyc[j]) > 0.5 else Distribution.BLOCKED
             loops.append(
                 LoopMapping(
                     loop.index,
@@ -973,7 +1004,7 @@ class ScipModel:
                     dist,
                     loop.extent,
                     self.p.extents[j],
-                    group=2**lg if dist is Distribution.GROUPED else 1,
+                    group=group,
                 )
             )
         staged = [c for c in self.p.candidates if scip.getVal(self.stage[c.buffer, c.loop]) > 0.5]
