@@ -7,8 +7,8 @@ A mapping's picture has one row per kernel:
 * **who runs what**: the iterations of the band's loops on the thread axes x (across) and y
   (down), over the first two blocks along each (at most ``MAX_CELLS``), coloured by block,
   blank outside the loops' extents (a triangle); the cells of the first warp of the first
-  block are outlined and those of its first thread marked, so the distribution (blocked or
-  cyclic) and the thread's points show;
+  block are outlined and those of its first thread marked, so the distribution (blocked,
+  cyclic or grouped) and the thread's points show;
 * **where a warp's first request goes**: for every access of every statement of the
   kernel's body to global memory, the 32-byte sector each lane of that warp touches at its
   first point, at the first iteration of the loops around the statement where some lane runs
@@ -17,7 +17,8 @@ A mapping's picture has one row per kernel:
   where it does not (a shifted read), the label says both.
 
 Both are computed from the program's index expressions and the mapping's formulas
-``i = g*T*S + s*T + t`` (cyclic) or ``g*T*S + t*S + s`` (blocked) at the sizes the cost was
+``i = g*T*S + s*T + t`` (cyclic), ``g*T*S + t*S + s`` (blocked) or
+``g*T*S + (s div V)*T*V + t*V + s mod V`` (grouped; ``LoopMapping.iteration``) at the sizes the cost was
 estimated at, not from the cost model: the picture is a check on the model's sector counts,
 which the report prints next to each access.
 """

@@ -11,6 +11,7 @@ runs ``0 <= s_j < S_j`` (outer band loops first) and computes::
 
     cyclic:  i_j = g_j T_j S_j + s_j T_j + t_j
     blocked: i_j = g_j T_j S_j + t_j S_j + s_j
+    grouped: i_j = g_j T_j S_j + (s_j div V_j) T_j V_j + t_j V_j + s_j mod V_j
 
 running the body only where ``i_j < extent_j`` when the loop has a ``guard``. The loops of
 the body run as written. A statement ``S`` of the kernel is therefore executed at
@@ -221,6 +222,7 @@ def _check_shape(program: Program, mappings: tuple[KernelMapping, ...]) -> None:
                 f"({', '.join(kernel.indices)}), outermost first"
             )
         _check_staging(program, km)
+        _check_axes(km)
         for lm in km.loops:
             for what in ("threads", "seq"):
                 value = getattr(lm, what)
@@ -234,6 +236,24 @@ def _check_shape(program: Program, mappings: tuple[KernelMapping, ...]) -> None:
             f"{', '.join(missing)} of program '{program.name}' {'is' if len(missing) == 1 else 'are'} not "
             "mapped: its statement instances would never run"
         )
+
+
+def _check_axes(km: KernelMapping) -> None:
+    """Each hardware axis of a kernel holds at most one loop's threads and one loop's
+    blocks (``space.py``). Two loops on one axis would run only where their indices agree;
+    refused here, before isl is asked which instances never run (with symbolic sizes and a
+    grouped loop's ``s div V`` that question took isl minutes)."""
+    for part, attr in (("threadIdx", "thread_axis"), ("blockIdx", "block_axis")):
+        seen: dict = {}
+        for lm in km.loops:
+            axis = getattr(lm, attr)
+            if axis in seen:
+                raise VerificationError(
+                    f"{km.kernel.name}: loops '{seen[axis]}' and '{lm.index}' are both on {part}.{axis.value}; "
+                    f"an axis holds one loop, so the two would run only where their {part} parts agree "
+                    "and the other iterations would never run"
+                )
+            seen[axis] = lm.index
 
 
 def _check_staging(program: Program, km: KernelMapping) -> None:

@@ -179,7 +179,7 @@ def check_case(case: FuzzCase, *, time_limit: float = 10.0, ptx: bool = False) -
     from oracle import run_oracle
 
     import polymap
-    from polymap.errors import PolymapError
+    from polymap.errors import ArgumentError, InfeasibleMappingError, PolymapError
     from polymap.ir.nodes import BufferKind
     from polymap.reference import reference
 
@@ -232,12 +232,45 @@ def check_case(case: FuzzCase, *, time_limit: float = 10.0, ptx: bool = False) -
             return _classify(seed, "lanes", err)
         if (why := mismatch(got, want, off_by_one=loose)) is not None:
             return Result(seed, "wrong result", "run", "lanes pinned", why)
+    # the x loops of the mapping, their points pinned into groups (``space.py``): SCIP takes
+    # groups on few programs (register-tiled GEMMs), so their code runs on every program
+    # whose x loop is long enough for 4 points of 32 threads; a pin no mapping meets (or
+    # that names a loop which is a seq loop in another kernel) is skipped
+    pins = _group_pins(kernel.mapping)
+    if pins:
+        try:
+            grouped = polymap.compile(compiled, context=context, time_limit=time_limit, pins=pins)
+        except (InfeasibleMappingError, ArgumentError):
+            grouped = None  # no mapping meets it, or a loop of that name is a seq loop elsewhere
+        except Exception as err:  # noqa: BLE001
+            return _classify(seed, "groups", err)
+        if grouped is not None:
+            try:
+                got = grouped.run_host(**inputs)
+            except Exception as err:  # noqa: BLE001
+                return _classify(seed, "groups", err)
+            if (why := mismatch(got, want, off_by_one=loose)) is not None:
+                return Result(seed, "wrong result", "run", "groups pinned", why)
     if ptx:
         try:
             kernel.ptx()
         except Exception as err:  # noqa: BLE001
             return _classify(seed, "ptx", err)
     return Result(seed, "ok")
+
+
+def _group_pins(mapping) -> dict:
+    """Pins asking for grouped points on every x loop of the mapping that runs 128
+    iterations or more (room for 32 threads of 4 points), by loop name."""
+    from polymap.mapping.space import Axis
+
+    return {
+        lm.index: {"distribution": "grouped"}
+        for km in mapping.kernels
+        if km.lanes == 1
+        for lm in km.loops
+        if lm.thread_axis is Axis.X and lm.max_extent >= 128
+    }
 
 
 def _lane_pins(mapping) -> dict:

@@ -664,10 +664,20 @@ def test_a_group_is_pinned_and_its_bad_values_are_named():
     assert whole.kernels[0].loop("j").distribution is Distribution.BLOCKED
     with pytest.raises(ArgumentError, match=r"group must be a power of two >= 1, got 3"):
         optimize(program, pins={"j": {"group": 3}})
-    with pytest.raises(InfeasibleMappingError, match=r"seq=4, group=8\) conflict"):
-        optimize(program, pins={"j": {"seq": 4, "group": 8}})
-    with pytest.raises(InfeasibleMappingError, match=r"seq=2, distribution=grouped\) conflict"):
-        optimize(program, pins={"j": {"seq": 2, "distribution": "grouped"}})
+    for pin, why in [
+        ({"seq": 4, "group": 8}, r"group=8 is more than the loop's seq=4 points"),
+        ({"group": 32}, r"group=32 is more than a thread's 16 points at most"),
+        ({"seq": 2, "distribution": "grouped"}, r"distribution=grouped needs seq >= 4"),
+        ({"distribution": "grouped", "group": 1}, r"distribution=grouped with group=1 is cyclic"),
+        ({"distribution": "cyclic", "group": 4}, r"distribution=cyclic has group 1"),
+        ({"distribution": "blocked", "seq": 8, "group": 2}, r"distribution=blocked has group = seq = 8"),
+    ]:
+        with pytest.raises(ArgumentError, match=rf"pin 'j': {why}"):
+            optimize(program, pins={"j": pin})
+    # what only SCIP can tell: 128 threads of a 256-iteration loop leave room for 2 points,
+    # not for groups of 4
+    with pytest.raises(InfeasibleMappingError, match=r"threads=128, group=4\) conflict"):
+        optimize(program, pins={"j": {"thread": "x", "threads": 128, "group": 4}})
     lm = mapping.kernels[0].loop("j")
     with pytest.raises(
         ArgumentError, match=r"loop 'j': a grouped distribution has a group .* got grouped with group 8"

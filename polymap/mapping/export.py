@@ -91,7 +91,8 @@ def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mappin
                 "threads": loop.threads,
                 "seq": loop.seq,
                 "distribution": loop.distribution.value,
-                "group": loop.step,
+                "group": loop.group,  # V of a grouped loop, 1 otherwise (``LoopMapping``)
+                "step": loop.step,  # between neighbouring threads' points: 1, the group or S
                 "blocks": loop.blocks,
                 "extent": str(loop.extent),
                 "guard": loop.guard,

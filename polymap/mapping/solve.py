@@ -60,6 +60,7 @@ from polymap.mapping.scip_model import ScipModel, merge_pins
 from polymap.mapping.solved import kernel_key
 from polymap.mapping.space import (
     Axis,
+    Distribution,
     Kernel,
     KernelMapping,
     LoopMapping,
@@ -379,6 +380,32 @@ def _check_stage_pins(pins: Pins, all_kernels: tuple[Kernel, ...], program: Prog
                     f"pin '{key}': transpose names {', '.join(map(repr, unstaged))}, which the same pin "
                     f"does not stage (stage={list(pin.stage)})"
                 )
+        why = _group_contradiction(pin)
+        if why is not None:
+            raise ArgumentError(f"pin '{key}': {why}")
+
+
+def _group_contradiction(pin: LoopPin) -> str | None:
+    """What makes a pin's ``group``, ``distribution`` and ``seq`` contradict each other
+    (``space.py``: the group is 1 for cyclic, S for blocked, strictly between for grouped),
+    or None; said before SCIP runs rather than as an infeasible model."""
+    group, seq, dist = pin.group, pin.seq, pin.distribution
+    most = 2**MAX_LOG_SEQ
+    if group is not None and group > most:
+        return f"group={group} is more than a thread's {most} points at most"
+    if seq is not None and group is not None and group > seq:
+        return f"group={group} is more than the loop's seq={seq} points"
+    if dist is Distribution.GROUPED:
+        if seq is not None and seq < 4:
+            return f"distribution=grouped needs seq >= 4 (a group strictly between 1 and S), got seq={seq}"
+        if group is not None and (group == 1 or group == seq):
+            word = "cyclic" if group == 1 else "blocked"
+            return f"distribution=grouped with group={group} is {word}: a group lies strictly between 1 and S"
+    if dist is Distribution.CYCLIC and group is not None and group > 1:
+        return f"distribution=cyclic has group 1 (neighbouring threads' points), got group={group}"
+    if dist is Distribution.BLOCKED and group is not None and seq is not None and group != seq:
+        return f"distribution=blocked has group = seq = {seq}, got group={group}"
+    return None
 
 
 def rebind(mapped: KernelMapping, symbolic_kernels: tuple[Kernel, ...]) -> KernelMapping:
