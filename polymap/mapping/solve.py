@@ -305,6 +305,7 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Progra
                 f"pin '{key}': 'tile', 'stage', 'transpose' and 'copy' apply to a seq loop, '{key}' is a par loop"
             )
     _check_stage_pins(pins, all_kernels, program)
+    _check_group_pins(pins)
     _check_interleave_pins(pins, all_kernels)
 
 
@@ -380,6 +381,11 @@ def _check_stage_pins(pins: Pins, all_kernels: tuple[Kernel, ...], program: Prog
                     f"pin '{key}': transpose names {', '.join(map(repr, unstaged))}, which the same pin "
                     f"does not stage (stage={list(pin.stage)})"
                 )
+
+
+def _check_group_pins(pins: Pins) -> None:
+    """A pin whose group, distribution and seq contradict each other is refused by name."""
+    for key, pin in pins.by_key:
         why = _group_contradiction(pin)
         if why is not None:
             raise ArgumentError(f"pin '{key}': {why}")
