@@ -457,7 +457,8 @@ def solve(model: Model, *, time_limit_s: float | None = None) -> SolveReport:
             model.setParam(param, value)
         if time_limit_s is not None:
             model.setParam("limits/time", float(time_limit_s))
-        model.optimize()
+        # without the GIL: kernels' models are solved side by side (solve.map_kernels)
+        model.optimizeNogil()
         n_solutions = model.getNSols()
         inf = model.infinity()
         dual = model.getDualbound()

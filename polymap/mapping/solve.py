@@ -8,7 +8,10 @@ it), SCIP solves it, and ``KernelProblem.cost`` evaluates the same formulas
 
 from __future__ import annotations
 
+import contextvars
 import math
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import islpy as isl
@@ -89,8 +92,11 @@ from polymap.targets import GpuTarget
 # spent most of the root node separating cuts: 65 rounds of the aggregation separator took
 # 0.45 of 0.67 s on one attention kernel. Five rounds map every model of models/ to the same
 # proven optimum with a third of the total solving time (18.1 s to 6.2 s, 2-core machine,
-# docs/benchmarks/2026-11-23-scip-separation-rounds.md).
-MAPPING_SCIP_PARAMS = {"separating/maxroundsroot": 5}
+# docs/benchmarks/2026-11-23-scip-separation-rounds.md). Optimization-based bound
+# tightening (OBBT: an LP per variable bound, for the products of the cost) is off: without
+# it the models' solving time fell by a fifth, every optimum the same
+# (docs/benchmarks/2026-11-25-kernels-side-by-side.md).
+MAPPING_SCIP_PARAMS = {"separating/maxroundsroot": 5, "propagating/obbt/freq": -1}
 DEFAULT_TIME_LIMIT_S = 30.0  # per kernel: a few small programs keep SCIP busy for minutes
 
 
@@ -177,22 +183,20 @@ def map_kernels(
         {k.name: k for k in kernels(written)} if written is not None and memo is not None else {}
     )
     options = (target, time_limit, staging, reassociate)
-    for kernel in all_kernels:
-        key = None
-        if memo is not None:
-            key = kernel_key(
-                kernel,
-                model.program,
-                written,
-                written_kernels.get(kernel.name),
-                pins,
-                spread.get(kernel.name),
-                options,
-            )
-        known = memo.get(key) if memo is not None else None
-        with step(
-            f"mapping of {kernel.name} (model built, " + ("solved before)" if known else "SCIP solved)")
-        ):
+    problems = []
+    with _KernelSolves(memo) as solves:
+        for kernel in all_kernels:
+            key = None
+            if memo is not None:
+                key = kernel_key(
+                    kernel,
+                    model.program,
+                    written,
+                    written_kernels.get(kernel.name),
+                    pins,
+                    spread.get(kernel.name),
+                    options,
+                )
             problem = KernelProblem.build(
                 kernel,
                 model,
@@ -205,17 +209,73 @@ def map_kernels(
                 spread.get(kernel.name),
             )
             _check_lane_pins(pins, problem)
-            if known is None:
-                report, decisions = problem.solve_or_explain()
-                if memo is not None:
-                    memo[key] = (decisions, report)
-            else:  # the same problem in another program: its decisions, on this kernel
-                decisions, report = known
-                decisions = replace(
-                    decisions, kernel=problem.kernel, spread=problem.spread if decisions.spread else ()
-                )
+            problems.append(problem)
+            solves.add(problem, key)  # SCIP starts on it while the next kernel's model is built
+        solved = solves.results()
+    out = []
+    for problem, (report, decisions) in zip(problems, solved):
+        if decisions.kernel is not problem.kernel:  # the same problem, solved for another kernel
+            decisions = replace(
+                decisions, kernel=problem.kernel, spread=problem.spread if decisions.spread else ()
+            )
         out.append((decisions, problem.cost(decisions), report))
     return tuple(out)
+
+
+class _KernelSolves:
+    """The kernels' integer programs, solved side by side: they are independent, and SCIP
+    releases the GIL while it solves (``farkas.solve``: ``optimizeNogil``), so up to the
+    machine's cores solve at once, one thread each, while the next kernel's model is built.
+    A problem whose key the memo knows, or whose key an earlier problem of this run has, is
+    not solved again. :meth:`results` gives them in launch order, and raises the first
+    kernel's error in launch order, whichever thread failed first."""
+
+    def __init__(self, memo: dict | None):
+        self.memo = memo
+        self.pool = ThreadPoolExecutor(max_workers=_cores(), thread_name_prefix="polymap-scip")
+        self.pending: list[tuple[Future | None, object]] = []  # per problem: its solve and key
+
+    def __enter__(self) -> _KernelSolves:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # on an error, the solves not started are dropped; the running ones end within
+        # their time limit
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def add(self, problem: KernelProblem, key) -> None:
+        # keys are given with a memo: solved before, or by an earlier kernel of this run
+        if key is not None and (key in self.memo or any(k == key for _, k in self.pending)):
+            self.pending.append((None, key))
+            return
+        # each thread runs in a copy of this context: the progress reporter goes along
+        future = self.pool.submit(contextvars.copy_context().run, _solve_one, problem)
+        self.pending.append((future, key))
+
+    def results(self) -> list[tuple[SolveReport, KernelMapping]]:
+        out = []
+        for future, key in self.pending:
+            if future is None:  # the memo has it: an earlier kernel's entry comes first
+                decisions, report = self.memo[key]
+            else:
+                report, decisions = future.result()
+                if key is not None:
+                    self.memo.setdefault(key, (decisions, report))
+            out.append((report, decisions))
+        return out
+
+
+def _solve_one(problem: KernelProblem) -> tuple[SolveReport, KernelMapping]:
+    with step(f"mapping of {problem.kernel.name} (SCIP solved)"):
+        return problem.solve_or_explain()
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not every platform has an affinity mask
+        return max(1, os.cpu_count() or 1)
 
 
 def cost_kernels(
