@@ -336,6 +336,28 @@ __device__ __forceinline__ long long pm_gather(long long v, long long n, int cod
                                                    cudaMemcpyHostToDevice, stream);                \
     if (pm_error != cudaSuccess) return (int)pm_error;                                             \
   } while (0)
+#ifndef __CUDACC_RTC__
+// A program-wide temporary (a ``new`` outside every kernel): the launcher allocates it on
+// its stream and frees it there when it returns, on every path (stream-ordered: the kernels
+// launched before the free still run on it). The caller passes none.
+struct pm_scratch {
+  void* ptr = nullptr;
+  cudaStream_t stream;
+  explicit pm_scratch(cudaStream_t s) : stream(s) {}
+  pm_scratch(const pm_scratch&) = delete;
+  pm_scratch& operator=(const pm_scratch&) = delete;
+  ~pm_scratch() {
+    if (ptr != nullptr) cudaFreeAsync(ptr, stream);
+  }
+};
+#define POLYMAP_SCRATCH(type, name, elements)                                                       \
+  pm_scratch pm_scratch_##name(stream);                                                             \
+  {                                                                                                 \
+    cudaError_t pm_error = cudaMallocAsync(&pm_scratch_##name.ptr, (elements) * sizeof(type), stream); \
+    if (pm_error != cudaSuccess) return (int)pm_error;                                              \
+  }                                                                                                 \
+  type* const name = static_cast<type*>(pm_scratch_##name.ptr)
+#endif
 #ifdef POLYMAP_NO_FAULT_CHECK
 #define POLYMAP_FAULT_CHECK() \
   do {                        \

@@ -35,7 +35,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <new>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -48,6 +50,40 @@ struct dim3 {
   constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 typedef void* cudaStream_t;
+
+// The runtime calls a C++ caller of the launcher makes, on host memory: a program written
+// for the GPU (docs/codegen.md's example) runs unchanged on the host emulation.
+typedef int cudaError_t;
+enum : int { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost,
+  cudaMemcpyHostToDevice,
+  cudaMemcpyDeviceToHost,
+  cudaMemcpyDeviceToDevice,
+  cudaMemcpyDefault
+};
+inline cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  *ptr = std::malloc(bytes > 0 ? bytes : 1);
+  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+template <class T>
+inline cudaError_t cudaMalloc(T** ptr, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
+}
+inline cudaError_t cudaFree(void* ptr) {
+  std::free(ptr);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind) {
+  std::memcpy(to, from, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset(void* to, int value, size_t bytes) {
+  std::memset(to, value, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 
 namespace polymap_host {
 inline thread_local uint3 thread_index{0, 0, 0};
@@ -363,6 +399,12 @@ void launch(dim3 grid, dim3 block, bool sync, Kernel kernel) {
 #define POLYMAP_CHECK_LAUNCH() \
   do {                         \
   } while (0)
+// A program-wide temporary: host memory, uninitialized as cudaMallocAsync's, freed when
+// the launcher returns; 2 (cudaErrorMemoryAllocation) when there is none.
+#define POLYMAP_SCRATCH(type, name, elements)                                            \
+  std::unique_ptr<type[]> pm_scratch_##name(new (std::nothrow) type[(elements)]);        \
+  if (pm_scratch_##name == nullptr) return cudaErrorMemoryAllocation;                    \
+  type* const name = pm_scratch_##name.get()
 // The fault word (polymap_helpers.cuh) is a plain global here: the launcher clears it,
 // and returns POLYMAP_ERROR_FAULT when a division by zero set it; run_host then reads
 // which line through ctypes.

@@ -14,7 +14,8 @@ from polymap.errors import CudaCompileError
 from polymap.runtime.host import build_library
 
 ROOT = Path(__file__).resolve().parents[1]
-# every kind of launcher argument: in, out, inout, a program-wide temporary, sizes
+# every kind of launcher argument: in, an in scalar (by value), out, inout, sizes; and a
+# program-wide temporary (the launcher's own)
 PROGRAM = """
 param M, N
 in A: f32[M, N]
@@ -38,14 +39,17 @@ def test_the_header_describes_every_argument(kernel):
     assert f"int {kernel.launcher}(" in text
     for line in (
         "in A: f32[M, N]: read",
+        "    float s,  // in s: f32[]: read, passed by value",
         "inout acc: f32[M]: read and written",
-        "new T: f32[M, N]: a temporary the caller allocates",
         "out B: i32[N]: written; the caller zeroes it first",
         "size M (the kernels are proved for every size >= 1)",
         "the stream the kernels run on",
+        "// The launcher allocates the program's temporaries on the stream and frees them there:\n//   new T: f32[M, N]",
     ):
         assert line in text, line
     assert text.count("cudaStream_t stream") == 1
+    prototype = text[text.index(f"int {kernel.launcher}(") :]
+    assert " T," not in prototype  # the temporary is the launcher's, not a parameter
 
 
 def test_the_emitted_file_agrees_with_its_header(kernel):
@@ -76,9 +80,9 @@ def test_a_cuda_program_calls_the_launcher_through_the_header(kernel, tmp_path):
     (tmp_path / "main.cu").write_text(
         '#include "every_kind.h"\n'
         "int main() {\n"
-        "  float *A, *s, *acc, *T; int *B;\n"
-        "  cudaMalloc(&A, 4); cudaMalloc(&s, 4); cudaMalloc(&acc, 4); cudaMalloc(&T, 4); cudaMalloc(&B, 4);\n"
-        f"  return {kernel.launcher}(A, s, acc, T, B, 1, 1, 0) == POLYMAP_ERROR_CONTEXT;\n"
+        "  float *A, *acc; int *B;\n"
+        "  cudaMalloc(&A, 4); cudaMalloc(&acc, 4); cudaMalloc(&B, 4);\n"
+        f"  return {kernel.launcher}(A, 2.0f, acc, B, 1, 1, 0) != 0;\n"
         "}\n"
     )
     for args in (["-c", "every_kind.cu", "-o", "k.o"], ["main.cu", "k.o", "-o", "main"]):
@@ -123,3 +127,46 @@ def test_names_that_are_macros_in_gnu_mode_are_renamed(tmp_path):
             text=True,
         )
         assert done.returncode == 0, (mode, done.stderr)
+
+
+SCALARS = """
+param N
+in x: f32[N]
+in h: f16
+in b: bf16
+in d: f64
+in c: i8
+in u: u8
+in k: i32
+in w: i64
+in z: bool
+out y: f64[N]
+par N i { y[i] = x[i] * h + b + d + c + u + k + w + z }
+"""
+
+
+def test_input_scalars_of_every_type_come_by_value_and_run_as_the_reference():
+    """Each scalar type is passed in its C storage type (16-bit floats as their bits, bool
+    as a byte); a wrong width or a float passed for its bits would change the sums."""
+    import numpy as np
+
+    kernel = polymap.compile(polymap.parse(SCALARS, name="scalars"))
+    parameters = kernel.header()
+    for text in (
+        "unsigned short h,",
+        "unsigned short b,",
+        "double d,",
+        "signed char c,",
+        "unsigned char u,",
+        "int k,",
+        "long long w,",
+        "unsigned char z,",
+    ):
+        assert text in parameters, text
+    x = np.arange(5, dtype=np.float32)
+    scalars = {"h": 1.5, "b": -2.0, "d": 0.25, "c": -3, "u": 200, "k": 70000, "w": 2**40, "z": True}
+    got = kernel.run_host(x=x, **scalars)["y"]
+    want = polymap.reference(kernel.program, x=x, **scalars)["y"]
+    np.testing.assert_array_equal(got, want)
+    # by hand: x * 1.5 - 2 + 0.25 - 3 + 200 + 70000 + 2^40 + 1
+    np.testing.assert_array_equal(got, x.astype(np.float64) * 1.5 + (70196.25 + 2.0**40))

@@ -88,16 +88,23 @@ def template(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Argument:
-    """A parameter of a kernel or of the launcher: a buffer (device pointer), a size, or a
-    host-loop index, with its C type and name."""
+    """A parameter of a kernel or of the launcher: a buffer (device pointer), an input
+    scalar (by value: ``by_value``), a size, or a host-loop index, with its C type and name."""
 
-    kind: str  # "buffer", "size" or "host"
+    kind: str  # "buffer", "scalar", "size" or "host"
     name: str  # the program's name for it
     c_type: str
     c_name: str
 
     def __str__(self) -> str:
         return f"{self.c_type} {self.c_name}"
+
+
+def by_value(decl: BufferDecl) -> bool:
+    """An ``in`` scalar is passed by value, to the launcher and to every kernel that reads
+    it: a C++ caller passes ``2.0f``, not a device pointer to one. Its reads are the
+    parameter itself (its one element; the proof's access ``s[]`` has no address)."""
+    return decl.kind is BufferKind.IN and not decl.shape
 
 
 def launcher_parameters(arguments: tuple[Argument, ...]) -> list[str]:
@@ -130,7 +137,9 @@ class CudaProgram:
     launcher: str
     arguments: tuple[Argument, ...]  # the launcher's, before the stream
     launches: tuple[KernelLaunch, ...]
-    scratch: tuple[BufferDecl, ...]  # temporaries the caller allocates (program-wide ``new``)
+    # the program-wide ``new`` temporaries: the launcher allocates them; a runtime that
+    # launches the kernels itself (CuPy) allocates them and passes them to the kernels
+    scratch: tuple[BufferDecl, ...]
 
     @property
     def program(self) -> Program:
@@ -422,6 +431,8 @@ class _Emitter:
         return tuple(args)
 
     def buffer_argument(self, decl: BufferDecl) -> Argument:
+        if by_value(decl):
+            return Argument("scalar", decl.name, C_TYPE[decl.dtype], self.cn[decl.name])
         qualifier = "const " if decl.kind is BufferKind.IN else ""
         return Argument(
             "buffer", decl.name, f"{qualifier}{C_TYPE[decl.dtype]}* __restrict__", self.cn[decl.name]
@@ -547,6 +558,8 @@ class _Emitter:
             return self.shared_names[name] + "".join(f"[{t}]" for t in texts)
         decl = self.printer.decls[name]
         if access.place is Place.GLOBAL:
+            if by_value(decl):
+                return self.cn[name]
             return f"{self.cn[name]}[{self.global_offset(decl, texts)}]"
         inner = linear_offset(texts, [str(const_value(e)) for e in decl.shape[1:]], wide=False)
         if name in self.printer.scalars and name not in self.expanded:
@@ -590,6 +603,8 @@ class _Emitter:
         buffer = leaf.copy.buffer.name
         decl = self.program.buffer(buffer)
         target = self.shared_names[buffer] + "".join(f"[{printer.expr(e)}]" for e in leaf.target)
+        if by_value(decl):
+            return target, self.cn[buffer]
         source = f"{self.cn[buffer]}[{self.global_offset(decl, [printer.expr(e) for e in leaf.source])}]"
         return target, source
 
@@ -671,7 +686,9 @@ class _Emitter:
         }
 
     def launcher_arguments(self) -> tuple[Argument, ...]:
-        args = [self.buffer_argument(d) for d in self.globals]
+        """The buffers the caller passes (not the temporaries: ``scratch_lines``), then the
+        sizes."""
+        args = [self.buffer_argument(d) for d in self.globals if d.kind is not BufferKind.NEW]
         args += [Argument("size", p, "int", self.cn[p]) for p in self.program.param_names]
         return tuple(args)
 
@@ -687,6 +704,7 @@ class _Emitter:
             check = printer.expr(build.expr_from_set(model.context))
             if check != "1":
                 lines += [f"  if (!({check})) return {ERROR_CONTEXT};  // outside the sizes proved for"]
+        lines += self.scratch_lines()
         ranges = dict(zip(model.params, (self.launcher_ranges[n] for n in sizes)))
         open_loops: list[Loop] = []
         for launch in launches:
@@ -714,6 +732,21 @@ class _Emitter:
         while open_loops:
             open_loops.pop()
             lines.append("  " * (len(open_loops) + 1) + "}")
+        return lines
+
+    def scratch_lines(self) -> list[str]:
+        """The program-wide temporaries (``new`` outside every kernel), allocated by the
+        launcher on its stream once the sizes are checked, and freed there on every return
+        (``POLYMAP_SCRATCH``, the helpers): the caller allocates none. The element count is
+        a product of ``size_t`` factors, each extent printed in 64 bits."""
+        lines = []
+        for decl in self.globals:
+            if decl.kind is not BufferKind.NEW:
+                continue
+            factors = [f"(size_t)({self.printer.index_text(e, wide=True)})" for e in decl.shape]
+            count = " * ".join(factors) or "(size_t)1"
+            note = comment(f"{decl}: allocated here, freed on the stream when the launcher returns")
+            lines.append(f"  POLYMAP_SCRATCH({C_TYPE[decl.dtype]}, {self.cn[decl.name]}, {count});  {note}")
         return lines
 
     def launch_lines(self, launch: KernelLaunch, pad: str) -> list[str]:

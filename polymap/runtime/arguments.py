@@ -44,7 +44,7 @@ def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
     of every buffer argument of the launcher; raises ArgumentError naming the buffer."""
     program = cuda.program
     every = {d.name: d for d in program.all_buffers()}
-    buffers = tuple(every[a.name] for a in cuda.arguments if a.kind == "buffer")
+    buffers = tuple(every[a.name] for a in cuda.arguments if a.kind in ("buffer", "scalar"))
     ctx = program.error_context()
     inputs = {b.name: b for b in program.inputs}
     arrays, fixed = split_sizes(program, arrays, ctx)
@@ -61,7 +61,8 @@ def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
     views = {name: _as_array(inputs[name], _stand_in(value), ctx) for name, value in arrays.items()}
     sizes = _infer_sizes(program, views, ctx, fixed)
     every_shape = _shapes_at(program, tuple(sizes.items()))
-    shapes = {d.name: every_shape[d.name] for d in buffers}
+    # the temporaries too: the GPU runtime allocates them (the launcher does, for C++ callers)
+    shapes = {d.name: every_shape[d.name] for d in (*buffers, *cuda.scratch)}
     for name, view in views.items():
         if view.shape != shapes[name]:
             raise ArgumentError(
@@ -79,6 +80,14 @@ def bind_arguments(cuda: CudaProgram, arrays: dict[str, Any]) -> BoundArguments:
     # device arrays as given (their views above are stand-ins of their shape and dtype)
     given = {name: value if is_device_array(value) else views[name] for name, value in arrays.items()}
     return BoundArguments(buffers, sizes, shapes, given)
+
+
+def scalar_value(value: np.ndarray, dtype: DType) -> np.generic:
+    """An ``in`` scalar's value (a 0-d host array of ``dtype``) as the C type the kernels take
+    it by value in (``codegen.cexpr.C_TYPE``): 16-bit floats as their bits, bool as a byte."""
+    stored = {DType.F16: np.uint16, DType.BF16: np.uint16, DType.BOOL: np.uint8}.get(dtype)
+    array = np.array(value, dtype=dtype.numpy).reshape(())  # one element, a copy
+    return (array.view(stored) if stored is not None else array)[()]
 
 
 @lru_cache(maxsize=256)

@@ -18,7 +18,7 @@ import numpy as np
 from polymap.codegen.cuda import CudaProgram
 from polymap.errors import ArgumentError, CudaCompileError, PolymapError
 from polymap.ir.nodes import BufferKind, DType
-from polymap.runtime.arguments import bind_arguments, is_device_array
+from polymap.runtime.arguments import bind_arguments, is_device_array, scalar_value
 from polymap.runtime.faults import FAULT_WORD, fault_error, records_faults
 from polymap.runtime.launches import launches
 from polymap.runtime.timing import Timing, time_device
@@ -116,8 +116,8 @@ def prepare_gpu(cuda: CudaProgram, arrays: dict[str, Any]):
             storage[decl.name] = cupy.array(given, dtype=dtype, order="C", copy=True)
         elif decl.kind is BufferKind.OUT:
             storage[decl.name] = cupy.zeros(shape, dtype)
-        else:
-            storage[decl.name] = cupy.empty(shape, dtype)
+    for decl in cuda.scratch:  # the kernels' temporaries (the launcher's own allocation)
+        storage[decl.name] = cupy.empty(bound.shapes[decl.name], _device_dtype(decl.dtype))
     return storage, bound.sizes, on_device
 
 
@@ -137,11 +137,16 @@ def planned_launches(cuda: CudaProgram, storage: dict, sizes: dict[str, int]) ->
     returned call only enqueues the kernels, in order, on the current stream."""
     module = _module(cuda.source)
     planned = []
+    # an in scalar is passed by value: its value read once, here (a 0-d device array copied)
+    dtypes = {a.name: cuda.program.buffer(a.name).dtype for a in cuda.arguments if a.kind == "scalar"}
+    values = {name: scalar_value(_to_host(storage[name], dtype), dtype) for name, dtype in dtypes.items()}
     for launch in launches(cuda, sizes):
         args = []
         for a in launch.kernel.arguments:
             if a.kind == "buffer":
                 args.append(storage[a.name])
+            elif a.kind == "scalar":
+                args.append(values[a.name])
             elif a.kind == "size":
                 args.append(np.int32(sizes[a.name]))
             else:

@@ -27,7 +27,7 @@ from polymap.codegen.cuda import ERROR_CONTEXT, ERROR_GRID, TEMPLATES, CudaProgr
 from polymap.errors import ArgumentError, CudaCompileError, InternalError
 from polymap.ir.nodes import BufferKind
 from polymap.runtime import cache
-from polymap.runtime.arguments import bind_arguments, is_device_array
+from polymap.runtime.arguments import bind_arguments, is_device_array, scalar_value
 from polymap.runtime.faults import ERROR_FAULT, FAULT_WORD, fault_error
 
 # -fwrapv: i32 overflow wraps, as in NumPy (and in practice on the GPU)
@@ -142,6 +142,9 @@ def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
     for a in cuda.arguments:
         if a.kind == "buffer":
             values.append(ctypes.c_void_p(storage[a.name].ctypes.data))
+        elif a.kind == "scalar":  # by value, as its C type
+            value = scalar_value(storage[a.name], program.buffer(a.name).dtype)
+            values.append(np.ctypeslib.as_ctypes_type(value.dtype)(value))
         else:
             values.append(ctypes.c_int(bound.sizes[a.name]))
     values.append(ctypes.c_void_p(None))  # the stream

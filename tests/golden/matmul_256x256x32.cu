@@ -349,6 +349,28 @@ __device__ __forceinline__ long long pm_gather(long long v, long long n, int cod
                                                    cudaMemcpyHostToDevice, stream);                \
     if (pm_error != cudaSuccess) return (int)pm_error;                                             \
   } while (0)
+#ifndef __CUDACC_RTC__
+// A program-wide temporary (a ``new`` outside every kernel): the launcher allocates it on
+// its stream and frees it there when it returns, on every path (stream-ordered: the kernels
+// launched before the free still run on it). The caller passes none.
+struct pm_scratch {
+  void* ptr = nullptr;
+  cudaStream_t stream;
+  explicit pm_scratch(cudaStream_t s) : stream(s) {}
+  pm_scratch(const pm_scratch&) = delete;
+  pm_scratch& operator=(const pm_scratch&) = delete;
+  ~pm_scratch() {
+    if (ptr != nullptr) cudaFreeAsync(ptr, stream);
+  }
+};
+#define POLYMAP_SCRATCH(type, name, elements)                                                       \
+  pm_scratch pm_scratch_##name(stream);                                                             \
+  {                                                                                                 \
+    cudaError_t pm_error = cudaMallocAsync(&pm_scratch_##name.ptr, (elements) * sizeof(type), stream); \
+    if (pm_error != cudaSuccess) return (int)pm_error;                                              \
+  }                                                                                                 \
+  type* const name = static_cast<type*>(pm_scratch_##name.ptr)
+#endif
 #ifdef POLYMAP_NO_FAULT_CHECK
 #define POLYMAP_FAULT_CHECK() \
   do {                        \
@@ -536,9 +558,10 @@ extern "C" __global__ void __launch_bounds__(64) matmul_256x256x32_kernel0(
 // Runs the whole program on ``stream``: checks the sizes against the context the mapping
 // was proved for, then launches the kernels in order (inside the host loops). Buffers are
 // device pointers, row-major, of the declared shapes; ``out`` buffers must be zeroed by the
-// caller. Returns 0, -1 when the sizes are outside the context, -2 when a grid dimension
-// exceeds the hardware limit, -3 (POLYMAP_ERROR_FAULT) when a statement divided an i32
-// value by zero, or the CUDA error of a failed launch or copy. It does not wait for the stream.
+// caller; input scalars come by value; the temporaries are allocated here, on the stream.
+// Returns 0, -1 when the sizes are outside the context, -2 when a grid dimension exceeds
+// the hardware limit, -3 (POLYMAP_ERROR_FAULT) when a statement divided an i32 value by
+// zero, or the CUDA error of a failed launch, copy or allocation. It does not wait for the stream.
 extern "C" int run_matmul_256x256x32(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K, cudaStream_t stream) {
   if (!(M >= 1 && N >= 1 && K >= 1)) return -1;  // outside the sizes proved for
   {  // kernel0
