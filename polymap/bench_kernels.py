@@ -114,6 +114,10 @@ class Result:
     machine_code_error: str = ""  # why there is none (cuobjdump or NVRTC missing)
     methods: dict[str, str] = field(default_factory=dict)  # "polymap" or baseline -> how it was timed
     ok: bool = True  # every output within the tolerance of ``polymap.compare`` (as ``polymap run``)
+    # the full-size mapping's flops and the DRAM bytes of the model's traffic, every launch
+    # counted (``roofline_figures``): where the case sits on the roofline
+    flops: int = 0
+    model_dram_bytes: float = 0.0
 
     @property
     def median_s(self) -> float | None:
@@ -143,6 +147,17 @@ def _compile(case: Case, root: Path, options: Options) -> tuple[object, Kernel]:
     if case.sizes:
         program = program.bind(**{k: v for k, v in case.sizes.items() if k in program.param_names})
     return program, compile_program(program, target=options.target, time_limit=options.time_limit)
+
+
+def roofline_figures(kernel: Kernel) -> dict:
+    """The ``Result`` fields that place a case on the roofline: its flops and the DRAM bytes
+    of the cost model's traffic, summed over every launch of every kernel."""
+    mapping = kernel.mapping
+    bandwidth = mapping.target.dram_bandwidth
+    return {
+        "flops": sum(c.flops * c.launches for c in mapping.costs),
+        "model_dram_bytes": sum(c.memory_s * bandwidth * c.launches for c in mapping.costs),
+    }
 
 
 def _machine_code(kernel: Kernel) -> dict:
@@ -184,7 +199,14 @@ def run_host_cases(
         _, full = _compile(case, root, options)  # the mapping a GPU run would use: its prediction
         results.append(
             Result(
-                case.name, sizes, "host", error, full.mapping.predicted_time_s, ok=ok, **_machine_code(full)
+                case.name,
+                sizes,
+                "host",
+                error,
+                full.mapping.predicted_time_s,
+                ok=ok,
+                **_machine_code(full),
+                **roofline_figures(full),
             )
         )
         say(f"{case.name}: host run at {sizes}: max error {error:.3g}" + ("" if ok else ", MISMATCH"))
@@ -230,6 +252,7 @@ def run_gpu_cases(
             methods={"polymap": _method(timing), **{b: _method(t) for b, t in baselines.items()}},
             ok=ok,
             **_machine_code(kernel),
+            **roofline_figures(kernel),
         )
         results.append(result)
         say(
@@ -364,6 +387,8 @@ def kernels_json(results: list[Result], *, device: str, command: str, machine: s
                 "max_error": finite_or_none(r.max_error),
                 "predicted_s": r.predicted_s,
                 "median_s": r.median_s,
+                "flops": r.flops,
+                "model_dram_bytes": r.model_dram_bytes,
                 "samples_s": list(r.samples_s),
                 "method": r.methods.get("polymap"),
                 "baselines": [

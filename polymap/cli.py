@@ -217,7 +217,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE.png",
         help="also draw the predicted roofline of every kernel of the models into FILE (.png, .svg or "
-        ".pdf; needs matplotlib, the plot extra); not with --kernels",
+        ".pdf; needs matplotlib, the plot extra); with --kernels, each case predicted and, on a GPU, measured",
     )
     for command in (check, mapper, emit, run, inspect, planner, front, bench):
         command.add_argument(
@@ -708,10 +708,6 @@ def _bench(args: argparse.Namespace) -> int:
             )
         return _bench_plan(args)
     if args.kernels:
-        if args.plot is not None:
-            raise ArgumentError(
-                "--plot draws the predicted roofline of the optimizer's bench: not with --kernels"
-            )
         return _bench_kernels(args)
     models = [Path(m) for m in args.models] or sorted(Path("models").glob("*.te"))
     if not models:
@@ -811,6 +807,10 @@ def _bench_kernels(args: argparse.Namespace) -> int:
     if args.output and (Path(args.output).is_dir() or not Path(args.output).parent.is_dir()):
         # said before the cases run (minutes on a GPU), not after
         raise ArgumentError(f"cannot write {args.output}: not a file in an existing folder")
+    if args.plot is not None:
+        from polymap.plot import checked_plot_path
+
+        checked_plot_path(args.plot)  # before the cases: a bad path costs nothing
     on_gpu = gpu_available() and not args.host
     options = Options(target=args.target, time_limit=args.time_limit)
     # progress on stdout, or stderr with --json (stdout is then the JSON document alone); none with -q
@@ -845,6 +845,13 @@ def _bench_kernels(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     else:
         print(text)
+    if args.plot is not None:  # after the record: a picture that fails loses nothing
+        from polymap.plot import plot_bench_roofline
+        from polymap.targets import get_target
+
+        sys.stdout.flush()
+        drawn = plot_bench_roofline(results, get_target(args.target), device, args.plot)
+        print(f"drew the roofline into {drawn}", file=sys.stderr)
     wrong = [r.case for r in results if not r.ok]
     if wrong:  # a record is written either way; the exit status says a kernel was wrong
         print(f"MISMATCH against the reference: {', '.join(wrong)}", file=sys.stderr)

@@ -184,6 +184,8 @@ def warp_requests(mapping: Mapping, km: KernelMapping) -> list[WarpRequest]:
         for buffer, indices, is_write in touched:
             if buffer not in globals_ or (buffer, indices, is_write) in seen:
                 continue
+            if globals_[buffer].by_value:
+                continue  # an in scalar is a kernel parameter: no memory access to draw
             if any(isinstance(e, Gather) for e in indices):
                 continue  # a gathered read's row is data, known only at run time: not drawn
             seen.add((buffer, indices, is_write))
@@ -476,9 +478,81 @@ def plot_roofline(mappings: list[tuple[str, Mapping]], path: str | Path) -> Path
         raise ArgumentError("--plot: no model to draw")
     target = mappings[0][1].target
     points = roofline_points(mappings)
+    fig, ax = _roofs(plt, target, [p.intensity for p in points])
+    # kernels at the same point (a host loop's kernels, say) share one label
+    groups: dict[tuple[float, float], list[str]] = {}
+    for p in points:
+        groups.setdefault(
+            (round(math.log10(p.intensity), 3), round(math.log10(p.flops_per_s), 3)), []
+        ).append(p.label)
+    for labels in groups.values():
+        first = next(p for p in points if p.label == labels[0])
+        ax.scatter([first.intensity], [first.flops_per_s], s=18)
+        _label(ax, ", ".join(labels), first.intensity, first.flops_per_s)
+    ax.set_ylabel("flop/s (predicted)")
+    ax.set_title(f"predicted roofline on {target.name}: one point per kernel", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+@dataclass(frozen=True, slots=True)
+class CasePoint:
+    """One case of ``polymap bench --kernels`` on the roofline: flops per DRAM byte of the
+    model's traffic, and flop/s as predicted and as measured (``None`` where no GPU ran it).
+    The measured point keeps the model's bytes: the bench times, it does not count bytes."""
+
+    label: str
+    intensity: float
+    predicted: float
+    measured: float | None
+
+
+def case_points(results) -> list[CasePoint]:
+    """The point of every case (``bench_kernels.Result``) that computes and moves bytes."""
+    points = []
+    for r in results:
+        if r.flops <= 0 or r.model_dram_bytes <= 0 or r.predicted_s <= 0:
+            continue
+        measured = r.flops / r.median_s if r.median_s else None
+        points.append(CasePoint(r.case, r.flops / r.model_dram_bytes, r.flops / r.predicted_s, measured))
+    return points
+
+
+def plot_bench_roofline(results, target, device: str, path: str | Path) -> Path:
+    """The roofline of ``polymap bench --kernels``: per case, the predicted point (hollow)
+    and, where the GPU ran it, the measured one (filled), joined by a line."""
+    path = checked_plot_path(path)
+    plt = _pyplot()
+    points = case_points(results)
+    if not points:
+        raise ArgumentError("--plot: no case computes and moves DRAM bytes: nothing to draw")
+    fig, ax = _roofs(plt, target, [p.intensity for p in points])
+    measured = [p for p in points if p.measured is not None]
+    for k, p in enumerate(points):
+        color = f"C{k % 10}"
+        ax.scatter([p.intensity], [p.predicted], s=30, facecolors="none", edgecolors=color)
+        top = p.predicted
+        if p.measured is not None:
+            ax.plot([p.intensity, p.intensity], [p.predicted, p.measured], color=color, lw=0.8)
+            ax.scatter([p.intensity], [p.measured], s=30, color=color)
+            top = max(top, p.measured)
+        _label(ax, p.label, p.intensity, top)
+    ax.set_ylabel("flop/s")
+    ran = f"measured on {device} (filled)" if measured else "no GPU ran: predicted only"
+    ax.set_title(f"roofline on {target.name}: predicted (hollow), {ran}", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def _roofs(plt, target, intensities: list[float]):
+    """A figure with ``target``'s DRAM and FP32 roofs over the intensities to draw."""
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    low = min([p.intensity for p in points] + [0.05]) / 2
-    high = max([p.intensity for p in points] + [200.0]) * 2
+    low = min([*intensities, 0.05]) / 2
+    high = max([*intensities, 200.0]) * 2
     xs = np.geomspace(low, high, 200)
     ax.loglog(xs, np.minimum(target.peak_fp32_flops, target.dram_bandwidth * xs), color="black", lw=1.2)
     ax.text(
@@ -490,29 +564,12 @@ def plot_roofline(mappings: list[tuple[str, Mapping]], path: str | Path) -> Path
         va="bottom",
         fontsize=8,
     )
-    # kernels at the same point (a host loop's kernels, say) share one label
-    groups: dict[tuple[float, float], list[str]] = {}
-    for p in points:
-        groups.setdefault(
-            (round(math.log10(p.intensity), 3), round(math.log10(p.flops_per_s), 3)), []
-        ).append(p.label)
-    for labels in groups.values():
-        first = next(p for p in points if p.label == labels[0])
-        ax.scatter([first.intensity], [first.flops_per_s], s=18)
-        ax.annotate(
-            ", ".join(labels),
-            (first.intensity, first.flops_per_s),
-            fontsize=7,
-            xytext=(3, 3),
-            textcoords="offset points",
-        )
     ax.set_xlabel("flops per DRAM byte (the model's traffic)")
-    ax.set_ylabel("flop/s (predicted)")
-    ax.set_title(f"predicted roofline on {target.name}: one point per kernel", fontsize=10)
-    fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
-    return path
+    return fig, ax
+
+
+def _label(ax, text: str, x: float, y: float) -> None:
+    ax.annotate(text, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
 
 
 # ----------------------------------------------------------------- a plan's frontier

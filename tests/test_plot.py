@@ -6,6 +6,7 @@ hand-worked addresses, and rendered to files whose format is checked."""
 from __future__ import annotations
 
 import builtins
+import json
 import re
 from pathlib import Path
 
@@ -127,8 +128,8 @@ def test_the_roofline_places_axpy_at_its_intensity(tmp_path):
     mapping = polymap.optimize(polymap.load(ROOT / "models" / "axpy.te"))
     (point,) = roofline_points([("axpy", mapping)])
     # z = alpha * x + y: 2 flops per element; per warp request x, y and z move 4 sectors
-    # each and alpha (one value, every lane) 1: 13 * 32 bytes per 32 elements
-    assert point.intensity == pytest.approx(2 / 13, rel=1e-6)
+    # each, and alpha is a kernel parameter (by value): 12 * 32 bytes per 32 elements
+    assert point.intensity == pytest.approx(2 / 12, rel=1e-6)
     cost = mapping.costs[0]
     assert point.flops_per_s == pytest.approx(cost.flops / cost.time_s)
     assert _is_png(plot_roofline([("axpy", mapping)], tmp_path / "roof.png"))
@@ -173,6 +174,48 @@ def test_without_matplotlib_the_error_names_the_extra(tmp_path, monkeypatch):
         plot_mapping(mapping, tmp_path / "m.png")
 
 
-def test_bench_kernels_refuses_plot(capsys):
-    assert main(["bench", "--kernels", "--plot", "x.png"]) != 0
-    assert "not with --kernels" in capsys.readouterr().err
+def test_bench_kernels_draws_each_case_predicted_on_the_host(tmp_path, capsys):
+    path, record = tmp_path / "cases.png", tmp_path / "cases.json"
+    model = str(ROOT / "models" / "axpy.te")
+    args = ["bench", "--kernels", model, "--host", "--json", "-o", str(record), "--plot", str(path), "-q"]
+    assert main(args) == 0
+    assert _is_png(path)
+    assert "drew the roofline into" in capsys.readouterr().err
+    (case,) = json.loads(record.read_text())["cases"]
+    # axpy at N = 2^26: 2 flops per element; x and y read, z written, 4 bytes each
+    n = 2**26
+    assert case["flops"] == 2 * n
+    assert case["model_dram_bytes"] == pytest.approx(12 * n)
+    assert case["median_s"] is None  # no GPU ran it
+
+
+def _result(case, predicted_s, samples_s, flops, dram_bytes, where="gpu"):
+    from polymap.bench_kernels import Result
+
+    return Result(case, {}, where, 0.0, predicted_s, samples_s, flops=flops, model_dram_bytes=dram_bytes)
+
+
+def test_a_case_is_drawn_where_its_flops_bytes_and_times_put_it(tmp_path, monkeypatch):
+    import polymap.plot as plot_module
+    from polymap.plot import case_points, plot_bench_roofline
+    from polymap.targets import get_target
+
+    results = [
+        _result("gpu case", 1e-3, (2e-3, 2e-3, 4e-3), 10**9, 10**8),
+        _result("host case", 1e-3, (), 10**9, 4 * 10**9, where="host"),
+        _result("copy", 1e-3, (1e-3,), 0, 10**9),  # no flops: not on a roofline
+    ]
+    gpu, host = case_points(results)
+    # 10^9 flops over 10^8 bytes; predicted 10^9 / 1 ms; measured 10^9 / 2 ms (the median)
+    assert (gpu.intensity, gpu.predicted, gpu.measured) == pytest.approx((10.0, 1e12, 5e11))
+    assert (host.intensity, host.predicted, host.measured) == (0.25, pytest.approx(1e12), None)
+    drawn = []
+    real_save = plot_module._save
+
+    def keep(fig, path):
+        drawn.extend(tuple(xy) for ax in fig.axes for c in ax.collections for xy in c.get_offsets())
+        real_save(fig, path)
+
+    monkeypatch.setattr(plot_module, "_save", keep)
+    assert _is_png(plot_bench_roofline(results, get_target("h100"), "a GPU", tmp_path / "r.png"))
+    assert sorted(drawn) == sorted([(10.0, 1e12), (10.0, 5e11), (0.25, 1e12)])

@@ -89,7 +89,7 @@ def template(name: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Argument:
     """A parameter of a kernel or of the launcher: a buffer (device pointer), an input
-    scalar (by value: ``by_value``), a size, or a host-loop index, with its C type and name."""
+    scalar (by value: ``BufferDecl.by_value``), a size, or a host-loop index, with its C type and name."""
 
     kind: str  # "buffer", "scalar", "size" or "host"
     name: str  # the program's name for it
@@ -98,13 +98,6 @@ class Argument:
 
     def __str__(self) -> str:
         return f"{self.c_type} {self.c_name}"
-
-
-def by_value(decl: BufferDecl) -> bool:
-    """An ``in`` scalar is passed by value, to the launcher and to every kernel that reads
-    it: a C++ caller passes ``2.0f``, not a device pointer to one. Its reads are the
-    parameter itself (its one element; the proof's access ``s[]`` has no address)."""
-    return decl.kind is BufferKind.IN and not decl.shape
 
 
 def launcher_parameters(arguments: tuple[Argument, ...]) -> list[str]:
@@ -431,7 +424,7 @@ class _Emitter:
         return tuple(args)
 
     def buffer_argument(self, decl: BufferDecl) -> Argument:
-        if by_value(decl):
+        if decl.by_value:
             return Argument("scalar", decl.name, C_TYPE[decl.dtype], self.cn[decl.name])
         qualifier = "const " if decl.kind is BufferKind.IN else ""
         return Argument(
@@ -558,7 +551,7 @@ class _Emitter:
             return self.shared_names[name] + "".join(f"[{t}]" for t in texts)
         decl = self.printer.decls[name]
         if access.place is Place.GLOBAL:
-            if by_value(decl):
+            if decl.by_value:
                 return self.cn[name]
             return f"{self.cn[name]}[{self.global_offset(decl, texts)}]"
         inner = linear_offset(texts, [str(const_value(e)) for e in decl.shape[1:]], wide=False)
@@ -603,7 +596,7 @@ class _Emitter:
         buffer = leaf.copy.buffer.name
         decl = self.program.buffer(buffer)
         target = self.shared_names[buffer] + "".join(f"[{printer.expr(e)}]" for e in leaf.target)
-        if by_value(decl):
+        if decl.by_value:
             return target, self.cn[buffer]
         source = f"{self.cn[buffer]}[{self.global_offset(decl, [printer.expr(e) for e in leaf.source])}]"
         return target, source

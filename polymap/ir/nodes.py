@@ -658,6 +658,12 @@ class BufferDecl:
     def __str__(self) -> str:
         return f"{self.kind.value} {self.name}: {self.dtype.value}[{', '.join(map(str, self.shape))}]"
 
+    @property
+    def by_value(self) -> bool:
+        """An ``in`` scalar: the launcher and the kernels take it by value, so reading it is
+        reading a parameter: no memory access, no traffic (``codegen.cuda``, the cost model)."""
+        return self.kind is BufferKind.IN and not self.shape
+
 
 # --------------------------------------------------------------------- statements
 

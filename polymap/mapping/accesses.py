@@ -143,6 +143,8 @@ def kernel_accesses(kernel: Kernel, model: PolyModel, *, launches: int = 1) -> t
             if access.buffer in local:
                 continue  # registers or per-thread memory, not global traffic
             decl = model.program.buffer(access.buffer)
+            if decl.by_value:
+                continue  # a kernel parameter (an in scalar): no memory access
             found.append(_global_access(kernel, stmt, access, decl, instances, model, tag=f"{stmt.name}_{k}"))
     return tuple(found)
 
