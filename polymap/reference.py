@@ -624,7 +624,8 @@ def _updated(op: AssignOp, old: np.ndarray, value: np.ndarray, dtype: np.dtype) 
     compute type), cast to ``dtype`` (``value`` holds the active lanes only; ``/=`` divides
     as ``/``)."""
     common = _promote(old.dtype, value.dtype)
-    a, b = old.astype(common), value.astype(common)
+    # no copy where a side is in the common type already (the ufunc below makes a new array)
+    a, b = old.astype(common, copy=False), value.astype(common, copy=False)
     if op is AssignOp.DIV and _is_int(a):
         if np.any(b == 0):
             raise _ZeroDivisor(_dtype(common).value)

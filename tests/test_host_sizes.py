@@ -23,27 +23,31 @@ DEFAULTS = {"M": 8192, "N": 8192, "K": 8192}
 
 
 def test_the_largest_default_size_is_halved_until_the_program_fits():
-    # 2 operations (the multiply and the +=) per instance: 2 * 8192^3 = 1.1e12; halving
-    # M, N, K, then M again gives 2 * 2048 * 4096 * 4096 = 6.9e10 <= 1e11
+    # 2 operations (the multiply and the +=) per instance: 2 * 8192^3 = 1.1e12 > 1e11;
+    # halving M, N, K, M, N, K gives 2 * 2048^3 = 1.7e10 <= 2e10 (HOST_FIT_FLOPS)
     fit = host_run_sizes(analyze(parse(MATMUL)), DEFAULTS, given=set())
     assert fit.reduced and fit.asked == DEFAULTS
-    assert fit.sizes == {"M": 2048, "N": 4096, "K": 4096}
-    assert (fit.flops_asked, fit.flops) == (2 * 8192**3, 2 * 2048 * 4096 * 4096)
-    assert "running on the host at M = 2048, N = 4096, K = 4096" in fit.note()
+    assert fit.sizes == {"M": 2048, "N": 2048, "K": 2048}
+    assert (fit.flops_asked, fit.flops) == (2 * 8192**3, 2 * 2048**3)
+    assert "running on the host at M = 2048, N = 2048, K = 2048" in fit.note()
 
 
 def test_sizes_the_user_gave_and_the_context_are_kept():
     model = analyze(parse(MATMUL))
     given = host_run_sizes(model, DEFAULTS, given={"M"})
-    assert given.sizes == {"M": 8192, "N": 2048, "K": 2048}
+    assert given.sizes == {"M": 8192, "N": 1024, "K": 1024}
     bounded = host_run_sizes(analyze(parse(MATMUL), context="K >= 8192"), DEFAULTS, given=set())
-    assert bounded.sizes["K"] == 8192 and bounded.flops <= host_sizes.HOST_FLOPS
+    assert bounded.sizes["K"] == 8192 and bounded.flops <= host_sizes.HOST_FIT_FLOPS
     small = {"M": 64, "N": 64, "K": 64}
     assert host_run_sizes(model, small, given=set()).sizes == small  # within the limit: as asked
+    # 2 * 4096 * 2048 * 2048 = 3.4e10: over HOST_FIT_FLOPS, within HOST_FLOPS: as asked
+    within = {"M": 4096, "N": 2048, "K": 2048}
+    assert host_run_sizes(model, within, given=set()).sizes == within
 
 
 def test_run_on_the_host_says_which_sizes_it_ran_and_checks_them(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(host_sizes, "HOST_FLOPS", 2 * 64 * 32 * 32)
+    monkeypatch.setattr(host_sizes, "HOST_FIT_FLOPS", 2 * 64 * 32 * 32)
     program = tmp_path / "mm.te"
     program.write_text(MATMUL.replace("8192", "64"))
     assert main(["run", str(program), "--host", "-q", "--json"]) == 0
@@ -63,8 +67,9 @@ def test_run_on_the_host_says_which_sizes_it_ran_and_checks_them(tmp_path, capsy
 
 def test_sizes_the_context_ties_together_halve_together_and_a_run_over_the_limit_says_so():
     tied = host_run_sizes(analyze(parse(MATMUL), context="N = K"), DEFAULTS, given=set())
-    # M to 4096; then N alone would leave the context: M, N and K halve together
-    assert tied.sizes == {"M": 2048, "N": 4096, "K": 4096} and not tied.over
+    # M to 4096; then N alone would leave the context: M, N and K halve together, twice
+    # (2 * 1024 * 2048 * 2048 = 8.6e9 <= 2e10)
+    assert tied.sizes == {"M": 1024, "N": 2048, "K": 2048} and not tied.over
     stuck = host_run_sizes(analyze(parse(MATMUL)), DEFAULTS, given={"M", "N", "K"})
     assert not stuck.reduced and stuck.over
     assert "the sizes given with --size or the context keep it there" in stuck.note()
