@@ -417,6 +417,15 @@ _ASSIGN_OPS = {
     AssignOp.MAX: np.maximum,
     AssignOp.MIN: np.minimum,
 }
+# the updates an accumulation applies in place, with no new array per iteration, where the
+# target's type is the computation's (an integer ``/=`` needs its zero check: not here)
+_IN_PLACE = {
+    AssignOp.ADD: np.add,
+    AssignOp.SUB: np.subtract,
+    AssignOp.MUL: np.multiply,
+    AssignOp.MAX: np.maximum,
+    AssignOp.MIN: np.minimum,
+}
 _erf = np.vectorize(math.erf, otypes=[np.float64])  # NumPy has no erf; the C library's, per element
 
 
@@ -537,12 +546,19 @@ class _Executor:
             return
         self.instances[stmt.name] += active * count
         target, idx = self.element_index(stmt, env, lanes, buffers)
-        acc = _widened(target[idx])
+        acc = np.array(_widened(target[idx]))  # its own copy: updated in place below
+        in_place = _IN_PLACE.get(stmt.op)
         for k in range(count):
-            value = _Eval(self, stmt, {**env, loop.index: k}, lanes, buffers).value(stmt.value)
+            value = _per_active_lane(
+                _Eval(self, stmt, {**env, loop.index: k}, lanes, buffers).value(stmt.value), lanes
+            )
+            if in_place is not None and acc.dtype == target.dtype == _promote(acc.dtype, value.dtype):
+                # computed and stored in one type: the update's rounding is the ufunc's own
+                in_place(acc, value, out=acc)
+                continue
             # stored at every step, as a store per iteration would: a narrow target rounds
             # each partial result
-            acc = _widened(self.updated(stmt, acc, _per_active_lane(value, lanes), target.dtype))
+            acc = _widened(self.updated(stmt, acc, value, target.dtype))
         target[idx] = to_dtype(acc, target.dtype)
 
     def updated(self, stmt: Assign, old, value, dtype):

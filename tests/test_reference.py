@@ -859,3 +859,23 @@ def test_accumulation_loops_equal_a_store_per_iteration(name, monkeypatch):
     assert fast.instances == slow.instances
     for out in fast.outputs:
         np.testing.assert_array_equal(fast.outputs[out], slow.outputs[out], err_msg=f"{name}: {out}")
+
+
+def test_an_accumulation_adds_in_loop_order_with_the_targets_rounding():
+    """The reference's accumulations (updated in place where the target's type is the
+    computation's) add one iteration after another: in f32, 1e8 + 1 rounds back to 1e8, so
+    [1e8, 1, -1e8, 1] sums to 1 (exactly, it is 2); in i32 the sum wraps as C's does."""
+    import numpy as np
+
+    import polymap
+
+    program = polymap.parse(
+        "in x: f32[2, 4]\nin n: i32[4]\nout s: f32[2]\nout t: i32\n"
+        "par 2 i { seq 4 k { s[i] += x[i, k] } }\nseq 4 k { t += n[k] }"
+    )
+    x = np.array([[1e8, 1, -1e8, 1], [1, 1e8, 1, -1e8]], dtype=np.float32)
+    n = np.array([2**31 - 1, 1, 5, -3], dtype=np.int32)
+    out = polymap.reference(program, x=x, n=n)
+    # row 1: 1 + 1e8 = 1e8 (rounded), + 1 = 1e8, - 1e8 = 0
+    assert out["s"].tolist() == [1.0, 0.0]
+    assert int(out["t"]) == -(2**31) + 2  # 2^31 - 1 + 1 wraps to -2^31; then + 5 - 3
