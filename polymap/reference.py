@@ -684,7 +684,7 @@ class _Eval:
         if isinstance(e, Binary):
             a, b = self.value(e.lhs), self.value(e.rhs)
             common = _promote(a.dtype, b.dtype)
-            a, b = a.astype(common), b.astype(common)
+            a, b = a.astype(common, copy=False), b.astype(common, copy=False)
             if e.op is ValueOp.DIV:
                 return self.c_divide(a, b) if _is_int(a) else np.true_divide(a, b)
             if e.op is ValueOp.MOD:
@@ -695,7 +695,7 @@ class _Eval:
             then = self.only_where(cond, self.value, e.then)
             otherwise = self.only_where(~cond, self.value, e.otherwise)
             common = _promote(then.dtype, otherwise.dtype)
-            return np.where(cond, then.astype(common), otherwise.astype(common))
+            return np.where(cond, then.astype(common, copy=False), otherwise.astype(common, copy=False))
         if isinstance(e, Call):
             args = [self.value(a) for a in e.args]
             if e.fn in _FLOAT_FNS:
@@ -711,9 +711,9 @@ class _Eval:
             common = _promote(args[0].dtype, args[1].dtype)
             if e.fn is Fn.POW:
                 common = float_type(_dtype(common)).numpy
-                return _c_pow(args[0].astype(common), args[1].astype(common))
+                return _c_pow(args[0].astype(common, copy=False), args[1].astype(common, copy=False))
             fn = np.maximum if e.fn is Fn.MAX else np.minimum
-            return fn(args[0].astype(common), args[1].astype(common))
+            return fn(args[0].astype(common, copy=False), args[1].astype(common, copy=False))
         raise InternalError(f"unknown value expression {e!r}")
 
     def condition(self, c) -> np.ndarray:
@@ -722,7 +722,7 @@ class _Eval:
         if isinstance(c, Compare):
             a, b = self.value(c.lhs), self.value(c.rhs)
             common = _promote(a.dtype, b.dtype)
-            return np.asarray(c.op.holds(a.astype(common), b.astype(common)))
+            return np.asarray(c.op.holds(a.astype(common, copy=False), b.astype(common, copy=False)))
         if isinstance(c, Not):
             return ~self.condition(c.operand)
         lhs = self.condition(c.lhs)
