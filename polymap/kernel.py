@@ -41,6 +41,9 @@ class Kernel:
         """The ``extern "C"`` function that runs the whole program (see the emitted file)."""
         return self.cuda.launcher
 
+    def __repr__(self) -> str:
+        return repr(self.cuda).replace("<CudaProgram", "<Kernel", 1)
+
     def __call__(self, **arrays: Any) -> dict[str, Any]:
         """Run on the GPU (CuPy): NumPy inputs give NumPy outputs; GPU arrays of any library
         (``__cuda_array_interface__`` or DLPack: CuPy, PyTorch, JAX) stay on the device, and the

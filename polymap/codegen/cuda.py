@@ -138,6 +138,13 @@ class CudaProgram:
     def program(self) -> Program:
         return self.mapping.program
 
+    def __repr__(self) -> str:
+        n = len(self.launches)
+        return (
+            f"<CudaProgram of {self.program.name}: {n} launch{'' if n == 1 else 'es'}, "
+            f"{len(self.source.splitlines())} lines of CUDA C, launcher {self.launcher}>"
+        )
+
 
 def emit_cuda(mapping: Mapping, *, model: PolyModel | None = None) -> CudaProgram:
     """The CUDA C of a verified mapping (``optimize`` proves it; ``compile`` re-proves a

@@ -772,6 +772,15 @@ class Program:
     text: str | None = field(default=None, compare=False, repr=False)  # source text
     assumptions: tuple[Assume, ...] = ()  # ``assume`` lines: the sizes it is valid for
 
+    def __repr__(self) -> str:
+        """One line, whatever the program's size (``str`` prints the whole program)."""
+        sizes = [p.name if p.default is None else f"{p.name}={p.default}" for p in self.params]
+        sizes += [f"{n}={v} (bound)" for n, v in self.bindings]
+        return (
+            f"<Program {self.name}: sizes {_listed(sizes)}; buffers {_listed([b.name for b in self.buffers])}; "
+            f"{_count(len(_statements_of(self.body)), 'statement')}>"
+        )
+
     # -- lookup
 
     @property
@@ -944,3 +953,25 @@ def guarded(stmt: Stmt, cond: Condition) -> Stmt:
 def substitute_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:
     """``stmt`` with index variables replaced by expressions (in indices, extents and shapes)."""
     return _subst_stmt(stmt, values)
+
+
+def _listed(names: list[str], most: int = 8) -> str:
+    """At most ``most`` names, then how many more: a repr stays one short line."""
+    if not names:
+        return "none"
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _statements_of(body: tuple[Stmt, ...]) -> list[Stmt]:
+    found: list[Stmt] = []
+    for stmt in body:
+        if isinstance(stmt, Loop):
+            found.extend(_statements_of(stmt.body))
+        elif isinstance(stmt, (Assign, Anchor)):
+            found.append(stmt)
+    return found

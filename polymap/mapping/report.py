@@ -66,7 +66,19 @@ def format_mapping(mapping: Mapping, *, proofs: bool = False) -> str:
     lines.append("  " + proof_summary(mapping, listed=proofs))
     if proofs and mapping.proved:
         lines.extend(f"  proved: {proof}" for proof in mapping.proofs)
+    if any(k.loops for k in mapping.kernels):
+        lines.append(key_line(mapping.target.sector_bytes))
     return "\n".join(lines)
+
+
+def key_line(sector_bytes: int) -> str:
+    """The words of the report in one line, and where they are explained at length."""
+    return (
+        f"key: T threads of a block and S points of a thread on the loop; lane stride: elements between "
+        f"neighbouring lanes' addresses; sectors/req: the {sector_bytes}-byte sectors one warp request "
+        "touches; GPU filled: the share of the GPU's thread slots the launch keeps busy "
+        "(docs/mapping.md, 'Reading the report')"
+    )
 
 
 def proof_summary(mapping: Mapping, *, listed: bool = False) -> str:

@@ -202,6 +202,16 @@ class Mapping:
     band_choices: tuple[BandChoice, ...] = ()  # deep bands whose hardware axes SCIP's costs chose
     splits: tuple[SplitChoice, ...] = ()  # reduction loops considered for a split, in the order chosen
 
+    def __repr__(self) -> str:
+        """One line (``str`` is the whole report)."""
+        n = len(self.kernels)
+        state = "proved" if self.proved else "not proved"
+        how = "given" if self.given else "solved"
+        return (
+            f"<Mapping of {self.program.name} for {self.target.name}: {n} kernel{'' if n == 1 else 's'}, "
+            f"{how}, predicted {self.predicted_time_s * 1e6:.4g} us, {state}>"
+        )
+
     @property
     def proofs(self) -> tuple[str, ...]:
         """What verify proved, one line per obligation (none without a proof)."""

@@ -90,6 +90,11 @@ class Kernel:
     def is_serial(self) -> bool:
         return not self.band
 
+    def __repr__(self) -> str:
+        band = ", ".join(self.indices) or "none (serial)"
+        host = f"; host loops {', '.join(h.index for h in self.host_loops)}" if self.host_loops else ""
+        return f"<Kernel {self.name}: band {band}{host}>"
+
 
 def kernels(program: Program) -> tuple[Kernel, ...]:
     """The kernels of a program in launch order (see the module docstring)."""
@@ -254,6 +259,20 @@ class KernelMapping:
     # z, and the loops of ``spread`` run over the lanes (``SpreadLoop``)
     lanes: int = 1
     spread: tuple[SpreadLoop, ...] = ()
+
+    def __repr__(self) -> str:
+        """One line: each loop's axis and T x S (``describe`` and the report say the rest)."""
+        loops = (
+            ", ".join(f"{m.index} {m.thread_axis.value}:{m.threads}x{m.seq}" for m in self.loops) or "serial"
+        )
+        extra = (
+            [f"stages {', '.join(self.staging.buffers)}"]
+            if self.staging is not None and self.staging.buffers
+            else []
+        )
+        extra += ["interleaved"] if self.interleaved else []
+        extra += [f"{self.lanes} lanes"] if self.lanes > 1 else []
+        return f"<KernelMapping {self.kernel.name}: {loops}{''.join('; ' + e for e in extra)}>"
 
     @property
     def points(self) -> int:
