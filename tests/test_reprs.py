@@ -24,9 +24,13 @@ def test_every_object_a_user_holds_has_a_one_line_repr():
     assert shown["program"] == (
         "<Program gpt3_attention_tiny: sizes SEQ=32, DIM=128; buffers X, Wq, K, V, Q, S, O; 5 statements>"
     )
-    assert shown["mapping"].startswith("<Mapping of gpt3_attention_tiny for NVIDIA H100 SXM5: 5 kernels, solved")
+    assert shown["mapping"].startswith(
+        "<Mapping of gpt3_attention_tiny for NVIDIA H100 SXM5: 5 kernels, solved"
+    )
     assert shown["mapping"].endswith(", proved>")
-    loops = ", ".join(f"{m.index} {m.thread_axis.value}:{m.threads}x{m.seq}" for m in mapping.kernels[1].loops)
+    loops = ", ".join(
+        f"{m.index} {m.thread_axis.value}:{m.threads}x{m.seq}" for m in mapping.kernels[1].loops
+    )
     assert shown["kernel mapping"].startswith(f"<KernelMapping kernel1: {loops}")
     assert shown["kernel"] == "<Kernel kernel1: band s, d>"
     lines = len(kernel.source.splitlines())
