@@ -96,7 +96,16 @@ from polymap.targets import GpuTarget
 # tightening (OBBT: an LP per variable bound, for the products of the cost) is off: without
 # it the models' solving time fell by a fifth, every optimum the same
 # (docs/benchmarks/2026-11-25-kernels-side-by-side.md).
-MAPPING_SCIP_PARAMS = {"separating/maxroundsroot": 5, "propagating/obbt/freq": -1}
+# SCIP does not tighten the LP's feasibility tolerance while a product of the cost stays
+# violated: below SoPlex's floor without GMP (1e-10) SoPlex printed "Cannot set optimality
+# tolerance ... without GMP" on the terminal (the planner's models had the same setting
+# first, plan/formulation.py); every model's optimum and time are the same without it (same
+# record).
+MAPPING_SCIP_PARAMS = {
+    "separating/maxroundsroot": 5,
+    "propagating/obbt/freq": -1,
+    "constraints/nonlinear/tightenlpfeastol": False,
+}
 DEFAULT_TIME_LIMIT_S = 30.0  # per kernel: a few small programs keep SCIP busy for minutes
 
 
