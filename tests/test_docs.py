@@ -95,3 +95,49 @@ def test_the_cpp_example_builds_against_its_header_and_runs(tmp_path):
     ran = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split("\n") == ["r[0] = 5", "r[1] = 13", "r[2] = 21", ""]
+
+
+ROOFLINE_MODELS = ("axpy", "gemv", "transpose", "matmul_1024", "softmax_rows")
+
+
+def _draw_transpose(path):
+    from polymap import load, optimize
+    from polymap.plot import plot_mapping
+
+    return plot_mapping(optimize(load(ROOT / "models" / "transpose.te")), path)
+
+
+def _draw_roofline(path):
+    from polymap import load, optimize
+    from polymap.plot import plot_roofline
+
+    drawn = [(name, optimize(load(ROOT / "models" / f"{name}.te"))) for name in ROOFLINE_MODELS]
+    return plot_roofline(drawn, path)
+
+
+PICTURES = {"pictures/transpose-mapping.png": _draw_transpose, "pictures/roofline.png": _draw_roofline}
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+@pytest.mark.parametrize("picture", sorted(PICTURES))
+def test_the_docs_pictures_are_drawn_by_the_code_they_describe(picture, tmp_path):
+    """docs/mapping.md shows each picture; this draws it with the functions ``--plot`` calls.
+    With POLYMAP_REGEN_PICTURES=1 the drawing replaces the committed file; otherwise the
+    committed file must have the size of a fresh drawing (a kernel or an access more or less
+    changes it), so a picture that no longer matches the code fails here."""
+    import os
+    import shutil
+
+    docs = (ROOT / "docs" / "mapping.md").read_text()
+    assert f"]({picture})" in docs
+    fresh = PICTURES[picture](tmp_path / Path(picture).name)
+    committed = ROOT / "docs" / picture
+    if os.environ.get("POLYMAP_REGEN_PICTURES"):
+        committed.parent.mkdir(exist_ok=True)
+        shutil.copyfile(fresh, committed)
+    assert committed.is_file(), f"docs/{picture} is missing: run with POLYMAP_REGEN_PICTURES=1"
+    assert _png_size(committed.read_bytes()) == _png_size(fresh.read_bytes())
