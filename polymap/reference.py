@@ -548,10 +548,17 @@ class _Executor:
         target, idx = self.element_index(stmt, env, lanes, buffers)
         acc = np.array(_widened(target[idx]))  # its own copy: updated in place below
         in_place = _IN_PLACE.get(stmt.op)
+        scratch = None  # the iteration's values, one array for all (no allocation per step)
         for k in range(count):
-            value = _per_active_lane(
-                _Eval(self, stmt, {**env, loop.index: k}, lanes, buffers).value(stmt.value), lanes
-            )
+            values = _Eval(self, stmt, {**env, loop.index: k}, lanes, buffers).value(stmt.value, out=scratch)
+            if (
+                scratch is None
+                and values.shape == lanes.shape
+                and values.flags.writeable
+                and values.base is None
+            ):
+                scratch = values  # a fresh array of the lanes' shape: reused from the next step
+            value = _per_active_lane(values, lanes)
             if in_place is not None and acc.dtype == target.dtype == _promote(acc.dtype, value.dtype):
                 # computed and stored in one type: the update's rounding is the ufunc's own
                 in_place(acc, value, out=acc)
@@ -671,7 +678,9 @@ class _Eval:
         # chosen branch and short-circuits), where an i32 division by zero is no fault
         self.chosen = None
 
-    def value(self, e: ValueExpr):
+    def value(self, e: ValueExpr, out: np.ndarray | None = None):
+        """``e``'s values over the lanes. ``out``: an array the caller reuses, which a
+        top-level ``+ - *`` writes its result into where the shape and type are its own."""
         if isinstance(e, Const):
             # A non-integral literal is a float even among integers (C: 2 * 2.5 is 5.0).
             return np.asarray(e.value).astype(literal_type(e.value, _dtype(self.dtype)).numpy)
@@ -689,6 +698,8 @@ class _Eval:
                 return self.c_divide(a, b) if _is_int(a) else np.true_divide(a, b)
             if e.op is ValueOp.MOD:
                 return self.floored_mod(a, b) if _is_int(a) else np.mod(a, b)
+            if out is not None and out.dtype == common and out.shape == np.broadcast_shapes(a.shape, b.shape):
+                return _VALUE_OPS[e.op](a, b, out=out)
             return _VALUE_OPS[e.op](a, b)
         if isinstance(e, Select):
             cond = self.condition(e.cond)
