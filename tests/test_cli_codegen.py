@@ -254,3 +254,42 @@ def test_run_on_the_gpu_times_the_kernel(capsys):
         out,
         re.MULTILINE,
     )
+
+
+def test_run_checks_with_the_reference_beside_the_kernels_and_reports_its_error(monkeypatch, capsys):
+    """The reference runs in its own thread while the host kernels are built and run (the two
+    overlap on two cores); its result is compared as before, and its error is the run's."""
+    import threading
+    import time
+
+    from polymap.errors import ArgumentError
+    from polymap.kernel import Kernel
+
+    module = sys.modules["polymap.reference"]
+    real_reference, real_run_host = module.reference, Kernel.run_host
+    seen = {}
+
+    def slow_reference(program, **arrays):
+        seen["reference thread"] = threading.current_thread().name
+        time.sleep(0.5)
+        result = real_reference(program, **arrays)
+        seen["reference end"] = time.perf_counter()
+        return result
+
+    def run_host(self, **arrays):
+        seen["kernels start"] = time.perf_counter()
+        return real_run_host(self, **arrays)
+
+    monkeypatch.setattr(module, "reference", slow_reference)
+    monkeypatch.setattr(Kernel, "run_host", run_host)
+    assert main(["run", MATMUL, *MATMUL_SIZES, "--host", "-q"]) == 0
+    assert _error_line(capsys.readouterr().out, "C")[2] == "OK"
+    assert seen["reference thread"] == "polymap-reference"
+    assert seen["kernels start"] < seen["reference end"]  # the kernels did not wait for it
+
+    def failing(program, **arrays):
+        raise ArgumentError("the reference refused the data")
+
+    monkeypatch.setattr(module, "reference", failing)
+    assert main(["run", MATMUL, *MATMUL_SIZES, "--host", "-q"]) == 1
+    assert "error: the reference refused the data" in capsys.readouterr().err
