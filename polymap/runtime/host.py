@@ -116,6 +116,9 @@ def precompiled_header(cxx: str) -> Path:
     return header
 
 
+HOST_OUT_OF_MEMORY = 2  # cudaErrorMemoryAllocation: POLYMAP_SCRATCH found no memory (polymap_host.h)
+
+
 def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
     """Run the program on the host and return its ``out`` and ``inout`` buffers."""
     program = cuda.program
@@ -159,6 +162,11 @@ def run_host(cuda: CudaProgram, arrays: dict) -> dict[str, np.ndarray]:
         raise ArgumentError(f"sizes {bound.sizes} need more blocks than a grid dimension allows")
     if status == ERROR_FAULT:
         raise fault_error(cuda, ctypes.c_int.in_dll(library, FAULT_WORD).value, bound.sizes)
+    if status == HOST_OUT_OF_MEMORY and cuda.scratch:
+        temporaries = ", ".join(str(d) for d in cuda.scratch)
+        raise ArgumentError(
+            f"sizes {bound.sizes}: the host has no memory for the program's temporaries ({temporaries})"
+        )
     if status != 0:
         raise InternalError(f"the host launcher of '{program.name}' returned {status}")
     return {d.name: storage[d.name] for d in program.outputs}
