@@ -53,6 +53,16 @@ def test_errors_come_in_launch_order_whichever_thread_fails_first(monkeypatch):
         optimize(program, pins=pins)
 
 
+def test_a_later_kernels_pin_error_waits_for_an_earlier_kernels_solve(monkeypatch):
+    # kernel2's lanes pin is refused while its model is built, before kernel0's solve (in
+    # another thread) has proved kernel0's pins contradictory: kernel0's error comes first
+    program = parse(THREE_KERNELS)
+    monkeypatch.setattr(solve_module, "_cores", lambda: 3)
+    pins = {"kernel2.j": {"lanes": 32}, "kernel0.i": "threadIdx.x", "kernel0.j": "threadIdx.x"}
+    with pytest.raises(InfeasibleMappingError, match=r"^kernel0 "):
+        optimize(program, pins=pins)
+
+
 def test_a_kernel_equal_to_an_earlier_one_is_not_solved_again(monkeypatch):
     solved = []
     real = solve_module.KernelProblem.solve_or_explain

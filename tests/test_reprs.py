@@ -35,7 +35,7 @@ def test_every_object_a_user_holds_has_a_one_line_repr():
     assert shown["kernel"] == "<Kernel kernel1: band s, d>"
     lines = len(kernel.source.splitlines())
     assert shown["compiled"] == (
-        f"<Kernel of gpt3_attention_tiny: 5 launches, {lines} lines of CUDA C, launcher {kernel.launcher}>"
+        f"<Kernel of gpt3_attention_tiny: 5 kernels, {lines} lines of CUDA C, launcher {kernel.launcher}>"
     )
 
 

@@ -141,7 +141,7 @@ class CudaProgram:
     def __repr__(self) -> str:
         n = len(self.launches)
         return (
-            f"<CudaProgram of {self.program.name}: {n} launch{'' if n == 1 else 'es'}, "
+            f"<CudaProgram of {self.program.name}: {n} kernel{'' if n == 1 else 's'}, "
             f"{len(self.source.splitlines())} lines of CUDA C, launcher {self.launcher}>"
         )
 

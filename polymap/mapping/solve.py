@@ -206,18 +206,22 @@ def map_kernels(
                     spread.get(kernel.name),
                     options,
                 )
-            problem = KernelProblem.build(
-                kernel,
-                model,
-                target,
-                pins,
-                time_limit,
-                staging,
-                written,
-                reassociate,
-                spread.get(kernel.name),
-            )
-            _check_lane_pins(pins, problem)
+            try:
+                problem = KernelProblem.build(
+                    kernel,
+                    model,
+                    target,
+                    pins,
+                    time_limit,
+                    staging,
+                    written,
+                    reassociate,
+                    spread.get(kernel.name),
+                )
+                _check_lane_pins(pins, problem)
+            except PolymapError:
+                solves.raise_earlier()  # an earlier kernel's error comes first
+                raise
             problems.append(problem)
             solves.add(problem, key)  # SCIP starts on it while the next kernel's model is built
         solved = solves.results()
@@ -260,6 +264,12 @@ class _KernelSolves:
         # each thread runs in a copy of this context: the progress reporter goes along
         future = self.pool.submit(contextvars.copy_context().run, _solve_one, problem)
         self.pending.append((future, key))
+
+    def raise_earlier(self) -> None:
+        """Wait for the solves started so far, in launch order, raising the first error."""
+        for future, _ in self.pending:
+            if future is not None:
+                future.result()
 
     def results(self) -> list[tuple[SolveReport, KernelMapping]]:
         out = []
