@@ -243,8 +243,10 @@ __device__ __forceinline__ float pm_bf16_to_f32(unsigned short h) { return __uin
 // ``RawModule.get_global("pm_fault")``, and the nvcc launcher below, which returns
 // POLYMAP_ERROR_FAULT. Under nvcc it is static, so that several emitted files link
 // into one program; the others look it up by name.
-#if defined(POLYMAP_HOST) || defined(__CUDACC_RTC__)
+#if defined(__CUDACC_RTC__)
 __device__ int pm_fault = 0;
+#elif defined(POLYMAP_HOST)
+inline int pm_fault = 0;  // one word for every emitted file linked into a host program
 #else
 static __device__ int pm_fault = 0;
 #endif
@@ -353,7 +355,9 @@ struct pm_scratch {
 #define POLYMAP_SCRATCH(type, name, elements)                                                       \
   pm_scratch pm_scratch_##name(stream);                                                             \
   {                                                                                                 \
-    cudaError_t pm_error = cudaMallocAsync(&pm_scratch_##name.ptr, (elements) * sizeof(type), stream); \
+    const size_t pm_count = (elements);                                                             \
+    if (pm_count > (size_t)-1 / sizeof(type)) return (int)cudaErrorMemoryAllocation;                \
+    cudaError_t pm_error = cudaMallocAsync(&pm_scratch_##name.ptr, pm_count * sizeof(type), stream); \
     if (pm_error != cudaSuccess) return (int)pm_error;                                              \
   }                                                                                                 \
   type* const name = static_cast<type*>(pm_scratch_##name.ptr)

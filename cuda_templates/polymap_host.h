@@ -400,10 +400,14 @@ void launch(dim3 grid, dim3 block, bool sync, Kernel kernel) {
   do {                         \
   } while (0)
 // A program-wide temporary: host memory, uninitialized as cudaMallocAsync's, freed when
-// the launcher returns; 2 (cudaErrorMemoryAllocation) when there is none.
-#define POLYMAP_SCRATCH(type, name, elements)                                            \
-  std::unique_ptr<type[]> pm_scratch_##name(new (std::nothrow) type[(elements)]);        \
-  if (pm_scratch_##name == nullptr) return cudaErrorMemoryAllocation;                    \
+// the launcher returns; 2 (cudaErrorMemoryAllocation) when there is none (malloc, not new:
+// a count too large is an error code here, never an exception through the C launcher).
+#define POLYMAP_SCRATCH(type, name, elements)                                                 \
+  const size_t pm_count_##name = (elements);                                                   \
+  if (pm_count_##name > (size_t)-1 / sizeof(type) - 1) return cudaErrorMemoryAllocation;      \
+  std::unique_ptr<type[], void (*)(void*)> pm_scratch_##name(                                 \
+      static_cast<type*>(std::malloc((pm_count_##name + 1) * sizeof(type))), &std::free);    \
+  if (pm_scratch_##name == nullptr) return cudaErrorMemoryAllocation;                         \
   type* const name = pm_scratch_##name.get()
 // The fault word (polymap_helpers.cuh) is a plain global here: the launcher clears it,
 // and returns POLYMAP_ERROR_FAULT when a division by zero set it; run_host then reads

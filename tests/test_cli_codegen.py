@@ -34,7 +34,10 @@ def _error_line(out: str, buffer: str) -> tuple[float, float, str]:
 
 
 def _no_gpu(monkeypatch) -> None:
-    monkeypatch.setattr(sys.modules["polymap.runtime.gpu"], "gpu_available", lambda: False)
+    # imported here: the test must not depend on another test having imported it
+    from polymap.runtime import gpu
+
+    monkeypatch.setattr(gpu, "gpu_available", lambda: False)
 
 
 # ------------------------------------------------------------------------------ emit

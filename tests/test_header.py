@@ -170,3 +170,44 @@ def test_input_scalars_of_every_type_come_by_value_and_run_as_the_reference():
     np.testing.assert_array_equal(got, want)
     # by hand: x * 1.5 - 2 + 0.25 - 3 + 200 + 70000 + 2^40 + 1
     np.testing.assert_array_equal(got, x.astype(np.float64) * 1.5 + (70196.25 + 2.0**40))
+
+
+NEGATIVE = """
+param N
+in A: f32[N]
+new T: f32[N - 2]
+out r: f32[N]
+par N - 2 i { T[i] = A[i] + A[i + 1] }
+par N - 2 i { r[i] = T[i] }
+"""
+SUM = "param N\nin s: f16\nin x: f32[N]\nout r: f32\nseq N k { r += x[k] * s }\n"
+
+
+def test_two_emitted_files_link_into_one_host_program_and_a_negative_temporary_is_refused(tmp_path):
+    """A C++ program calls two launchers (the host emulation's fault word is one inline
+    variable, not one definition per file); ``new T: f32[N - 2]`` at N = 1 returns
+    POLYMAP_ERROR_CONTEXT instead of allocating a negative count; at N = 6 it runs."""
+    from polymap.runtime.host import HEADER, compiler
+
+    for name, text in (("neg", NEGATIVE), ("dot", SUM)):
+        kernel = polymap.compile(polymap.parse(text, name=name))
+        (tmp_path / f"{name}.cu").write_text(kernel.source)
+        (tmp_path / f"{name}.h").write_text(kernel.header(f"{name}.cu"))
+    (tmp_path / "main.cu").write_text(
+        '#include <cstdio>\n#include "neg.h"\n#include "dot.h"\n'
+        "int main() {\n"
+        "  float A[6] = {0, 1, 2, 3, 4, 5}, r[6] = {0}, x[2] = {1, 2}, d = 0;\n"
+        "  if (run_neg(A, r, 1, 0) != POLYMAP_ERROR_CONTEXT) return 10;\n"
+        "  if (run_neg(A, r, 6, 0) != 0) return 11;\n"
+        "  if (run_dot(0x4000, x, &d, 2, 0) != 0) return 12;  // s = 2.0 as f16 bits\n"
+        '  printf("%g %g %g %g %g\\n", r[0], r[1], r[2], r[3], d);\n'
+        "  return 0;\n}\n"
+    )
+    build = [compiler(), "-std=c++20", "-pthread", "-x", "c++", "-include", str(HEADER)]
+    done = subprocess.run(
+        [*build, "main.cu", "neg.cu", "dot.cu", "-o", "main"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    ran = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, (ran.returncode, ran.stderr)
+    assert ran.stdout.split() == ["1", "3", "5", "7", "6"]  # A[i] + A[i + 1]; 2 * (1 + 2)

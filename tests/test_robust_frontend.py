@@ -412,3 +412,23 @@ def test_checked_in_macro_list_covers_what_the_compilers_define_and_every_macro_
         names = CNames()
         given = names[name]
         assert given != name and given not in macros, (name, given)
+
+
+@pytest.mark.parametrize("name", ["sinf", "powf", "erff", "floorf", "atomicMax"])
+def test_a_buffer_named_like_a_function_the_kernels_call_is_renamed(name):
+    """The emitted code calls sinf, powf, erff, floorf and (for a gather's fault) atomicMax:
+    a buffer of that name would shadow the function. It is renamed, and the program runs."""
+    import numpy as np
+
+    import polymap
+
+    program = polymap.parse(
+        f"param N = 8\nin x: f32[N]\nin {name}: f32\nin ids: i32[N]\nout y: f32[N]\n"
+        f"par N i {{ y[i] = sin(x[i]) + pow(x[i], 2.0) + erf(x[i]) + floor(x[i]) + x[ids[i]] + {name} }}"
+    )
+    x = np.linspace(0.1, 0.9, 8, dtype=np.float32)
+    inputs = {"x": x, name: np.float32(0.5), "ids": np.arange(8, dtype=np.int32)[::-1].copy()}
+    kernel = polymap.compile(program)
+    np.testing.assert_allclose(
+        kernel.run_host(**inputs)["y"], polymap.reference(program, **inputs)["y"], rtol=1e-6
+    )

@@ -22,6 +22,12 @@ _WORDS = """
     xor xor_eq restrict main
     threadIdx blockIdx blockDim gridDim warpSize dim3 uint3
     exp expf log logf sqrt sqrtf tanh tanhf fabs fabsf abs max min std stream
+    sin sinf cos cosf tan tanf erf erff pow powf floor floorf ceil ceilf fmod fmodf fmin fminf
+    fmax fmaxf copysign copysignf trunc truncf round roundf rint rintf exp2 exp2f log2 log2f
+    log10 log10f rsqrt rsqrtf isnan isinf isfinite signbit hypot hypotf atan atanf atan2 atan2f
+    asin asinf acos acosf sinh sinhf cosh coshf expm1 expm1f log1p log1pf cbrt cbrtf fma fmaf
+    labs llabs memcpy memset atomicAdd atomicSub atomicExch atomicMin atomicMax atomicInc
+    atomicDec atomicCAS atomicAnd atomicOr atomicXor
     INFINITY NAN NULL EOF errno assert INT_MAX INT_MIN UINT_MAX LONG_MAX LONG_MIN LLONG_MAX HUGE_VAL
     HUGE_VALF M_PI M_E M_SQRT2 FLT_MAX FLT_MIN DBL_MAX DBL_MIN RAND_MAX EXIT_SUCCESS EXIT_FAILURE
     stdin stdout stderr printf malloc free size_t

@@ -738,13 +738,23 @@ class _Emitter:
         """The program-wide temporaries (``new`` outside every kernel), allocated by the
         launcher on its stream once the sizes are checked, and freed there on every return
         (``POLYMAP_SCRATCH``, the helpers): the caller allocates none. The element count is
-        a product of ``size_t`` factors, each extent printed in 64 bits."""
+        a product of ``size_t`` factors, each extent printed in 64 bits; an extent that can
+        be negative at sizes of the context (``N - 2`` at N = 1) returns the context's error
+        code there instead of allocating."""
         lines = []
+        model = self.model
+        sizes = tuple(model.names[p] for p in model.params)
+        ranges = dict(zip(model.params, (self.launcher_ranges[n] for n in sizes)))
         for decl in self.globals:
             if decl.kind is not BufferKind.NEW:
                 continue
-            factors = [f"(size_t)({self.printer.index_text(e, wide=True)})" for e in decl.shape]
-            count = " * ".join(factors) or "(size_t)1"
+            texts = [self.printer.index_text(e, wide=True) for e in decl.shape]
+            for extent, text in zip(decl.shape, texts):
+                intervals = index_intervals(extent, ranges)
+                if any(interval.lo is None or interval.lo < 0 for interval in intervals):
+                    note = comment(f"{decl}: an extent below zero at these sizes")
+                    lines.append(f"  if (({text}) < 0) return {ERROR_CONTEXT};  {note}")
+            count = " * ".join(f"(size_t)({text})" for text in texts) or "(size_t)1"
             note = comment(f"{decl}: allocated here, freed on the stream when the launcher returns")
             lines.append(f"  POLYMAP_SCRATCH({C_TYPE[decl.dtype]}, {self.cn[decl.name]}, {count});  {note}")
         return lines
