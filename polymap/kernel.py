@@ -42,7 +42,7 @@ class Kernel:
         return self.cuda.launcher
 
     def __repr__(self) -> str:
-        return repr(self.cuda).replace("<CudaProgram", "<Kernel", 1)
+        return f"<Kernel {self.cuda.summary()}>"
 
     def __call__(self, **arrays: Any) -> dict[str, Any]:
         """Run on the GPU (CuPy): NumPy inputs give NumPy outputs; GPU arrays of any library

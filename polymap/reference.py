@@ -419,13 +419,7 @@ _ASSIGN_OPS = {
 }
 # the updates an accumulation applies in place, with no new array per iteration, where the
 # target's type is the computation's (an integer ``/=`` needs its zero check: not here)
-_IN_PLACE = {
-    AssignOp.ADD: np.add,
-    AssignOp.SUB: np.subtract,
-    AssignOp.MUL: np.multiply,
-    AssignOp.MAX: np.maximum,
-    AssignOp.MIN: np.minimum,
-}
+_IN_PLACE = {op: ufunc for op, ufunc in _ASSIGN_OPS.items() if op is not AssignOp.DIV}
 _erf = np.vectorize(math.erf, otypes=[np.float64])  # NumPy has no erf; the C library's, per element
 
 

@@ -138,12 +138,16 @@ class CudaProgram:
     def program(self) -> Program:
         return self.mapping.program
 
-    def __repr__(self) -> str:
+    def summary(self) -> str:
+        """One line: the program, its kernels, the size of the source, the launcher."""
         n = len(self.launches)
         return (
-            f"<CudaProgram of {self.program.name}: {n} kernel{'' if n == 1 else 's'}, "
-            f"{len(self.source.splitlines())} lines of CUDA C, launcher {self.launcher}>"
+            f"of {self.program.name}: {n} kernel{'' if n == 1 else 's'}, "
+            f"{len(self.source.splitlines())} lines of CUDA C, launcher {self.launcher}"
         )
+
+    def __repr__(self) -> str:
+        return f"<CudaProgram {self.summary()}>"
 
 
 def emit_cuda(mapping: Mapping, *, model: PolyModel | None = None) -> CudaProgram:
@@ -705,7 +709,7 @@ class _Emitter:
             if check != "1":
                 lines += [f"  if (!({check})) return {ERROR_CONTEXT};  // outside the sizes proved for"]
         lines += self.scratch_lines()
-        ranges = dict(zip(model.params, (self.launcher_ranges[n] for n in sizes)))
+        ranges = self.size_ranges_at_launch()
         open_loops: list[Loop] = []
         for launch in launches:
             host = launch.mapping.kernel.host_loops
@@ -734,6 +738,11 @@ class _Emitter:
             lines.append("  " * (len(open_loops) + 1) + "}")
         return lines
 
+    def size_ranges_at_launch(self) -> dict:
+        """Every size's range where the launcher runs (the context), by the program's name."""
+        model = self.model
+        return {p: self.launcher_ranges[model.names[p]] for p in model.params}
+
     def scratch_lines(self) -> list[str]:
         """The program-wide temporaries (``new`` outside every kernel), allocated by the
         launcher on its stream once the sizes are checked, and freed there on every return
@@ -742,9 +751,7 @@ class _Emitter:
         be negative at sizes of the context (``N - 2`` at N = 1) returns the context's error
         code there instead of allocating."""
         lines = []
-        model = self.model
-        sizes = tuple(model.names[p] for p in model.params)
-        ranges = dict(zip(model.params, (self.launcher_ranges[n] for n in sizes)))
+        ranges = self.size_ranges_at_launch()
         for decl in self.globals:
             if decl.kind is not BufferKind.NEW:
                 continue

@@ -11,7 +11,7 @@ import re
 
 from polymap.codegen.comments import comment
 from polymap.codegen.cuda import ERROR_CONTEXT, ERROR_FAULT, ERROR_GRID, CudaProgram, launcher_parameters
-from polymap.ir.nodes import BufferKind
+from polymap.ir.nodes import BufferKind, DType
 from polymap.version import __version__
 
 _ROLE = {
@@ -42,7 +42,7 @@ def launcher_header(cuda: CudaProgram, source_name: str = "the emitted .cu file"
             notes.append(f"{decl}: {_ROLE[decl.kind]}")
         elif argument.kind == "scalar":
             decl = decls[argument.name]
-            bits = " (its bits)" if argument.c_type == "unsigned short" else ""
+            bits = " (its bits)" if decl.dtype in (DType.F16, DType.BF16) else ""
             notes.append(f"{decl}: read, passed by value{bits}")
         else:
             notes.append(f"size {argument.name} (the kernels are proved for {context})")
