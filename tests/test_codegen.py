@@ -30,6 +30,7 @@ from polymap.errors import (
     VerificationError,
 )
 from polymap.ir.parse import load, parse
+from polymap.mapping.outcome import Outcome
 from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping
 from polymap.reference import execute, reference
 from polymap.runtime.host import run_host
@@ -80,6 +81,9 @@ def compile_model(name: str):
 @pytest.mark.parametrize("name", sorted(NUMERIC))
 def test_model_runs_on_the_host_and_compiles_with_nvrtc(name):
     program, kernel, sizes = compile_model(name)
+    # SCIP proved every kernel's mapping optimal (or it had nothing to decide), and isl proved it
+    assert all(r.outcome in (Outcome.OPTIMAL, Outcome.NO_DECISIONS) for r in kernel.mapping.solver), name
+    assert kernel.mapping.proofs, name
     bound = program.bind(**{k: v for k, v in sizes.items() if k in program.param_names}).bind_defaults()
     inputs = random_inputs(bound, seed=3)
     got = kernel.run_host(**{k: v.copy() for k, v in inputs.items()})
