@@ -273,6 +273,14 @@ def _check_staging(program: Program, km: KernelMapping) -> None:
         raise VerificationError(f"{name}: the tile must be an integer >= 1, got {staging.tile!r}")
     if staging.loop is None and staging.tile != 1:
         raise VerificationError(f"{name}: staging over the whole body has one tile; its size must be 1")
+    if isinstance(staging.slots, bool) or staging.slots not in (1, 2):
+        raise VerificationError(
+            f"{name}: a staged buffer holds 1 tile or 2 (double buffering), got slots={staging.slots!r}"
+        )
+    if staging.loop is None and staging.slots != 1:
+        raise VerificationError(
+            f"{name}: staging over the whole body has one tile, so nothing to double-buffer; slots must be 1"
+        )
     here = [c for c in stage_candidates(km.kernel, program) if c.loop == staging.loop]
     possible = {c.buffer for c in here}
     turnable = {c.buffer for c in here if c.transposable}
@@ -572,9 +580,17 @@ def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) 
     * barriers: any two accesses to one shared element from different threads of a block,
       one of them a copy (a write), have a barrier of the block between them in time.
 
-    Together they make a read see its own tile's copy: copies of tile kt come after every
-    read of tile kt - 1 (a barrier separates them) and before every read of tile kt."""
+    * last writer: no copy writes the element between the copy a read needs and the read
+      (a double buffer's slot is written again two tiles later: not before the read);
+    * asynchronous copies (a double-buffered kernel's ``cp.async``): a copy's write lands at
+      any time until the thread's next barrier, so an access after it, in its own thread
+      too, needs a barrier between.
+
+    Together they make a read see its own tile's copy: the value in place at the read's time
+    is the last write before it (the barriers order the threads' accesses as their times),
+    and that write is the copy of the read's own element and tile."""
     name = plan.frame.mapping.kernel.name
+    asynchronous = plan.frame.mapping.staging.double_buffered
     lines = []
     reads = [(e, copy, m) for e in ex for copy, m in shared_reads(model, plan, e.stmt, e.relation, e.dims)]
     for e, copy, m in reads:
@@ -593,9 +609,16 @@ def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) 
                 f"{name}: {e.stmt.label} reads {copy.buffer.name}'s shared tile before the copy of its "
                 f"element{_with(sizes)}"
             )
+        _prove_last_writer(model, name, e, copy, m, needs)
         buffer, reader = copy.buffer.name, e.stmt.name
-        relation = f"range(read of {reader} -> tile element) inside range(Copy_{buffer}), the copy earlier"
-        text = f"{name}: every read of {buffer} by {reader} finds its element copied for its tile, before it"
+        relation = (
+            f"range(read of {reader} -> tile element) inside range(Copy_{buffer}), the copy earlier, "
+            "and no other copy of the element between them"
+        )
+        text = (
+            f"{name}: every read of {buffer} by {reader} finds its element copied for its tile, before it, "
+            "and not overwritten since"
+        )
         lines.append(Proved(Obligation.STAGING_COVERAGE, f"{buffer} read by {reader}", relation, text))
     for copy in plan.copies:
         # the copy against itself (two threads writing one element) and against every read of its tile
@@ -604,15 +627,21 @@ def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) 
             (m.apply_range(element_of(copy)), e.time, e.stmt.name, "reads") for e, c, m in reads if c is copy
         ]
         for access, time, other, verb in others:
-            cross = _across_threads(copy.writes.apply_range(access.reverse()), plan.frame)
-            unsafe = cross.subtract(_separated(plan, copy.time, time)).subtract(
-                _separated(plan, time, copy.time).reverse()
-            )
+            pairs = copy.writes.apply_range(access.reverse())
+            cross = _across_threads(pairs, plan.frame)
+            separated = _separated(plan, copy.time, time)
+            unsafe = cross.subtract(separated).subtract(_separated(plan, time, copy.time).reverse())
+            where = "in another thread of the block"
+            if unsafe.is_empty() and asynchronous:
+                # in flight until the next barrier: any later access, its own thread's too
+                later = copy.time.flatten_domain().lex_lt_map(time.flatten_domain())
+                unsafe = pairs.flatten_domain().flatten_range().intersect(later).subtract(separated)
+                where = "while the asynchronous copy may still be in flight"
             if not unsafe.is_empty():
                 sizes, coords = _witness(unsafe.wrap(), model)
                 raise VerificationError(
                     f"{name}: a barrier is missing: Copy_{copy.buffer.name} writes {copy.buffer.name}'s shared "
-                    f"tile and {other} {verb} the same element in another thread of the block with no "
+                    f"tile and {other} {verb} the same element {where} with no "
                     f"__syncthreads() between them{_with(sizes)} (hardware points {coords})"
                 )
         buffer = copy.buffer.name
@@ -621,11 +650,34 @@ def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) 
             f"{name}: a barrier separates every copy into {buffer}'s tile from the other threads' "
             "accesses to it"
         )
+        if asynchronous:
+            relation += f"; Copy_{buffer} writes x every later access, less barrier-separated pairs"
+            text += ", and every asynchronous copy from any later access (the copy waited for first)"
         lines.append(Proved(Obligation.BARRIERS, buffer, relation, text))
     for copy in plan.copies:
         if copy.vectors is not None:
             lines.append(_prove_vector_copy(model, name, copy))
     return lines
+
+
+def _prove_last_writer(model: PolyModel, name: str, e: Executed, copy, m: isl.Map, needs: isl.Map) -> None:
+    """No copy instance writes the element a read needs between the copy it needs (``needs``:
+    read -> that copy, as run) and the read, in time: in a double buffer, the copy two tiles
+    later into the same slot must come after the read."""
+    element = m.apply_range(element_of(copy))  # read -> the shared element
+    writers = element.apply_range(copy.writes.reverse())  # read -> every copy writing it
+    others = writers.subtract(needs)
+    flat_needs = needs.flatten_domain().flatten_range()
+    copy_time, read_time = copy.time.flatten_domain(), e.time.flatten_domain()
+    after_needed = flat_needs.apply_range(copy_time.lex_lt_map(copy_time))  # read -> copies after its own
+    before_read = read_time.lex_gt_map(copy_time)  # read -> copies earlier than it
+    between = others.flatten_domain().flatten_range().intersect(after_needed).intersect(before_read)
+    if not between.is_empty():
+        sizes, coords = _witness(between.wrap(), model)
+        raise VerificationError(
+            f"{name}: {e.stmt.label} reads {copy.buffer.name}'s shared tile after another copy overwrote the "
+            f"element its own tile's copy put there{_with(sizes)} (hardware points {coords})"
+        )
 
 
 def _prove_vector_copy(model: PolyModel, name: str, copy) -> Proved:

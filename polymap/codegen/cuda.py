@@ -304,7 +304,8 @@ class _Emitter:
             for copy in plan.copies:
                 c_name = self.shared_names[copy.buffer.name] = self.cn.fresh(f"{copy.buffer.name}_sh")
                 decl = self.program.buffer(copy.buffer.name)
-                dims = "".join(f"[{w}]" for w in copy.buffer.padded)
+                slots = [copy.buffer.slots] if copy.buffer.slots > 1 else []  # a double buffer's slot first
+                dims = "".join(f"[{w}]" for w in slots + list(copy.buffer.padded))
                 note = comment(f"{copy.buffer.name}'s tile")
                 # 16-byte aligned, as the padding keeps every row: a thread's neighbouring
                 # points of a row are then read with one vector load (``staging.read_vector``)
@@ -469,6 +470,8 @@ class _Emitter:
         every address is an isl expression built from the proved relations (``schedule``)."""
         plan = schedule.shared
         if plan is not None and any(b.name == tuple_name for b in plan.barriers):
+            if plan.frame.mapping.staging.double_buffered:  # the thread's copies land first
+                return ["pm_copy_wait();", "__syncthreads();"]
             return ["__syncthreads();"]
         sync = next((x for x in schedule.syncs if x.name == tuple_name), None)
         if sync is not None:
@@ -600,7 +603,20 @@ class _Emitter:
         (``schedule.shared``: the copy's write and source relations)."""
         target, source = self.copy_addresses(printer, leaf)
         note = comment(f"copy of {leaf.copy.buffer.name}'s tile")
-        return [f"{target} = {source};  {note}"]
+        return [f"{self.element_copy(leaf.copy, target, source)}  {note}"]
+
+    def element_copy(self, copy, target: str, source: str) -> str:
+        """One element into a tile: ``target = source``, or in a double-buffered kernel an
+        asynchronous copy (``cp.async``) where the element is 4, 8 or 16 bytes of global
+        memory (an input scalar, passed by value, or a 16-bit element is stored at once)."""
+        decl = self.program.buffer(copy.buffer.name)
+        if self.copies_async(copy) and not decl.by_value and decl.dtype.itemsize in ASYNC_COPY_BYTES:
+            return f"pm_copy_async<{decl.dtype.itemsize}>(&{target}, &{source});"
+        return f"{target} = {source};"
+
+    @staticmethod
+    def copies_async(copy) -> bool:
+        return copy.buffer.slots > 1
 
     def copy_addresses(self, printer: AstPrinter, leaf: CopyLeaf) -> tuple[str, str]:
         """The C lvalues of a copied element: in the shared tile, and in the global buffer."""
@@ -653,16 +669,24 @@ class _Emitter:
         flag = self.vector_names[copy.name]
         load = f"pm_load_vec<{width}>(&{addresses[0][1]})"
         conditions = [printer.expr(inside) for inside in leaf.inside]
+        element_bytes = self.program.buffer(copy.buffer.name).dtype.itemsize
         if copy.buffer.stores_vectors:
-            lines = [
-                f"if ({flag}) {{  {note}",
-                f"  pm_store_vec<{width}>(&{addresses[0][0]}, {load});",
-                "} else {",
-            ]
+            whole = f"pm_store_vec<{width}>(&{addresses[0][0]}, {load});"
+            if self.copies_async(copy):  # the group in one asynchronous copy
+                whole = f"pm_copy_async<{width * element_bytes}>(&{addresses[0][0]}, &{addresses[0][1]});"
+            lines = [f"if ({flag}) {{  {note}", f"  {whole}", "} else {"]
             lines += [
-                f"  {_guarded(c, f'{target} = {source};')}"
+                f"  {_guarded(c, self.element_copy(copy, target, source))}"
                 for c, (target, source) in zip(conditions, addresses)
             ]
+            return lines + ["}"]
+        if self.copies_async(copy) and element_bytes in ASYNC_COPY_BYTES:
+            # a transposed group goes into shared memory element by element: each its own
+            # asynchronous copy, under the vector path's condition or its own
+            lines = [f"{{  {note}"]
+            for condition, (target, source) in zip(conditions, addresses):
+                either = condition if condition == "1" else f"{flag} || {condition}"
+                lines.append(f"  {_guarded(either, self.element_copy(copy, target, source))}")
             return lines + ["}"]
         # the lanes go into shared memory one by one either way: one set of stores, from the
         # vector or from the lanes loaded one by one
@@ -795,6 +819,9 @@ class _Emitter:
             f"{pad}  }}",
             f"{pad}}}",
         ]
+
+
+ASYNC_COPY_BYTES = (4, 8, 16)  # the sizes one cp.async moves
 
 
 def _guarded(condition: str, statement: str) -> str:

@@ -117,7 +117,8 @@ class InstructionMix:
     local_accesses: int
     barriers: int
     load_widths: tuple[tuple[int, int], ...]  # (bits, global and shared loads of that width)
-    global_load_widths: tuple[tuple[int, int], ...] = ()  # (bits, global loads of that width)
+    # (bits, global loads of that width), a cp.async (LDGSTS) counted as the global load it is
+    global_load_widths: tuple[tuple[int, int], ...] = ()
 
     @staticmethod
     def of(instructions: tuple[Instruction, ...]) -> InstructionMix:
@@ -140,7 +141,11 @@ class InstructionMix:
             barriers=count(BARRIERS),
             load_widths=tuple(sorted(widths.items())),
             global_load_widths=tuple(
-                sorted(Counter(i.width_bits for i in instructions if i.family in GLOBAL_LOADS).items())
+                sorted(
+                    Counter(
+                        i.width_bits for i in instructions if i.family in GLOBAL_LOADS | ASYNC_COPIES
+                    ).items()
+                )
             ),
         )
 

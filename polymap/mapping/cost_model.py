@@ -216,6 +216,19 @@ def latency_time(
     return target.memory_latency_s * max(1.0, work / points / slots)
 
 
+def tile_count(extent: int, tile: int) -> int:
+    """The tiles of a tiled loop of ``extent`` iterations in tiles of ``tile``."""
+    return -(-extent // tile)
+
+
+def tile_latency(target: GpuTarget, tiles: int) -> float:
+    """The tile-loads roof in seconds of a tiled staged kernel: each step of the tile loop
+    waits for one tile's loads, ``memory_latency_s``, whether that copy was issued at the
+    step's start (one slot per tile: the waits then add to the compute, ``KernelCost``) or
+    one step ahead (double-buffered: they overlap it). A lower bound: one wave of blocks."""
+    return target.memory_latency_s * tiles
+
+
 def occupancy_penalty(target: GpuTarget, threads_per_block: int) -> float:
     """1 / the fraction of an SM's thread slots that blocks of this size can occupy."""
     resident = min(target.max_threads_per_sm, target.max_blocks_per_sm * threads_per_block)

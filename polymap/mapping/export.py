@@ -119,6 +119,8 @@ def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mappin
             "tile": mapped.staging.tile,
             "buffers": list(mapped.staging.buffers),
             "transposed": list(mapped.staging.transposed),
+            "copy_vectors": dict(mapped.staging.copy_vectors),
+            "slots": mapped.staging.slots,  # 2: double-buffered
         },
         "cost": {
             **{f.name: getattr(cost, f.name) for f in dataclasses.fields(cost) if f.name != "accesses"},

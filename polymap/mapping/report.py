@@ -184,6 +184,12 @@ def format_staging(mapped: KernelMapping) -> list[str]:
     each = "each for all of the thread's points" if together else "for each of the thread's points"
     if staging.loop is None:
         order = "each block copies its tile, meets at __syncthreads(), then runs the body"
+    elif staging.double_buffered:
+        order = (
+            f"loop {staging.loop} runs in tiles of {staging.tile}, two in shared memory at once: each step "
+            f"starts the copy of the next tile (cp.async), runs this tile's iterations {each}, waits for "
+            "its copies and meets at __syncthreads(); a step before the first copies the first tile"
+        )
     else:
         order = (
             f"loop {staging.loop} runs in tiles of {staging.tile}: per tile the block copies the tiles, "

@@ -55,7 +55,7 @@ class KernelCost:
     fill: float  # fraction of the GPU's resident threads the launch fills (<= 1)
     memory_s: float
     compute_s: float
-    time_s: float  # max(max(memory, compute, shared, issue) / fill, latency): the predicted time
+    time_s: float  # max(max(memory, compute, shared, issue) / fill (+ tile loads), latency, tile loads)
     launches: int  # host-loop iterations launching it
     shared_bytes: int = 0  # shared memory per block (staged tiles, padding included)
     registers: int = 0  # the model's estimate of registers per thread
@@ -68,6 +68,11 @@ class KernelCost:
     issue_s: float = 0.0
     # the first-load roof (cost_model.latency_time): the memory latency per wave of threads
     latency_s: float = 0.0
+    # the tile-loads roof (cost_model.tile_latency): a memory latency per tile of a tiled
+    # staged kernel; added to the other roofs where each tile is copied after the one before
+    # is computed, overlapping them where double-buffered (``tile_loads_overlap``)
+    tile_latency_s: float = 0.0
+    tile_loads_overlap: bool = False
 
     @property
     def objective_s(self) -> float:
@@ -82,19 +87,32 @@ class KernelCost:
             named.append(("shared memory", self.shared_s))
         if self.latency_s:
             named.append(("first loads", self.latency_s))
+        if self.tile_latency_s:
+            named.append(("tile loads", self.tile_latency_s))
         return named
 
     def roofs_text(self) -> str:
         """``memory 1.2 us, compute 0.3 us, ...``: each roof of ``roofs`` in microseconds."""
-        return ", ".join(f"{name} {seconds * 1e6:.4g} us" for name, seconds in self.roofs())
+        how = " (overlapped: double-buffered)" if self.tile_loads_overlap else " (added to the roofs above)"
+        return ", ".join(
+            f"{name} {seconds * 1e6:.4g} us{how if name == 'tile loads' else ''}"
+            for name, seconds in self.roofs()
+        )
 
     @property
     def bound_by(self) -> str:
         """The roof that sets ``time_s``: ``memory``, ``compute``, ``issue``, ``shared memory``
         (each divided by the fill) or ``first loads``."""
-        divided = [(name, seconds) for name, seconds in self.roofs() if name != "first loads"]
+        latencies = ("first loads", "tile loads")
+        divided = [(name, seconds) for name, seconds in self.roofs() if name not in latencies]
         name, seconds = max(divided, key=lambda roof: roof[1])
-        return "first loads" if self.latency_s > seconds / self.fill else name
+        highest = seconds / self.fill
+        if self.tile_latency_s and not self.tile_loads_overlap:  # the tiles' waits add to it
+            highest, name = highest + self.tile_latency_s, f"{name} + tile loads"
+        candidates = [(highest, name), (self.latency_s, "first loads")]
+        if self.tile_loads_overlap:
+            candidates.append((self.tile_latency_s, "tile loads"))
+        return max(candidates, key=lambda c: c[0])[1]  # the first of ties: the roofs
 
 
 @dataclass(frozen=True, slots=True)

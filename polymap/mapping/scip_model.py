@@ -91,6 +91,8 @@ from polymap.mapping.cost_model import (
     shared_capacity,
     shared_wavefront_rate,
     shared_wavefronts,
+    tile_count,
+    tile_latency,
     tile_store_wavefronts,
     transposed_store_wavefronts,
 )
@@ -140,10 +142,12 @@ class ScipModel:
         traffic = self._coalescing(deltas, rows)
         p_log = {loop.index: self.lt[j] + self.ls[j] for j, loop in enumerate(band)}
         block = self._block_size()
+        self.pins = pins
         traffic = self._staging(scip, pins, traffic, p_log, block)
         self._lanes()
         self._registers(scip, quicksum(self.ls[j] for j in range(self.n)), block)
         time, traffic_time = self._time(traffic, block)
+        self._tile_loads(time)
         self._objective(time, traffic_time)
         # the fill's products with the traffic relax weakly until the points per thread and
         # their order are fixed: SCIP branches on those first (the four-deep band of
@@ -476,7 +480,9 @@ class ScipModel:
         memory = scip.addVar("memory_us", vtype="C", lb=0.0)
         scip.addCons(memory >= u * quicksum(traffic) * (1e6 / t.dram_bandwidth))
         scip.addCons(time >= memory)
-        scip.addCons(time >= u * (p.flops * 1e6 / t.peak_fp32_flops))
+        compute = u * (p.flops * 1e6 / t.peak_fp32_flops)
+        scip.addCons(time >= compute)
+        self.roofs = [memory, compute]  # each divided by the fill (``_tile_loads`` adds to them)
         issue = scip.addVar("issue_us", vtype="C", lb=0.0)
         # an FMA per two flops, a load or store per warp request, and a conversion per request
         # of a 16-bit float (where staged, the reads replace the requests: ``_staging``)
@@ -486,6 +492,7 @@ class ScipModel:
         steps = self._loop_steps()
         scip.addCons(issue >= u * (base + steps + quicksum(self.instructions)) * (1e6 / issue_rate(t)))
         scip.addCons(time >= issue)
+        self.roofs.append(issue)
         if p.reads_global:
             # the first-load roof (cost_model.latency_time): L * max(1, extents / (cap * prod S)).
             # prod S is a power of two, and c / x is convex: its tangents at x = 2^k, each
@@ -519,6 +526,7 @@ class ScipModel:
         shared = scip.addVar("shared_us", vtype="C", lb=0.0)
         scip.addCons(shared >= u * quicksum(self.wavefronts) * (1e6 / shared_wavefront_rate(t)))
         scip.addCons(time >= shared)
+        self.roofs.append(shared)
         return time, memory + shared
 
     def _lanes(self) -> None:
@@ -582,6 +590,7 @@ class ScipModel:
             + MAX_LOG_TILE
             - self.log_tile
             + self.inter
+            + self.double  # one slot where two gain nothing: half the shared memory
             # 0.03: a difference of one axis (3e-8 us) must stay above SCIP's tolerance on
             # objectives of tens of us (at 0.01, matmul_1024's i went to z instead of y), and
             # the most it can add (12 axis positions, 3 loops not blocked) below one unit of
@@ -615,6 +624,7 @@ class ScipModel:
         kappa_values = range(MAX_LOG_TILE + 1)
         self.kappa, self.log_tile = self._one_of("tile_log2", kappa_values)
         if not p.candidates:
+            self.double = 0  # nothing staged: nothing to double-buffer
             return traffic
         for c in p.candidates:
             if c.loop not in self.scope:
@@ -626,6 +636,7 @@ class ScipModel:
             if loop in self.scope:
                 cap = max(0, math.ceil(math.log2(extent))) if extent > 1 else 0
                 scip.addCons(self.log_tile <= cap + MAX_LOG_TILE * (1 - self.scope[loop]))
+        self._double_buffering(scip, pins)
         for loop in self.scope:
             if loop is None:
                 continue
@@ -703,8 +714,64 @@ class ScipModel:
             scip.addCons(z_log >= widths - top_w * (1 - st))
             shared_terms.append(quicksum(c.element_bytes * PADDING * 2.0**m * var for m, var in z.items()))
         capacity = quicksum(shared_capacity(t, 2**v) * var for v, var in block.items())
-        scip.addCons(quicksum(shared_terms) <= capacity)
+        # double buffering holds every tile twice: the tiles' bytes again where ``double``
+        tiles = quicksum(shared_terms)
+        again = scip.addVar("double_buffered_bytes", vtype="C", lb=0.0)
+        scip.addCons(again >= tiles - t.shared_memory_per_block * (1 - self.double))
+        scip.addCons(tiles + again <= capacity)
         return traffic
+
+    def _double_buffering(self, scip: Model, pins: Pins) -> None:
+        """The binary ``double``: the tiled loop's tiles in two slots, the next tile's copy in
+        flight while the block computes on this one (``Staging.slots``); only with a tiled
+        loop as the scope (one tile has no next). As binaries ``kd[m] <= kappa[m]`` per tile
+        exponent (double-buffered tiles of 2^m), so that ``kappa[m] - kd[m]`` is the
+        single-buffered tile, exactly and linearly (``_tile_loads``). Its bytes are in
+        ``_staging``'s capacity."""
+        kname = self.p.kernel.name
+        tiled = [loop for loop in self.scope if loop is not None]
+        # only where some tiled loop has two tiles or more at that size: one tile has no next
+        extents = dict(self.p.scope_extents)
+        several = {m for m in self.kappa if any(tile_count(extents[loop], 2**m) > 1 for loop in tiled)}
+        self.kd = {
+            m: scip.addVar(f"double_buffered[tile_log2={m}]", vtype="B", ub=1 if m in several else 0)
+            for m in self.kappa
+        }
+        for m, var in self.kd.items():
+            scip.addCons(var <= self.kappa[m])
+        self.double = quicksum(self.kd.values())
+        scip.addCons(self.double <= quicksum(self.scope[loop] for loop in tiled))
+        for loop in tiled:
+            pin = merge_pins(self.pins.for_loop(kname, loop))
+            if pin.slots is not None:
+                scip.addCons(self.double == (1 if pin.slots == 2 else 0))
+                if pin.slots == 2:
+                    scip.addCons(self.scope[loop] == 1)
+
+    def _tile_loads(self, time) -> None:
+        """The tile-loads roof (``cost_model.tile_latency``) of a tiled staged kernel: each step
+        of its tile loop waits for a tile's loads, a memory latency ``L``, so ``time >= L *
+        tiles`` either way; single-buffered the block copies a tile only after computing the one
+        before, so the waits add to the other roofs (``time >= roof + L * tiles`` for each),
+        while double-buffered the next tile's copy is in flight during the compute. Linear in
+        the tile's one-hot (``kappa``, and ``kd`` double-buffered), switched off by the big-M
+        of the waits where the loop is not the scope."""
+        scip, p, t = self.scip, self.p, self.p.target
+        extents = dict(p.scope_extents)
+        for loop, scope in self.scope.items():
+            if loop is None:
+                continue
+            counts = {m: tile_count(extents[loop], 2**m) for m in self.kappa}
+            waits = {m: tile_latency(t, n) * 1e6 if n > 1 else 0.0 for m, n in counts.items()}
+            most = max(waits.values())
+            if not most:
+                continue
+            scip.addCons(time >= quicksum(w * self.kappa[m] for m, w in waits.items()) - most * (1 - scope))
+            added = scip.addVar(f"single_buffered_waits[{loop}]", vtype="C", lb=0.0)
+            single = quicksum(w * (self.kappa[m] - self.kd[m]) for m, w in waits.items())
+            scip.addCons(added >= single - most * (1 - scope))
+            for roof in self.roofs:
+                scip.addCons(time >= roof + added)
 
     def _transposed(self, scip: Model, pins: Pins, c, st, width_log: dict):
         """The layout decision of a candidate whose tile can be transposed
@@ -956,6 +1023,8 @@ class ScipModel:
                 self.scip.setSolVal(hint, self.ug[j, m], 0.0)
         for st in self.stage.values():
             self.scip.setSolVal(hint, st, 0.0)
+        for var in getattr(self, "kd", {}).values():
+            self.scip.setSolVal(hint, var, 0.0)
         self.scip.setSolVal(hint, self.inter, 0.0)
         if self.p.spread:
             self.scip.setSolVal(hint, self.w, 0.0)
@@ -1018,7 +1087,9 @@ class ScipModel:
                 if (c.buffer, c.loop) in self.transposed
                 and scip.getVal(self.transposed[c.buffer, c.loop]) > 0.5
             )
-            staging = Staging(loop, tile, tuple(c.buffer for c in staged), turned)
+            doubled = sum(scip.getVal(var) for var in getattr(self, "kd", {}).values())
+            slots = 2 if loop is not None and doubled > 0.5 else 1
+            staging = Staging(loop, tile, tuple(c.buffer for c in staged), turned, slots=slots)
         mapping = KernelMapping(self.p.kernel, tuple(loops), staging, scip.getVal(self.inter) > 0.5)
         if self.p.spread and scip.getVal(self.w) > 0.5:
             mapping = replace(mapping, lanes=self.p.target.warp_size, spread=self.p.spread)

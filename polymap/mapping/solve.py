@@ -51,6 +51,8 @@ from polymap.mapping.cost_model import (
     shared_read_cost,
     shared_wavefront_rate,
     shared_wavefronts,
+    tile_count,
+    tile_latency,
     tile_store_wavefronts,
     transposed_store_wavefronts,
     wrapped_sectors,
@@ -364,12 +366,12 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Progra
     tiled |= {f"{k.name}.{loop.index}" for k in all_kernels for loop in scope_loops(k)}
     for key, pin in pins.by_key:
         fields = {name for name, _ in pin.items()}
-        seq_fields = {"tile", "stage", "transpose", "copy"}
+        seq_fields = {"tile", "stage", "transpose", "copy", "slots"}
         if key in tiled and key not in band:
             if fields - seq_fields:
                 raise ArgumentError(
                     f"pin '{key}': '{key}' is a seq loop of a thread's body; only its 'tile', 'stage', "
-                    f"'transpose' and 'copy' can be pinned, not {', '.join(sorted(fields - seq_fields))}"
+                    f"'transpose', 'copy' and 'slots' can be pinned, not {', '.join(sorted(fields - seq_fields))}"
                 )
             continue
         if key not in band:
@@ -381,7 +383,8 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Progra
             )
         if fields & seq_fields:
             raise ArgumentError(
-                f"pin '{key}': 'tile', 'stage', 'transpose' and 'copy' apply to a seq loop, '{key}' is a par loop"
+                f"pin '{key}': 'tile', 'stage', 'transpose', 'copy' and 'slots' apply to a seq loop, '{key}' is a "
+                "par loop"
             )
     _check_stage_pins(pins, all_kernels, program)
     _check_group_pins(pins)
@@ -860,6 +863,13 @@ class KernelProblem:
             self.reads_global,
             mapping.threads_per_block,
         )
+        tile_s, overlapped = 0.0, False
+        staging = mapping.staging
+        if staging is not None and staging.loop is not None:
+            tiles = tile_count(dict(self.scope_extents)[staging.loop], staging.tile)
+            tile_s = tile_latency(t, tiles) if tiles > 1 else 0.0
+            overlapped = staging.double_buffered
+        roofs_s = max(memory_s, compute_s, shared_s, issue_s) / fill
         return KernelCost(
             self.kernel.name,
             tuple(rows),
@@ -870,7 +880,7 @@ class KernelProblem:
             fill,
             memory_s,
             compute_s,
-            max(max(memory_s, compute_s, shared_s, issue_s) / fill, latency_s),
+            max(roofs_s + (0.0 if overlapped else tile_s), latency_s, tile_s),
             self.launches,
             shared,
             self.registers(mapping),
@@ -878,6 +888,8 @@ class KernelProblem:
             RANKING_WEIGHT * (memory_s + shared_s) / fill,
             issue_s,
             latency_s,
+            tile_s,
+            overlapped,
         )
 
     def _staged(self, mapping: KernelMapping) -> list[StagedBuffer]:

@@ -211,13 +211,16 @@ class Staging:
     swapped, so that a thread's points read one row of shared memory (``staging.py``).
     ``copy_vectors`` pairs a staged buffer with the elements its copy moves per load (a
     vector of up to 16 bytes, ``staging.copy_vector``); a buffer not named copies one
-    element at a time."""
+    element at a time. ``slots`` is the tiles each buffer holds at once: 2 (double
+    buffering) where the next tile's copy is in flight, with ``cp.async``, while the block
+    computes on this one (``schedule.shared``); 1 where the block copies, then computes."""
 
     loop: str | None
     tile: int
     buffers: tuple[str, ...]
     transposed: tuple[str, ...] = ()
     copy_vectors: tuple[tuple[str, int], ...] = ()
+    slots: int = 1
 
     def copy_vector(self, buffer: str) -> int:
         """The elements one load of ``buffer``'s copy moves (1: scalar loads)."""
@@ -228,7 +231,16 @@ class Staging:
         turned = f", {', '.join(self.transposed)} stored transposed" if self.transposed else ""
         wide = [f"{b} in vectors of {n}" for b, n in self.copy_vectors if n > 1]
         copied = f", copies of {', '.join(wide)}" if wide else ""
-        return f"{', '.join(self.buffers)} staged in shared memory over {where}{turned}{copied}"
+        doubled = (
+            ", double-buffered (the next tile's copy in flight while one is computed)"
+            if self.double_buffered
+            else ""
+        )
+        return f"{', '.join(self.buffers)} staged in shared memory over {where}{turned}{copied}{doubled}"
+
+    @property
+    def double_buffered(self) -> bool:
+        return self.slots == 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +350,7 @@ class LoopPin:
     stage: tuple[str, ...] | None = None  # on a seq loop: the buffers staged in its tiles
     transpose: tuple[str, ...] | None = None  # on a seq loop: the staged tiles stored transposed
     copy: int | None = None  # on a seq loop: the most elements one load of a tile's copy moves
+    slots: int | None = None  # on a seq loop: the tiles held at once (2: double buffering)
     interleave: bool | None = None  # on a band loop: its kernel's points interleaved (or not)
     lanes: int | None = None  # on a band loop: lanes of a warp per point of its kernel (1 or the warp)
     split: int | None = (
@@ -390,6 +403,7 @@ _FIELD_ALIASES = {
     "stage": "stage",
     "transpose": "transpose",
     "copy": "copy",
+    "slots": "slots",
     "interleave": "interleave",
     "lanes": "lanes",
     "split": "split",
@@ -476,6 +490,13 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
             raise ArgumentError(
                 f"pin for '{key}': copy is the most elements one load of a tile's copy moves, a power of "
                 f"two (1: one element at a time), got {value!r}"
+            )
+        return value
+    if name == "slots":
+        if isinstance(value, bool) or value not in (1, 2):
+            raise ArgumentError(
+                f"pin for '{key}': slots is the tiles a staged buffer holds at once, 1 (copy, then compute) "
+                f"or 2 (double buffering: the next tile's copy in flight), got {value!r}"
             )
         return value
     if name == "interleave":

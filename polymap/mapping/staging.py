@@ -137,6 +137,7 @@ class StagedBuffer:
     transposed: bool = False  # stored with the last two dimensions swapped
     vector: int = 1  # elements a thread reads from a row in one load (``read_vector``)
     copy: int = 1  # elements one load of the copy moves (``Staging.copy_vectors``)
+    slots: int = 1  # tiles held at once (``Staging.slots``): the shared array's leading extent
 
     @property
     def name(self) -> str:
@@ -191,7 +192,7 @@ class StagedBuffer:
 
     @property
     def bytes(self) -> int:
-        return math.prod(self.padded) * self.candidate.element_bytes
+        return self.slots * math.prod(self.padded) * self.candidate.element_bytes
 
 
 def scope_loops(kernel: Kernel) -> tuple[Loop, ...]:
@@ -333,7 +334,8 @@ def staged_buffer(km: KernelMapping, c: StageCandidate) -> StagedBuffer:
     transposed = km.staging is not None and c.buffer in km.staging.transposed
     copy = km.staging.copy_vector(c.buffer) if km.staging is not None else 1
     spans = tuple(tile_span(km, v) for v in c.dims)
-    return StagedBuffer(c, spans, transposed, read_vector(km, c, transposed), copy)
+    slots = km.staging.slots if km.staging is not None else 1
+    return StagedBuffer(c, spans, transposed, read_vector(km, c, transposed), copy, slots)
 
 
 def copy_vector(c: StageCandidate, program: Program, limit: int | None = None) -> int:

@@ -324,6 +324,7 @@ class _Describer:
         self.copies = {c.name: c for c in copies if c.vectors is None}
         self.vector_copies = {c.vectors.name: c for c in copies if c.vectors is not None}
         self.per_point = bool(per_point_buffers(km))
+        self.slots = km.staging.slots if km.staging is not None else 1
         self._relations: dict[tuple, tuple[isl.PwMultiAff, Place]] = {}
 
     def __call__(self, name: str, at: isl.PwMultiAff, build: isl.AstBuild):
@@ -353,7 +354,10 @@ class _Describer:
             if key in accesses:
                 continue
             relation, place = self._relation(s, a, staged)
-            exprs = _exprs(build, relation.pullback_pw_multi_aff(at))
+            pulled = relation.pullback_pw_multi_aff(at)
+            exprs = _exprs(build, pulled)
+            if place is Place.SHARED and staged[a.buffer].buffer.slots > 1:
+                exprs = (_slot_of_tile_step(build, pulled.get_pw_aff(0), at, self.slots), *exprs[1:])
             if place is not Place.SHARED:
                 # a buffer declared inside loops is expanded by them in the proof (one copy
                 # per iteration of its owners); in memory one copy serves them in turn
@@ -382,7 +386,7 @@ class _Describer:
     def _copy_leaf(copy: CopyRelation, target: isl.Map, source: isl.Map, at: isl.PwMultiAff, build):
         """The addresses of one copied element, ``target`` and ``source`` pulled back to this
         point of the AST."""
-        rank = len(copy.buffer.widths)
+        rank = len(copy.buffer.widths) + (copy.buffer.slots > 1)  # the slot leads a double buffer
         to = _exprs(build, isl.PwMultiAff.from_map(target).pullback_pw_multi_aff(at))
         source_exprs = _exprs(build, isl.PwMultiAff.from_map(source).pullback_pw_multi_aff(at))
         return CopyLeaf(copy, to[len(to) - rank :], source_exprs)
@@ -427,6 +431,25 @@ def per_point_buffers(km: KernelMapping) -> dict[str, int]:
     if staging is None or staging.loop is None:
         return {}
     return {d.name: points for d in per_point_locals(km.kernel, staging.loop)}
+
+
+def _slot_of_tile_step(build: isl.AstBuild, slot: isl.PwAff, at: isl.PwMultiAff, slots: int) -> isl.AstExpr:
+    """A double-buffered tile's slot at a read (``slot``: the proved relation's, pulled back
+    to the AST's iterators) as an iterator of the AST mod ``slots``, the first that isl shows
+    equal to it wherever the leaf runs (the tile loop's): the same value, which the compiler
+    keeps out of the loops inside the tile (isl's own form, ``kt - 2 * (k / 32)``, divides
+    ``k`` at every iteration). Where none is, isl's form is kept."""
+    domain = at.domain()
+    space = domain.get_space()
+    modulus = isl.Val.int_from_si(space.get_ctx(), slots)
+    slot = slot.intersect_domain(domain)
+    for d in range(space.dim(isl.dim_type.set)):
+        step = isl.PwAff.from_aff(
+            isl.Aff.var_on_domain(isl.LocalSpace.from_space(space), isl.dim_type.set, d).mod_val(modulus)
+        ).intersect_domain(domain)
+        if slot.ne_set(step).is_empty():
+            return build.expr_from_pw_aff(step)
+    return build.expr_from_pw_aff(slot)
 
 
 def _exprs(build: isl.AstBuild, pma: isl.PwMultiAff) -> tuple[isl.AstExpr, ...]:

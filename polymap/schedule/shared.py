@@ -16,6 +16,14 @@ transposed tile) from ``X[lo + o]``. The barriers are
 ``[1, kt, 2]`` for ``kt + 1 < tiles``, run by every thread of the block: their domains do
 not depend on the thread, so all threads meet them. A statement instance ``x`` in the
 scope that read ``X[e(x)]`` reads ``X_sh[h, b, e(x) - lo(b, kt(x))]``.
+
+Double-buffered (``Staging.slots`` 2), tile ``kt`` goes into slot ``kt mod 2`` of
+``X_sh[h, b, slot, o]`` and is copied one step early, at ``[1, kt - 1, 0, r, n]`` (tile 0 at
+step -1, before the loop's first step), with ``cp.async``: the copy is in flight while the
+block computes step ``kt - 1`` from the other slot. One barrier ``Sync_step[h, b, k]`` at
+``[1, k, 2]`` for ``-1 <= k < tiles`` ends each step; before it every thread
+waits for its own copies (``cp.async.wait_all``). A copy's write may land at any time
+between its issue and that barrier, which ``verify`` accounts for.
 """
 
 from __future__ import annotations
@@ -155,7 +163,9 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
         domain = isl.Set(f"{prefix}{{ {inst} : {' and '.join(cons)} }}").intersect_params(model.context)
         n = names.fresh("n")
         hw = host + blocks + threads + (kt, n)
-        time = ["1", kt, "0", str(rank), n] + ["0"] * (width - 5)
+        # double-buffered: tile kt is copied during step kt - 1, before that step's compute
+        step_of_copy = f"{kt} - 1" if staging.double_buffered else kt
+        time = ["1", step_of_copy, "0", str(rank), n] + ["0"] * (width - 5)
         element = [f"({lo}) + {od}" for lo, od in zip(_origin_at(tuple(origin), kt), o)]
         source = isl.Map(f"{prefix}{{ {inst} -> {model.tuples[c.buffer]}[{', '.join(element)}] }}")
         step = _Step(prefix, hw, time, f"{km.threads_per_block}*{n} + {tid}", thread_limits)
@@ -168,7 +178,7 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
             vectors = _copy_vectors(model, group, (name, o), sb, domain, source, step, row)
             relation = vectors.steps.apply_range(vectors.every).intersect_range(domain).coalesce()
         time_map = isl.Map(f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> [{', '.join(time)}] }}")
-        stored = host + blocks + sb.in_shared_order(tuple(o))
+        stored = host + blocks + _slot(staging.slots, kt) + sb.in_shared_order(tuple(o))
         writes = isl.Map(f"{prefix}{{ [[{', '.join(hw)}] -> {inst}] -> {shared}[{', '.join(stored)}] }}")
         wrapped = relation.wrap()
         copies.append(
@@ -190,14 +200,25 @@ def shared_plan(model: PolyModel, frame: Frame, body_width: int) -> SharedPlan |
     every = f"[{', '.join(host + blocks + threads + (kt,))}]"
     at = f"{', '.join(host + blocks + (kt,))}"
     base = list(block_limits) + [tiles] + thread_limits
-    for label, extra, time in (
+    syncs = (
         ("Sync_copied", [], ["1", kt, "0", str(len(staged))]),
         (
             "Sync_next",
             [f"{staging.tile}*({kt} + 1) < {extent}"] if loop is not None else None,
             ["1", kt, "2"],
         ),
-    ):
+    )
+    if staging.double_buffered:
+        # one barrier a step, after its compute (from step -1, which only copies tile 0): the
+        # next tile's copy, in flight during this step, is then complete (each thread waits
+        # for its own copies first) and seen by every thread, and this step's tile is read
+        # by none before the copy of the step after next overwrites its slot. The last step
+        # has one too, though nothing follows it: the tile loop then ends where the barriers
+        # do, the same for every thread (without it, a thread with no compute in the last
+        # tile would leave the loop one step early, and isl bounds the loop per thread)
+        base = [c for c in base if c != tiles] + [f"{kt} >= -1", f"{staging.tile}*{kt} < {extent}"]
+        syncs = (("Sync_step", [], ["1", kt, "2"]),)
+    for label, extra, time in syncs:
         if extra is None:
             continue  # one tile: nothing comes after it
         sync = names.fresh(label)
@@ -301,10 +322,10 @@ def tile_read(model: PolyModel, plan: SharedPlan, s: StatementModel, copy: CopyR
     parameters (as inside a kernel): where in the tile a statement of the scope finds the
     element it reads; the same offsets that ``shared_reads`` proves covered by a copy."""
     h = plan.frame.host
-    _, offsets = _tile_element(model, plan, s, copy)
+    kt, offsets = _tile_element(model, plan, s, copy)
     params = [model.names[p] for p in model.params] + list(plan.frame.hw[: h + 3])
     inst = f"{s.domain.get_tuple_name()}[{', '.join(s.dims)}]"
-    stored = copy.buffer.in_shared_order(offsets)
+    stored = _slot(copy.buffer.slots, kt) + copy.buffer.in_shared_order(offsets)
     return isl.Map(
         f"[{', '.join(params)}] -> {{ {inst} -> {copy.shared}[{', '.join(stored)}] }}"
     ).intersect_domain(s.domain)
@@ -331,12 +352,23 @@ def _tile_element(
     return kt, offsets
 
 
+def _slot(slots: int, kt: str) -> tuple[str, ...]:
+    """The leading index of a double-buffered tile's shared array (``Staging.slots``): tile
+    ``kt`` goes into slot ``kt mod 2``; none where a buffer holds one tile."""
+    return (f"({kt}) mod {slots}",) if slots > 1 else ()
+
+
 def element_of(copy: CopyRelation) -> isl.Map:
     """``Copy_X[h, b, kt, o] -> X_sh[h, b, o]``: the shared element a copy instance writes."""
     space = copy.domain.get_space()
     dims = [space.get_dim_name(isl.dim_type.set, k) for k in range(space.dim(isl.dim_type.set))]
     rank = len(copy.buffer.widths)
-    kept = dims[: len(dims) - rank - 1] + list(copy.buffer.in_shared_order(tuple(dims[len(dims) - rank :])))
+    kt = dims[len(dims) - rank - 1]
+    kept = (
+        dims[: len(dims) - rank - 1]
+        + list(_slot(copy.buffer.slots, kt))
+        + list(copy.buffer.in_shared_order(tuple(dims[len(dims) - rank :])))
+    )
     params = [space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))]
     return isl.Map(
         f"[{', '.join(params)}] -> {{ {copy.name}[{', '.join(dims)}] -> {copy.shared}[{', '.join(kept)}] }}"

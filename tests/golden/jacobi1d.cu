@@ -119,6 +119,37 @@ __device__ __forceinline__ void pm_store_vec(T* p, const pm_vec<T, N>& v) {
 }
 #endif
 
+// A double-buffered tile's copy (schedule/shared.py): B bytes (4, 8 or 16, aligned, as
+// ``verify`` proves) from global into shared memory with cp.async (sm_80 and later), so the
+// copy of the next tile is in flight while the block computes on this one. The write lands
+// at any time before the thread's next ``pm_copy_wait``, which every barrier of such a
+// kernel runs first. The host, and GPUs before sm_80, copy at once (the same result: the
+// proof allows the write anywhere between the two).
+#ifdef POLYMAP_HOST
+template <int B>
+inline void pm_copy_async(void* shared, const void* global) {
+  memcpy(shared, global, B);
+}
+inline void pm_copy_wait() {}
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+template <int B>
+__device__ __forceinline__ void pm_copy_async(void* shared, const void* global) {
+  for (int k = 0; k < B / 4; ++k) static_cast<int*>(shared)[k] = static_cast<const int*>(global)[k];
+}
+__device__ __forceinline__ void pm_copy_wait() {}
+#else
+template <int B>
+__device__ __forceinline__ void pm_copy_async(void* shared, const void* global) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  if (B == 16) {  // .cg: 16 bytes may bypass L1; the tile is read from shared memory
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(address), "l"(global), "n"(B) : "memory");
+  }
+}
+__device__ __forceinline__ void pm_copy_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+#endif
+
 // Float ``%``, floored (the sign of the divisor) as NumPy's mod: C's fmod truncates, and
 // its zero has the dividend's sign, NumPy's the divisor's.
 __host__ __device__ __forceinline__ float pm_fmod(float a, float b) {
