@@ -572,11 +572,13 @@ ORACLE_PROGRAMS = {
         out Y: f32[64, 96]
         par 64 i { par 96 j { Y[i, j] = X[i, perm[j]] } }
     """,
+    # k in 4 tiles of 64 at most: every tile size and its slots (2: double-buffered, the
+    # optimum here, whose tiles' waits overlap the compute)
     "seq-staged": """
-        in A: f32[32, 16]
-        in B: f32[16, 32]
+        in A: f32[32, 256]
+        in B: f32[256, 32]
         out C: f32[32, 32]
-        par 32 i { par 32 j { seq 16 k { C[i, j] += A[i, k] * B[k, j] } } }
+        par 32 i { par 32 j { seq 256 k { C[i, j] += A[i, k] * B[k, j] } } }
     """,
     # 2^22 threads at a point each: 15.5 waves of the GPU's thread slots, so the first-load
     # roof (the memory latency per wave) decides, and SCIP's tangents of 1/prod S must be
@@ -595,6 +597,8 @@ def test_scip_optimum_equals_enumeration_beyond_affine_par_loops(name):
     best_any = _assert_scip_equals_enumeration(program)
     if name.startswith("lanes"):  # the new decision is the optimum here, not just enumerated
         assert polymap.optimize(program).kernels[0].lanes == 32
+    if name == "seq-staged":  # likewise double buffering
+        assert polymap.optimize(program).kernels[0].staging.slots == 2
     if name == "register-limited":  # the limit decides: without it the optimum is another mapping
         model = analyze(program)
         problem = KernelProblem.build(kernels(program)[0], model, H100, Pins(), None)
