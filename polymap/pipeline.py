@@ -269,6 +269,13 @@ def given(program: Program, mapping: Mapping, *, analyses: Analyses | None = Non
     solved = mapping.proved and not mapping.given  # the decisions optimize solved and proved
     sizes = cost_sizes(program, mapping.context)
     costs = cost_kernels(analyses(program.bind(**sizes)), mapping.target, mapping.kernels)
+    for km, cost in zip(mapping.kernels, costs):
+        if cost.shared_bytes > mapping.target.shared_memory_per_block:
+            raise ArgumentError(
+                f"{km.kernel.name}: its tiles take {cost.shared_bytes} bytes of shared memory per block, more "
+                f"than a block of {mapping.target.name} may use ({mapping.target.shared_memory_per_block}); "
+                "fewer staged buffers, smaller tiles or one slot would fit"
+            )
     solver = mapping.solver if solved else tuple(given_report() for _ in mapping.kernels)
     remade = replace(
         mapping, costs=costs, solver=solver, cost_sizes=tuple(sizes.items()), proof=proof, given=not solved

@@ -273,7 +273,7 @@ def _check_staging(program: Program, km: KernelMapping) -> None:
         raise VerificationError(f"{name}: the tile must be an integer >= 1, got {staging.tile!r}")
     if staging.loop is None and staging.tile != 1:
         raise VerificationError(f"{name}: staging over the whole body has one tile; its size must be 1")
-    if isinstance(staging.slots, bool) or staging.slots not in (1, 2):
+    if isinstance(staging.slots, bool) or not isinstance(staging.slots, int) or staging.slots not in (1, 2):
         raise VerificationError(
             f"{name}: a staged buffer holds 1 tile or 2 (double buffering), got slots={staging.slots!r}"
         )
@@ -655,9 +655,41 @@ def _prove_shared(model: PolyModel, plan: SharedPlan, ex: tuple[Executed, ...]) 
             text += ", and every asynchronous copy from any later access (the copy waited for first)"
         lines.append(Proved(Obligation.BARRIERS, buffer, relation, text))
     for copy in plan.copies:
+        lines.append(_prove_tile_in_bounds(model, name, copy, [m for _, c, m in reads if c is copy]))
+    for copy in plan.copies:
         if copy.vectors is not None:
             lines.append(_prove_vector_copy(model, name, copy))
     return lines
+
+
+def _prove_tile_in_bounds(model: PolyModel, name: str, copy, reads: list[isl.Map]) -> Proved:
+    """Every element a copy writes into a tile, and every element a statement reads from it,
+    lies inside the shared array as declared: ``[slots][padded_0]..`` (the slot only where
+    double-buffered), after the launch's and the block's coordinates."""
+    elements = copy.writes.range()
+    for m in reads:
+        elements = elements.union(m.apply_range(element_of(copy)).range())
+    space = elements.get_space()
+    dims = [f"pm_tile{k}" for k in range(space.dim(_SET))]
+    params = [space.get_dim_name(_PARAM, k) for k in range(space.dim(_PARAM))]
+    sb = copy.buffer
+    extents = ([sb.slots] if sb.slots > 1 else []) + list(sb.padded)
+    lead = len(dims) - len(extents)
+    inside = [f"0 <= {d} < {n}" for d, n in zip(dims[lead:], extents)]
+    box = isl.Set(
+        f"[{', '.join(params)}] -> {{ {space.get_tuple_name(_SET)}[{', '.join(dims)}] : {' and '.join(inside)} }}"
+    )
+    outside = elements.subtract(box)
+    if not outside.is_empty():
+        sizes, coords = _witness(outside, model)
+        declared = "".join(f"[{n}]" for n in extents)
+        raise VerificationError(
+            f"{name}: {sb.name}'s tile is declared {declared}, but element {coords} of it is written or "
+            f"read{_with(sizes)}: outside the array"
+        )
+    relation = f"range(Copy_{sb.name} writes) and the tile's reads inside the declared {sb.name}_sh box"
+    text = f"{name}: every access to {sb.name}'s tile in shared memory is inside the array as declared"
+    return Proved(Obligation.IN_BOUNDS, f"{sb.name}_sh", relation, text)
 
 
 def _prove_last_writer(model: PolyModel, name: str, e: Executed, copy, m: isl.Map, needs: isl.Map) -> None:

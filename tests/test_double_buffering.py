@@ -15,6 +15,7 @@ from test_staging import MATMUL
 import polymap.schedule.shared as shared_module
 from polymap import compile, optimize, parse, reference
 from polymap.errors import ArgumentError, VerificationError
+from polymap.runtime import cuobjdump
 from polymap.runtime.arguments import random_inputs
 from polymap.targets import H100
 
@@ -152,3 +153,86 @@ def test_scip_double_buffers_a_gemm_whose_tiles_would_wait():
     staging = mapping.kernels[0].staging
     assert staging is not None and staging.slots == 2
     assert not mapping.costs[0].bound_by.endswith("tile loads")
+
+
+# ------------------------------------------------------------- found by a review
+
+
+U8 = """
+param M
+param N
+param K
+in  A: u8[K, M]
+in  B: u8[K, N]
+out C: i32[M, N]
+par M i { par N j { seq K k { C[i, j] += A[k, i] * B[k, j] } } }
+"""
+
+
+def test_a_two_byte_vector_is_stored_at_once_not_by_cp_async(gemm):
+    """cp.async moves 4, 8 or 16 bytes: a u8 tile copied two elements at a time was emitted
+    as ``pm_copy_async<2>``, which ptxas refuses (the host's memcpy hid it)."""
+    program = parse(U8, name="u8").bind(N=258)
+    pins = {
+        "i": {"seq": 4, "interleave": True},
+        "j": {"threads": 32, "seq": 8, "distribution": "blocked"},
+        "k": {"tile": 16, "stage": ["B"], "slots": 1},
+    }
+    mapping = _doubled(optimize(program, pins=pins))
+    assert dict(mapping.kernels[0].staging.copy_vectors) == {"B": 2}
+    kernel = compile(program, mapping)
+    assert "pm_copy_async<2>" not in kernel.source and "pm_copy_async<1>" not in kernel.source
+    _check_on_host(kernel, {"M": 33, "K": 20})
+    kernel.ptx()  # NVRTC; the cubin's ptxas below reads the inline cp.async too
+    if not cuobjdump.cuobjdump_available():
+        pytest.skip("cuobjdump missing (pip install -e '.[test]' installs it)")
+    kernel.machine_code()
+
+
+def test_scip_double_buffers_only_tiles_that_cp_async_copies():
+    """A 1- or 2-byte element is stored at once, so its wait would overlap nothing: SCIP does
+    not double-buffer such a tile, and a hand-made double buffer of one is not charged as
+    overlapped; the pin asking for it is refused."""
+    program = parse(U8, name="u8").bind(M=1024, N=1024, K=1024)
+    for km in optimize(program).kernels:
+        assert km.staging is None or km.staging.slots == 1
+    single = optimize(program, pins={"k": {"tile": 16, "stage": ["A", "B"], "slots": 1}})
+    hand = compile(program, _doubled(single)).mapping
+    assert not hand.costs[0].tile_loads_overlap
+    with pytest.raises(ArgumentError, match="4- or 8-byte elements"):
+        optimize(program, pins={"k": {"slots": 2}})
+
+
+def test_the_tile_is_proved_inside_its_declared_array(gemm, monkeypatch):
+    program, single = gemm
+    # a slot of 3 values in an array of two: every other statement of the proof holds
+    monkeypatch.setattr(shared_module, "_slot", lambda slots, kt: (f"({kt}) mod 3",) if slots > 1 else ())
+    with pytest.raises(VerificationError, match="outside the array"):
+        compile(program, _doubled(single))
+
+
+def test_a_slots_pin_that_would_be_ignored_is_refused():
+    program = parse(MATMUL, name="mm")
+    with pytest.raises(ArgumentError, match="stages nothing"):
+        optimize(program, pins={"k": {"slots": 2, "stage": []}})
+    with pytest.raises(ArgumentError, match="slots is the tiles"):
+        optimize(program, pins={"k": {"slots": 2.0}})
+    with pytest.raises(ArgumentError, match="staging is off"):
+        optimize(program, pins={"k": {"slots": 2}}, staging=False)
+    # two slots with nothing staged is no mapping: a staged tile comes with them
+    mapping = optimize(program.bind(M=64, N=64, K=4096), pins={"k": {"tile": 1, "slots": 2, "split": 1}})
+    assert mapping.kernels[0].staging is not None and mapping.kernels[0].staging.slots == 2
+
+
+def test_a_hand_made_staging_that_does_not_fit_shared_memory_is_refused(gemm):
+    program, _ = gemm
+    pins = {
+        "i": {"threads": 8, "seq": 8, "distribution": "blocked", "interleave": True},
+        "j": {"threads": 32, "seq": 4, "distribution": "blocked"},
+        "k": {"tile": 16, "slots": 1, "stage": ["A", "B"], "transpose": ["A"]},
+    }
+    mapping = optimize(program, pins=pins)
+    km = mapping.kernels[0]
+    big = dataclasses.replace(km, staging=dataclasses.replace(km.staging, tile=64, slots=2))
+    with pytest.raises(ArgumentError, match="bytes of shared memory per block"):
+        compile(program, dataclasses.replace(mapping, kernels=(big,)))

@@ -672,7 +672,7 @@ class _Emitter:
         element_bytes = self.program.buffer(copy.buffer.name).dtype.itemsize
         if copy.buffer.stores_vectors:
             whole = f"pm_store_vec<{width}>(&{addresses[0][0]}, {load});"
-            if self.copies_async(copy):  # the group in one asynchronous copy
+            if self.copies_async(copy) and width * element_bytes in ASYNC_COPY_BYTES:  # in one cp.async
                 whole = f"pm_copy_async<{width * element_bytes}>(&{addresses[0][0]}, &{addresses[0][1]});"
             lines = [f"if ({flag}) {{  {note}", f"  {whole}", "} else {"]
             lines += [

@@ -100,6 +100,7 @@ from polymap.mapping.farkas import add_to_scip, exact_certificate
 from polymap.mapping.result import RANKING_WEIGHT
 from polymap.mapping.space import Axis, Distribution, KernelMapping, LoopMapping, LoopPin, Pins, Staging
 from polymap.mapping.staging import (
+    ASYNC_ELEMENT_BYTES,
     ROW_ELEMENTS,
     VECTOR_BYTES,
     copy_vectors,
@@ -713,6 +714,13 @@ class ScipModel:
             z, z_log = self._one_of(f"tilelog[{c.buffer}]", range(top_w + 1), st)
             scip.addCons(z_log >= widths - top_w * (1 - st))
             shared_terms.append(quicksum(c.element_bytes * PADDING * 2.0**m * var for m, var in z.items()))
+        # double buffering needs a staged tile, and copies cp.async can make: 4- or 8-byte elements
+        # (a 1- or 2-byte element is stored at once, and its wait would not overlap anything)
+        tiled = [c for c in p.candidates if c.loop is not None]
+        scip.addCons(self.double <= quicksum(self.stage[c.buffer, c.loop] for c in tiled))
+        for c in tiled:
+            if c.element_bytes not in ASYNC_ELEMENT_BYTES:
+                scip.addCons(self.stage[c.buffer, c.loop] + self.double <= 1)
         capacity = quicksum(shared_capacity(t, 2**v) * var for v, var in block.items())
         # double buffering holds every tile twice: the tiles' bytes again where ``double``
         tiles = quicksum(shared_terms)

@@ -75,6 +75,7 @@ from polymap.mapping.space import (
     kernels,
 )
 from polymap.mapping.staging import (
+    ASYNC_ELEMENT_BYTES,
     WIDE_ROW_BYTES,
     StageCandidate,
     StagedBuffer,
@@ -456,6 +457,8 @@ def _check_stage_pins(pins: Pins, all_kernels: tuple[Kernel, ...], program: Prog
                     f"pin '{key}': {decision} names {what}, which cannot be {verb} over loop '{key}'; the "
                     f"buffers that can: {', '.join(sorted(allowed)) or 'none'}"
                 )
+        if pin.slots == 2:
+            _check_double_buffer_pin(key, pin, all_kernels, program)
         if pin.transpose and pin.stage is not None:
             unstaged = [b for b in pin.transpose if b not in pin.stage]
             if unstaged:
@@ -463,6 +466,36 @@ def _check_stage_pins(pins: Pins, all_kernels: tuple[Kernel, ...], program: Prog
                     f"pin '{key}': transpose names {', '.join(map(repr, unstaged))}, which the same pin "
                     f"does not stage (stage={list(pin.stage)})"
                 )
+
+
+def _check_double_buffer_pin(key: str, pin, all_kernels: tuple[Kernel, ...], program: Program | None) -> None:
+    """``slots=2`` double-buffers the tiles of a tiled loop: the loop must have buffers that
+    can be staged, of 4- or 8-byte elements (``staging.ASYNC_ELEMENT_BYTES``) where the pin
+    names them; else the pin would be ignored, or SCIP would find nothing that fits it."""
+    if program is None:
+        raise ArgumentError(
+            f"pin '{key}': slots=2 asks for double-buffered tiles, but staging is off (staging=False)"
+        )
+    candidates = []
+    for kernel in all_kernels:
+        here = {
+            loop.index for loop in scope_loops(kernel) if key in (loop.index, f"{kernel.name}.{loop.index}")
+        }
+        candidates += [c for c in stage_candidates(kernel, program) if c.loop in here]
+    asynchronous = [c.buffer for c in candidates if c.element_bytes in ASYNC_ELEMENT_BYTES]
+    if pin.stage is not None:
+        small = [b for b in pin.stage if b not in asynchronous]
+        if small or not pin.stage:
+            raise ArgumentError(
+                f"pin '{key}': slots=2 double-buffers the staged tiles, copied with cp.async, which moves 4- or "
+                f"8-byte elements; stage={list(pin.stage)} "
+                + (f"names {', '.join(map(repr, small))}" if small else "stages nothing")
+            )
+    if not asynchronous:
+        raise ArgumentError(
+            f"pin '{key}': slots=2 asks for double-buffered tiles over loop '{key}', but no buffer of 4- or "
+            f"8-byte elements can be staged there (stageable: {', '.join(sorted({c.buffer for c in candidates})) or 'none'})"
+        )
 
 
 def _check_group_pins(pins: Pins) -> None:
@@ -868,7 +901,10 @@ class KernelProblem:
         if staging is not None and staging.loop is not None:
             tiles = tile_count(dict(self.scope_extents)[staging.loop], staging.tile)
             tile_s = tile_latency(t, tiles) if tiles > 1 else 0.0
-            overlapped = staging.double_buffered
+            # the waits overlap the compute where every copy is asynchronous (``cp.async``)
+            overlapped = staging.double_buffered and all(
+                sb.candidate.element_bytes in ASYNC_ELEMENT_BYTES for sb in staged
+            )
         roofs_s = max(memory_s, compute_s, shared_s, issue_s) / fill
         return KernelCost(
             self.kernel.name,

@@ -493,7 +493,7 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
             )
         return value
     if name == "slots":
-        if isinstance(value, bool) or value not in (1, 2):
+        if isinstance(value, bool) or not isinstance(value, int) or value not in (1, 2):
             raise ArgumentError(
                 f"pin for '{key}': slots is the tiles a staged buffer holds at once, 1 (copy, then compute) "
                 f"or 2 (double buffering: the next tile's copy in flight), got {value!r}"

@@ -77,6 +77,9 @@ from polymap.mapping.space import Kernel, KernelMapping
 from polymap.poly.isl_text import const_value
 
 VECTOR_BYTES = 16  # the widest load of one thread (LDS.128 / LDG.128)
+# the elements a double-buffered tile's copy moves with cp.async, one or in vectors (16 bytes
+# at most): a 1- or 2-byte element is stored at once (cp.async moves 4, 8 or 16 bytes)
+ASYNC_ELEMENT_BYTES = (4, 8)
 WIDE_ROW_BYTES = 128  # rows that keep the vector alignment at least: their padding is then at most 1/8
 ROW_ELEMENTS = 8  # any tile's rows at least: one element of padding is then at most 1/8
 

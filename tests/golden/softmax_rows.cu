@@ -131,7 +131,7 @@ inline void pm_copy_wait() {}
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 template <int B>
 __device__ __forceinline__ void pm_copy_async(void* shared, const void* global) {
-  for (int k = 0; k < B / 4; ++k) static_cast<int*>(shared)[k] = static_cast<const int*>(global)[k];
+  for (int k = 0; k < B; ++k) static_cast<char*>(shared)[k] = static_cast<const char*>(global)[k];
 }
 __device__ __forceinline__ void pm_copy_wait() {}
 #else
