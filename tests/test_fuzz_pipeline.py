@@ -41,8 +41,9 @@ ITEM4 = "issue 14 item 4 (user text escaping comments of the emitted code), fixe
 KNOWN: dict[int, str] = {}
 # the default suite's slice, in two halves that pytest-xdist can run side by side; the slow
 # slice (pytest -m slow) and the long campaign (-m fuzz) run more
-FAST_SEEDS = (range(0, 4), range(4, 8))
-MORE_SEEDS = range(8, 64)
+# (seed 5 alone takes 44 s on 2 cores: it is in the slow slice)
+FAST_SEEDS = ((0, 1, 2, 3), (4, 6, 7, 8))
+MORE_SEEDS = (5, *range(9, 64))
 
 
 def _cache_dir() -> str:
@@ -141,7 +142,7 @@ def _assert_slice_is_clean(seeds) -> None:
     assert campaign.counts["ok"] >= len(seeds) - known - max(1, len(seeds) // 10)  # clean errors are rare
 
 
-@pytest.mark.parametrize("seeds", FAST_SEEDS, ids=lambda r: f"seeds{r.start}-{r.stop - 1}")
+@pytest.mark.parametrize("seeds", FAST_SEEDS, ids=lambda seeds: "seeds" + "-".join(map(str, seeds)))
 def test_fast_slice(seeds):
     _assert_slice_is_clean(seeds)
 
