@@ -102,7 +102,8 @@ class KernelCost:
     @property
     def bound_by(self) -> str:
         """The roof that sets ``time_s``: ``memory``, ``compute``, ``issue``, ``shared memory``
-        (each divided by the fill) or ``first loads``."""
+        (each divided by the fill; ``... + tile loads`` where a single-buffered kernel's tile
+        waits add to it), ``first loads`` or ``tile loads`` (double-buffered)."""
         latencies = ("first loads", "tile loads")
         divided = [(name, seconds) for name, seconds in self.roofs() if name not in latencies]
         name, seconds = max(divided, key=lambda roof: roof[1])

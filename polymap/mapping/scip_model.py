@@ -143,7 +143,6 @@ class ScipModel:
         traffic = self._coalescing(deltas, rows)
         p_log = {loop.index: self.lt[j] + self.ls[j] for j, loop in enumerate(band)}
         block = self._block_size()
-        self.pins = pins
         traffic = self._staging(scip, pins, traffic, p_log, block)
         self._lanes()
         self._registers(scip, quicksum(self.ls[j] for j in range(self.n)), block)
@@ -625,7 +624,7 @@ class ScipModel:
         kappa_values = range(MAX_LOG_TILE + 1)
         self.kappa, self.log_tile = self._one_of("tile_log2", kappa_values)
         if not p.candidates:
-            self.double = 0  # nothing staged: nothing to double-buffer
+            self.double, self.kd = 0, {}  # nothing staged: nothing to double-buffer
             return traffic
         for c in p.candidates:
             if c.loop not in self.scope:
@@ -750,7 +749,7 @@ class ScipModel:
         self.double = quicksum(self.kd.values())
         scip.addCons(self.double <= quicksum(self.scope[loop] for loop in tiled))
         for loop in tiled:
-            pin = merge_pins(self.pins.for_loop(kname, loop))
+            pin = merge_pins(pins.for_loop(kname, loop))
             if pin.slots is not None:
                 scip.addCons(self.double == (1 if pin.slots == 2 else 0))
                 if pin.slots == 2:
@@ -1031,7 +1030,7 @@ class ScipModel:
                 self.scip.setSolVal(hint, self.ug[j, m], 0.0)
         for st in self.stage.values():
             self.scip.setSolVal(hint, st, 0.0)
-        for var in getattr(self, "kd", {}).values():
+        for var in self.kd.values():
             self.scip.setSolVal(hint, var, 0.0)
         self.scip.setSolVal(hint, self.inter, 0.0)
         if self.p.spread:
@@ -1095,7 +1094,7 @@ class ScipModel:
                 if (c.buffer, c.loop) in self.transposed
                 and scip.getVal(self.transposed[c.buffer, c.loop]) > 0.5
             )
-            doubled = sum(scip.getVal(var) for var in getattr(self, "kd", {}).values())
+            doubled = sum(scip.getVal(var) for var in self.kd.values())
             slots = 2 if loop is not None and doubled > 0.5 else 1
             staging = Staging(loop, tile, tuple(c.buffer for c in staged), turned, slots=slots)
         mapping = KernelMapping(self.p.kernel, tuple(loops), staging, scip.getVal(self.inter) > 0.5)
