@@ -329,8 +329,8 @@ class Oracle:
             x, y = convert(args[0], t), convert(args[1], t)
             if (x == 0 or x == -math.inf) and y > 0 and not (float(y).is_integer() and int(y) % 2 == 1):
                 return convert(np.float64(0.0 if x == 0 else math.inf), t)  # C99 F.9.4.4
-            with np.errstate(all="ignore"):
-                return x**y
+            with np.errstate(all="ignore"):  # in double, rounded once to the type
+                return convert(np.float64(x) ** np.float64(y), t)
         if e.fn in (Fn.MAX, Fn.MIN):
             t = wider(dtype_of(args[0]), dtype_of(args[1]))
             a, b = convert(args[0], t), convert(args[1], t)
