@@ -95,11 +95,11 @@ def test_a_symbolic_elementwise_band_reads_rows_and_says_which_loop_runs_in_the_
 
 def test_which_loops_of_a_symbolic_deep_band_get_axes_is_chosen_by_scips_costs():
     """Issue 9, defect 7: the three loops that get hardware axes are a decision made on the
-    cost SCIP minimizes, not a rule. With a = 1024, b = c = 2 and d = 256, the rule (the
-    contiguous loop d, then the innermost c and b) leaves a inside each thread: 1024 threads
+    cost SCIP minimizes, not a rule. With a = 1024, b = 2, c = 4 and d = 256, the rule (the
+    contiguous loop d, then the innermost c and b) leaves a inside each thread: 2048 threads
     in all, each running 1024 iterations. Mapping a instead fills the GPU."""
     program = parse(ELEMENTWISE_4D, name="ew4")
-    context = "A = 1024 and B = 2 and C = 2 and D = 256"
+    context = "A = 1024 and B = 2 and C = 4 and D = 256"
     mapping = optimize(program, context=context)
     (choice,) = mapping.band_choices
     assert choice.indices == ("a", "b", "c", "d")
@@ -117,7 +117,7 @@ def test_which_loops_of_a_symbolic_deep_band_get_axes_is_chosen_by_scips_costs()
     assert data[0]["chosen"] == choice.chosen and data[0]["options"][0]["with_axes"] == ["b", "c", "d"]
     # the chosen rewrite is recognized when the mapping is given back to compile
     kernel = compile(program, mapping)
-    sizes = {"A": 1024, "B": 2, "C": 2, "D": 256}  # the context's only point
+    sizes = {"A": 1024, "B": 2, "C": 4, "D": 256}  # the context's only point
     arrays = random_inputs(program.bind(**sizes), sizes, seed=2)
     np.testing.assert_array_equal(
         kernel.run_host(**arrays)["O"], reference(program.bind(**sizes), **arrays)["O"]
@@ -126,7 +126,7 @@ def test_which_loops_of_a_symbolic_deep_band_get_axes_is_chosen_by_scips_costs()
 
 def test_a_pin_on_a_loop_rules_out_the_choices_that_run_it_inside_the_thread():
     program = parse(ELEMENTWISE_4D, name="ew4")
-    context = "A = 1024 and B = 2 and C = 2 and D = 256"
+    context = "A = 1024 and B = 2 and C = 4 and D = 256"
     mapping = optimize(program, context=context, pins={"c": "threadIdx.y"})
     (choice,) = mapping.band_choices
     assert "c" in choice.options[choice.chosen][0]

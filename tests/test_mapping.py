@@ -508,25 +508,25 @@ ORACLE_PROGRAMS = {
         out W: f32[24, 40]
         par 24 i { par 40 j { W[i, j] = R[i / 4, i % 4, j] + Q[(i * 40 + j) / 3] } }
     """,
-    # a body array of 300 elements: 332 registers by the model's estimate, so at most 128
-    # threads per block (65536 / 332 = 197), where one block of all 256 would copy each tile once
+    # a body array of 600 elements: 632 registers by the model's estimate, so at most 64
+    # threads per block (65536 / 632 = 103), where one block of all 128 would copy each tile once
     "register-limited": """
         in A: f32[16, 16]
-        in B: f32[16, 16]
-        out C: f32[16, 16]
-        par 16 i { par 16 j {
-          new t: f32[300]
-          seq 300 m { t[m] = A[i, m % 16] }
+        in B: f32[16, 8]
+        out C: f32[16, 8]
+        par 16 i { par 8 j {
+          new t: f32[600]
+          seq 600 m { t[m] = A[i, m % 16] }
           seq 16 k { C[i, j] += t[k] * B[k, j] }
         } }
     """,
     # an accumulator per point where the points interleave: staged reads shared by points
-    # against registers and the fill
+    # against registers and the fill (64 x 64 in the slow set below: 15 s of enumeration)
     "accumulator": """
-        in A: f32[64, 16]
-        in B: f32[16, 64]
-        out C: f32[64, 64]
-        par 64 i { par 64 j {
+        in A: f32[32, 16]
+        in B: f32[16, 32]
+        out C: f32[32, 32]
+        par 32 i { par 32 j {
           new acc: f32
           acc = 0
           seq 16 k { acc += A[i, k] * B[k, j] }
@@ -589,6 +589,28 @@ ORACLE_PROGRAMS = {
         par 4194304 i { W[i] = R[i] * 2 }
     """,
 }
+
+
+# the same kinds at sizes whose enumeration takes longer (``pytest -m slow``)
+SLOW_ORACLE_PROGRAMS = {
+    "accumulator-64": ORACLE_PROGRAMS["accumulator"].replace("32", "64"),
+    "register-limited-256-threads": """
+        in A: f32[16, 16]
+        in B: f32[16, 16]
+        out C: f32[16, 16]
+        par 16 i { par 16 j {
+          new t: f32[300]
+          seq 300 m { t[m] = A[i, m % 16] }
+          seq 16 k { C[i, j] += t[k] * B[k, j] }
+        } }
+    """,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SLOW_ORACLE_PROGRAMS))
+def test_scip_optimum_equals_enumeration_at_larger_sizes(name):
+    _assert_scip_equals_enumeration(parse(SLOW_ORACLE_PROGRAMS[name], name=name))
 
 
 @pytest.mark.parametrize("name", sorted(ORACLE_PROGRAMS))
