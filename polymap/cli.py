@@ -269,6 +269,13 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         help="keep every float sum in the program's order: no warp's lanes share a float += or *= "
         "(max= and min= and integer sums still may: they are exact in any order)",
     )
+    parser.add_argument(
+        "--nondeterministic",
+        dest="deterministic",
+        action="store_false",
+        help="allow a scatter into a float buffer (O[I[i]] += x): its atomic updates meet in an order, "
+        "and so round, differently from run to run",
+    )
 
 
 def _proofs_option(parser: argparse.ArgumentParser) -> None:
@@ -495,6 +502,7 @@ def _solver_options(args: argparse.Namespace) -> dict:
         "context": args.context,
         "time_limit": args.time_limit,
         "reassociate": args.reassociate,
+        "deterministic": args.deterministic,
     }
 
 

@@ -109,9 +109,10 @@ def compile(
     context: str | None = None,
     time_limit: float | None = None,
     reassociate: bool = True,
+    deterministic: bool = True,
 ) -> Kernel:
     """Compile ``program`` to CUDA C. Without a ``mapping``, ``optimize`` chooses one (with
-    ``pins``, ``context``, ``time_limit`` and ``reassociate``); a given mapping is proved again with isl
+    ``pins``, ``context``, ``time_limit``, ``reassociate`` and ``deterministic``); a given mapping is proved again with isl
     before any code is generated, so a hand-made mapping cannot produce wrong code.
     The steps are ``polymap.pipeline.compile_program``."""
     check_program_argument(program, "compile")
@@ -124,5 +125,6 @@ def compile(
             context=context,
             time_limit=time_limit,
             reassociate=reassociate,
+            deterministic=deterministic,
         )
     )

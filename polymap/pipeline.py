@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from polymap.codegen.cuda import CudaProgram, emit_cuda
 from polymap.errors import ArgumentError, MappingError, SolverError
 from polymap.ir.nodes import Program
+from polymap.ir.scatters import check_determinism
 from polymap.mapping.result import BandChoice, Mapping, given_report
 from polymap.mapping.solve import cost_kernels, cost_sizes, map_kernels, rebind
 from polymap.mapping.space import kernels, parse_pins
@@ -81,12 +82,14 @@ def optimize_program(
     staging: bool = True,
     analyses: Analyses | None = None,
     reassociate: bool = True,
+    deterministic: bool = True,
 ) -> Mapped:
     """The steps of ``polymap.optimize`` (see its docstring for the options)."""
     analyses = analyses if analyses is not None else Analyses()
     gpu, pinned = get_target(target), parse_pins(pins)
     with step("analysis"):
         analyses(program, context)  # the program as written must be valid
+    check_determinism(program, deterministic)
     sizes = cost_sizes(program, context)
 
     split_pins, pinned = pinned.split_parts(), pinned.without("split")
@@ -144,6 +147,7 @@ def optimize_program(
         context,
         band_choices=choices,
         splits=split_choices,
+        deterministic=deterministic,
     )
     return Mapped(mapping, model)
 
@@ -222,6 +226,7 @@ def compile_program(
     context: str | None,
     time_limit: float | None,
     reassociate: bool = True,
+    deterministic: bool = True,
 ) -> CudaProgram:
     """The steps of ``polymap.compile``: optimize (or prove a given mapping), then emit."""
     analyses = Analyses()
@@ -234,12 +239,13 @@ def compile_program(
             time_limit=time_limit,
             analyses=analyses,
             reassociate=reassociate,
+            deterministic=deterministic,
         )
     else:
-        if pins is not None or context is not None or not reassociate:
+        if pins is not None or context is not None or not reassociate or not deterministic:
             raise ArgumentError(
-                "pins, context and reassociate belong to optimize; a given mapping already fixes them "
-                "(its report says which loops reorder a float sum)"
+                "pins, context, reassociate and deterministic belong to optimize; a given mapping already "
+                "fixes them (its report says which loops reorder a float sum and which updates are atomic)"
             )
         mapped = given(program, mapping, analyses=analyses)
     with step("code generation"):
@@ -264,6 +270,7 @@ def given(program: Program, mapping: Mapping, *, analyses: Analyses | None = Non
             f"the mapping is for program '{mapping.program.name}', not for this program '{program.name}'"
             f"{replayed} (optimize this program, or pass mapping.program)"
         )
+    check_determinism(program, mapping.deterministic)
     model = analyses(program, mapping.context)
     proof = prove(model, mapping.kernels, context=mapping.context)
     solved = mapping.proved and not mapping.given  # the decisions optimize solved and proved

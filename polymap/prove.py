@@ -441,9 +441,14 @@ def _prove_in_bounds(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
 def _prove_race_free(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -> list[Proved]:
     accesses = [(e, a) for e in ex for a in e.stmt.accesses]
     touched: dict[str, bool] = {}
+    atomics: set[str] = set()
     for k, (e1, a1) in enumerate(accesses):
         for e2, a2 in accesses[k:]:
             if not (a1.is_write or a2.is_write) or _buffer(model, a1) is not _buffer(model, a2):
+                continue
+            if a1.commutes_with(a2):  # atomic updates with one operator: any order
+                atomics.add(a1.buffer)
+                touched[a1.buffer] = True
                 continue
             p1 = e1.relation.range_map().apply_range(_access_map(model, e1.stmt, a1))
             p2 = e2.relation.range_map().apply_range(_access_map(model, e2.stmt, a2))
@@ -464,7 +469,9 @@ def _prove_race_free(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
             Obligation.RACE_FREE,
             b,
             f"(R_S1 ; A1) ; (R_S2 ; A2)^-1 on {b}, one launch, two threads" + among,
-            f"{frame.mapping.kernel.name}: no race between threads on {b}" + among,
+            f"{frame.mapping.kernel.name}: no race between threads on {b}"
+            + among
+            + (" but between atomic updates with one operator, which commute" if b in atomics else ""),
         )
         for b in touched
     ]

@@ -600,8 +600,11 @@ class _Executor:
             lanes = replace(lanes, mask=_and(lanes.mask, holds))
             if lanes.active() == 0:
                 return
-        value = _Eval(self, stmt, env, lanes, buffers).value(stmt.value)
-        if isinstance(stmt, Assign):
+        evaluate = _Eval(self, stmt, env, lanes, buffers)
+        value = evaluate.value(stmt.value)
+        if isinstance(stmt, Assign) and stmt.is_scatter:
+            self.scatter(stmt, value, evaluate, lanes, buffers)
+        elif isinstance(stmt, Assign):
             self.store(stmt, value, env, lanes, buffers)
 
     def element_index(self, stmt: Assign, env: dict, lanes: _Lanes, buffers: dict):
@@ -619,6 +622,30 @@ class _Executor:
             idx = tuple(x[mask] for x in idx)
         return target, idx
 
+    def scatter(self, stmt: Assign, value, evaluate: _Eval, lanes: _Lanes, buffers: dict) -> None:
+        """A scatter's atomic updates (``O[I[i]] += x``), applied one lane after another in
+        the order of the loops (``ufunc.at``: lanes that meet on an element each update it).
+        As the GPU's atomic does, each adds (or subtracts, or takes the max or min of) the
+        value converted to the target's type. The gathered indices are checked as a read's
+        (``BoundsError``)."""
+        storage = buffers[stmt.buffer]
+        target = storage.array
+        idx = tuple(
+            evaluate.gathered(stmt.target, k, e) if isinstance(e, Gather) else _index(e, evaluate.env)
+            for k, e in enumerate(stmt.indices)
+        )
+        # the lanes' axes run innermost loop first: reversed (``.T``), their order is the
+        # program's, which the floats' rounding follows
+        idx = tuple(np.broadcast_to(x, lanes.shape).T for x in storage.lanes + idx)
+        value = np.broadcast_to(to_dtype(np.asarray(value), target.dtype), lanes.shape).T
+        if lanes.mask is not None:
+            mask = np.broadcast_to(lanes.mask, lanes.shape).T
+            idx, value = tuple(x[mask] for x in idx), value[mask]
+        else:
+            idx, value = tuple(x.reshape(-1) for x in idx), value.reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            _scatter_ufunc(stmt.op).at(target, idx, value)
+
     def store(self, stmt: Assign, value, env: dict, lanes: _Lanes, buffers: dict) -> None:
         target, idx = self.element_index(stmt, env, lanes, buffers)
         value = _per_active_lane(value, lanes)
@@ -628,6 +655,15 @@ class _Executor:
             target[idx] = self.updated(stmt, _widened(target[idx]), value, target.dtype)
         else:
             target[idx] = to_dtype(np.asarray(value), target.dtype)
+
+
+def _scatter_ufunc(op: AssignOp):
+    return {
+        AssignOp.ADD: np.add,
+        AssignOp.SUB: np.subtract,
+        AssignOp.MAX: np.maximum,
+        AssignOp.MIN: np.minimum,
+    }[op]
 
 
 def _per_active_lane(value, lanes: _Lanes) -> np.ndarray:
@@ -821,7 +857,7 @@ def _accumulation(loop: Loop) -> Assign | None:
     if len(loop.body) != 1 or not isinstance(loop.body[0], Assign):
         return None
     stmt = loop.body[0]
-    if stmt.guard is not None or stmt.predicate is not None:
+    if stmt.guard is not None or stmt.predicate is not None or stmt.is_scatter:
         return None
     if not stmt.op.is_update or any(loop.index in index_vars(e) for e in stmt.indices):
         return None

@@ -353,8 +353,8 @@ def test_syntax_errors_name_line_and_column_with_a_caret(text, position, message
         ("out Y: f32[16]\npar 4 i { Y[i % 0] = 1 }", NotAffineError, r"positive constant divisor"),
         (
             "in I: i32[4]\nout Y: f32[4]\npar 4 i { Y[I[i]] = 1 }",
-            NotAffineError,
-            r"buffer 'I' read in an index: .* \(a scatter, not supported\)",
+            ProgramError,
+            r"S0 `Y\[I\[i\]\] = 1`: a write through an index read from 'I' \(a scatter\) must be an update",
         ),
         (
             "out Y: f32[4]\npar 4 i { Y[i] = 7 // 2 }",

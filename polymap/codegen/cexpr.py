@@ -116,6 +116,9 @@ class StatementPrinter:
         self.address: dict[tuple[str, tuple[IndexExpr, ...]], str] = {}
         # the range of every name an index used as a value may mention (its width)
         self.index_ranges: dict = {}
+        # a scatter's checked indices (``pm_scatter_index``): the declarations that compute
+        # them, and the names its target's address uses (-1 where the index is outside)
+        self.scatter_indices: tuple[tuple[str, str], ...] = ()
 
     # -- indices
 
@@ -289,6 +292,8 @@ class StatementPrinter:
             return f"(void)({value});"
         target = self.access(stmt.buffer, stmt.indices)
         ttype = self.decls[stmt.buffer].dtype
+        if stmt.is_scatter:
+            return self.scatter(stmt, target, convert(value, vprec, vtype, ttype), ttype)
         if stmt.op is AssignOp.SET:
             return f"{target} = {convert(value, vprec, vtype, ttype)};"
         common = promote(ttype, vtype)
@@ -306,6 +311,27 @@ class StatementPrinter:
         else:
             result = f"{'pm_max' if stmt.op is AssignOp.MAX else 'pm_min'}({old}, {new})"
         return f"{target} = {convert(result, _ATOM if stmt.op not in _UPDATE else _ADD, common, ttype)};"
+
+    def scatter(self, stmt: Assign, target: str, value: str, ttype: DType) -> str:
+        """A scatter's update as one atomic operation (``pm_atomic_add`` and its kind, in
+        ``cuda_templates/polymap_helpers.cuh``): the value converted to the target's type is
+        computed first (as the reference does), then the gathered indices are checked, and
+        where one is outside its dimension no element is updated."""
+        if not self.scatter_indices:
+            raise InternalError(f"{stmt.name}: no checked index was built for the scatter {stmt.target}")
+        lines = [f"const {C_TYPE[ttype]} pm_value = {value};"]
+        lines += [f"{declaration}" for declaration, _ in self.scatter_indices]
+        inside = " && ".join(f"{name} >= 0" for _, name in self.scatter_indices)
+        lines.append(f"if ({inside}) {_ATOMIC[stmt.op]}(&{target}, pm_value);")
+        return "{ " + " ".join(lines) + " }"
+
+
+_ATOMIC = {
+    AssignOp.ADD: "pm_atomic_add",
+    AssignOp.SUB: "pm_atomic_sub",
+    AssignOp.MAX: "pm_atomic_max",
+    AssignOp.MIN: "pm_atomic_min",
+}
 
 
 def negate(text: str, prec: int) -> str:
@@ -378,12 +404,12 @@ def _is_atom(text: str) -> bool:
     return text.replace("_", "a").isalnum()
 
 
-_RECORDS_FAULT = re.compile(r"\bpm_(idiv|imod|gather)\(.*__LINE__")
+_RECORDS_FAULT = re.compile(r"\bpm_(idiv|imod|gather|scatter_index)\(.*__LINE__")
 
 
 def records_faults(source: str) -> bool:
     """Whether emitted text divides an integer value or gathers an index anywhere (``pm_idiv``,
-    ``pm_imod``, ``pm_gather``: each records a fault of the data in the fault word instead of
+    ``pm_imod``, ``pm_gather``, ``pm_scatter_index``: each records a fault of the data in the fault word instead of
     trapping or reading out of bounds: ``runtime/faults.py``). One search of
     the whole text: ``.`` stops at a line's end, so a match lies within one line."""
     return _RECORDS_FAULT.search(source) is not None

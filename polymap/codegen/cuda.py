@@ -31,6 +31,7 @@ from polymap.errors import CodegenError, InternalError
 from polymap.ir import walk
 from polymap.ir.gather_faults import MAX_GATHER_ORDINAL, statement_gathers
 from polymap.ir.nodes import (
+    Assign,
     BufferDecl,
     BufferKind,
     DType,
@@ -510,8 +511,14 @@ class _Emitter:
         plain = {k: a for k, a in described.accesses.items() if not any(isinstance(e, Gather) for e in k[1])}
         self.printer.address = {k: self.address(printer, described, a) for k, a in plain.items()}
         gathers = statement_gathers(stmt)
+        scatter_key = (stmt.buffer, stmt.indices) if isinstance(stmt, Assign) and stmt.is_scatter else None
         for k, a in described.accesses.items():
-            if k not in plain:
+            if k == scatter_key:
+                checked = self.scattered(k, gathers)
+                self.printer.scatter_indices = tuple(checked.values())
+                names = {position: name for position, (_, name) in checked.items()}
+                self.printer.address[k] = self.address(printer, described, a, names)
+            elif k not in plain:
                 self.printer.address[k] = self.address(printer, described, a, self.gathered(k, gathers))
         self.printer.index_ranges = ranges
         named = self.printer.name
@@ -521,15 +528,34 @@ class _Emitter:
             body = self.printer.statement(stmt)
         finally:
             self.printer.address, self.printer.index_ranges, self.printer.name = {}, {}, named
+            self.printer.scatter_indices = ()
         head = comment(f"{s.name}: {stmt}" + ("" if stmt.predicate is None else f" where {stmt.predicate}"))
         if not lines:
             return [head, body]
         return ["{  " + head, *("  " + line for line in lines), "  " + body, "}"]
 
+    def scattered(self, key: tuple, gathers) -> dict[int, tuple[str, str]]:
+        """A scatter's gathered indices: per position, the declaration of a checked copy
+        (``pm_scatter_index``: -1 outside the dimension, with the same fault code as a
+        gather's) and its name, which the target's address uses."""
+        out = {}
+        for position, (c_type, args) in self.checked_indices(key, gathers).items():
+            name = f"pm_scatter{position}"
+            out[position] = (f"const {c_type} {name} = pm_scatter_index({args});", name)
+        return out
+
     def gathered(self, key: tuple, gathers) -> dict[int, str]:
-        """The C text of each gathered index of the read ``key`` (buffer, indices): the value
-        read from its source (whose address is built already), checked by ``pm_gather``
-        against the dimension's extent, with the fault code that names it."""
+        """The C text of each gathered index of the read ``key``: ``pm_gather``'s check of
+        the value (``checked_indices``)."""
+        return {
+            position: f"pm_gather({args})"
+            for position, (_, args) in self.checked_indices(key, gathers).items()
+        }
+
+    def checked_indices(self, key: tuple, gathers) -> dict[int, tuple[str, str]]:
+        """Per gathered position of the access ``key`` (buffer, indices): the C type of the
+        index and the arguments of its run-time check: the value read from its source (whose
+        address is built already), the dimension's extent and the fault code that names it."""
         buffer, indices = key
         decl = self.printer.decls[buffer]
         ordinals = {(r.buffer, r.indices, k): n for n, (r, k, _) in enumerate(gathers)}
@@ -547,7 +573,7 @@ class _Emitter:
             extent_text = self.printer.index_text(extent, wide=wide)
             # the fault word holds 7 bits of ordinal: the last stands for every gather from it on
             code = f"__LINE__ + PM_FAULT_GATHER({min(ordinal, MAX_GATHER_ORDINAL)})"
-            out[position] = f"pm_gather(({c_type}){value}, ({c_type})({extent_text}), {code})"
+            out[position] = (c_type, f"({c_type}){value}, ({c_type})({extent_text}), {code}")
         return out
 
     def address(

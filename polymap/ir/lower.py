@@ -143,9 +143,9 @@ def _data_read(expr: S.SExpr, scope: _Scope):
 
 def _gather_misplaced(buffer: str, what: str) -> str:
     return (
-        f"buffer '{buffer}' read in {what}: an index read from a buffer (a gather, A[{buffer}[i]]) may "
-        "stand only as a whole index of a read: not in index arithmetic, an extent, a shape, a condition "
-        "or a write's target (a scatter, not supported)"
+        f"buffer '{buffer}' read in {what}: an index read from a buffer (a gather, A[{buffer}[i]], or a "
+        f"scatter, O[{buffer}[i]] += x) may stand only as a whole index of an access: not in index "
+        "arithmetic, an extent, a shape, a condition or the index of a gathered index"
     )
 
 
@@ -404,7 +404,7 @@ class _Lowering:
             target = S.SSubscript(target.name, (), target.loc)
         if target.name not in scope.buffers:
             raise self.undeclared_buffer(target.name, target.loc, scope)
-        indices = tuple(self.index(a, scope, free) for a in target.args)
+        indices = tuple(self.read_index(a, scope, free) for a in target.args)  # a scatter's too
         free.collecting_target = False
         value = self.value(item.value, scope, free)
         op = AssignOp(item.op)

@@ -96,6 +96,10 @@ _COMPUTE = {
 }
 
 
+# the types a scatter may update: those the GPU has atomics (or a compare-and-swap loop) for
+ATOMIC_TYPES = (DType.I32, DType.I64, DType.F32, DType.F64)
+
+
 class BufferKind(enum.Enum):
     """How a buffer meets the outside world."""
 
@@ -125,6 +129,13 @@ class AssignOp(enum.Enum):
     def is_update(self) -> bool:
         """Whether the old value of the target is read (everything but plain ``=``)."""
         return self is not AssignOp.SET
+
+
+# the updates a scatter (``Assign.is_scatter``) may make: each is one atomic operation of
+# the GPU on the target's type (``-=`` adds the negation), so instances that meet on an
+# element commute; exactly so for integers, up to rounding order for floats (allowed only
+# with ``deterministic=False``)
+ATOMIC_OPS = frozenset({AssignOp.ADD, AssignOp.SUB, AssignOp.MAX, AssignOp.MIN})
 
 
 class IndexOp(enum.Enum):
@@ -691,10 +702,17 @@ class Assign:
     def target(self) -> Read:
         return Read(self.buffer, self.indices, self.loc)
 
+    @property
+    def is_scatter(self) -> bool:
+        """Whether the target's index is read from a buffer (``O[I[i]] += x``): instances
+        may update one element, so the update runs as an atomic (``ATOMIC_OPS``)."""
+        return any(isinstance(e, Gather) for e in self.indices)
+
     def reads(self) -> tuple[Read, ...]:
-        """Reads in evaluation order: the predicate's, the operands, then the target itself
-        for updates."""
-        own = (self.target,) if self.op.is_update else ()
+        """Reads in evaluation order: the predicate's, the operands, then the sources of
+        the target's gathered indices (a scatter's) and the target itself for updates."""
+        own = tuple(g.source for _, g in gathers_of(self.target))
+        own += (self.target,) if self.op.is_update else ()
         return operand_reads(self) + own
 
     def __str__(self) -> str:

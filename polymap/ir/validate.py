@@ -27,6 +27,8 @@ from polymap.errors import (
     UndeclaredError,
 )
 from polymap.ir.nodes import (
+    ATOMIC_OPS,
+    ATOMIC_TYPES,
     INDEX_MAX,
     INDEX_MIN,
     MAX_EXPR_NESTING,
@@ -59,6 +61,7 @@ from polymap.ir.nodes import (
     Select,
     Stmt,
     ValueExpr,
+    gathers_of,
     index_vars,
     leaves_of,
     operand_reads,
@@ -315,6 +318,8 @@ class _Validator:
                 )
         for read in operand_reads(stmt):
             self.access(read, indices, buffers, label, read.loc or stmt.loc)
+        if isinstance(stmt, Assign) and stmt.is_scatter:
+            self.scatter(stmt, decl, label)
         self.value(stmt.value, indices, label, stmt.loc)
         if stmt.guard is not None:
             self.guard(stmt.guard, indices, label, stmt.loc)
@@ -347,6 +352,44 @@ class _Validator:
                 self.index(index, indices, f"index {index} of {access} in {label}", loc)
         return decl
 
+    def scatter(self, stmt: Assign, decl: BufferDecl, label: str) -> None:
+        """A write through a gathered index (``O[I[i]] += x``): an update the GPU makes as one
+        atomic operation, on a program-wide buffer of a type it has atomics for, which the
+        statement reads nowhere else (the atomic is the only access that may meet another
+        instance's)."""
+        sources = ", ".join(sorted({g.source.buffer for _, g in gathers_of(stmt.target)}))
+        if stmt.op not in ATOMIC_OPS:
+            raise self.error(
+                ProgramError,
+                f"{label}: a write through an index read from '{sources}' (a scatter) must be an update "
+                f"that runs as an atomic: +=, -=, max= or min=, not {stmt.op.value} (two instances "
+                "may write one element)",
+                stmt.loc,
+            )
+        if decl.dtype not in ATOMIC_TYPES:
+            raise self.error(
+                ProgramError,
+                f"{label}: a scatter into '{decl.name}' ({decl.dtype.value}) needs a type the GPU updates "
+                f"atomically: {', '.join(t.value for t in ATOMIC_TYPES)}",
+                stmt.loc,
+            )
+        if decl not in self.program.buffers:
+            raise self.error(
+                ProgramError,
+                f"{label}: a scatter's target '{decl.name}' must be declared at the top of the program (a "
+                "block's 'new' buffer is private to each instance)",
+                stmt.loc,
+            )
+        others = [r for r in operand_reads(stmt) if r.buffer == decl.name]
+        others += [g.source for _, g in gathers_of(stmt.target) if g.source.buffer == decl.name]
+        if others:
+            raise self.error(
+                ProgramError,
+                f"{label}: a scatter into '{decl.name}' reads '{decl.name}' only through its own update "
+                f"(it reads {others[0]} too, which another instance may be updating)",
+                others[0].loc or stmt.loc,
+            )
+
     def gather(
         self,
         gather: Gather,
@@ -359,13 +402,6 @@ class _Validator:
     ) -> None:
         """A gathered index: in a read only, from an integer buffer, its own indices affine."""
         source = gather.source
-        if target:
-            raise self.error(
-                NotAffineError,
-                f"{label}: the write {access} goes through an index read from '{source.buffer}' (a "
-                "scatter), which is not supported",
-                loc,
-            )
         if any(isinstance(i, Gather) for i in source.indices):
             raise self.error(
                 NotAffineError, f"{label}: gathers do not nest: the indices of {source} must be affine", loc

@@ -145,6 +145,8 @@ def kernel_accesses(kernel: Kernel, model: PolyModel, *, launches: int = 1) -> t
             decl = model.program.buffer(access.buffer)
             if decl.by_value:
                 continue  # a kernel parameter (an in scalar): no memory access
+            if access.atomic is not None and not access.is_write:
+                continue  # a scatter's atomic update is one request, charged as its write
             found.append(_global_access(kernel, stmt, access, decl, instances, model, tag=f"{stmt.name}_{k}"))
     return tuple(found)
 

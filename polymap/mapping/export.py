@@ -12,6 +12,7 @@ import dataclasses
 import math
 from typing import Any
 
+from polymap.ir.scatters import scatters
 from polymap.mapping.outcome import SolveReport
 from polymap.mapping.result import KernelCost, Mapping
 from polymap.mapping.space import KernelMapping
@@ -32,6 +33,12 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
             for kernel, cost, solved in zip(mapping.kernels, mapping.costs, mapping.solver)
         ],
         "predicted_time_s": mapping.predicted_time_s,
+        # the scatters' atomic updates, and whether a float one was allowed (its order varies)
+        "deterministic": mapping.deterministic,
+        "atomic_updates": [
+            {"statement": s.name, "buffer": s.buffer, "operator": s.op.value}
+            for s in scatters(mapping.program)
+        ],
         "band_choices": [
             {
                 "loops": list(choice.indices),

@@ -7,6 +7,7 @@ from collections import Counter
 
 from polymap.ir.nodes import Loop
 from polymap.ir.printer import format_block
+from polymap.ir.scatters import atomic_lines
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.proof import Obligation
 from polymap.mapping.result import RANKING_WEIGHT, KernelCost, Mapping
@@ -62,6 +63,7 @@ def format_mapping(mapping: Mapping, *, proofs: bool = False) -> str:
     lines.append("")
     lines.extend(choice.describe() for choice in mapping.band_choices)
     lines.extend(choice.describe() for choice in mapping.splits)
+    lines.extend(atomic_lines(mapping.program))
     lines.append(f"predicted time: {mapping.predicted_time_s * 1e6:.4g} us in all")
     lines.append("  " + proof_summary(mapping, listed=proofs))
     if proofs and mapping.proved:

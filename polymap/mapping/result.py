@@ -220,6 +220,8 @@ class Mapping:
     given: bool = False  # the decisions were given to compile, not solved (``solver``: given_reports)
     band_choices: tuple[BandChoice, ...] = ()  # deep bands whose hardware axes SCIP's costs chose
     splits: tuple[SplitChoice, ...] = ()  # reduction loops considered for a split, in the order chosen
+    # whether a float scatter's atomics (an order of rounding that varies) were refused
+    deterministic: bool = True
 
     def __repr__(self) -> str:
         """One line (``str`` is the whole report)."""

@@ -122,6 +122,7 @@ def optimize(
     registers: bool = True,
     staging: bool = True,
     reassociate: bool = True,
+    deterministic: bool = True,
 ) -> Mapping:
     """Choose the thread mapping of every kernel of ``program`` with SCIP, prove it with isl,
     and return it with its predicted cost and SCIP's report.
@@ -149,6 +150,10 @@ def optimize(
     reduction, which changes the order of its sum (``lanes.py``; the report and the emitted
     header say so); ``reassociate=False`` keeps every float sum in the program's order.
 
+    A scatter into a float buffer (``O[I[i]] += x``, made of atomic updates whose order,
+    and so whose rounding, varies from run to run) is refused unless ``deterministic`` is
+    False (``ir/scatters.py``); integer scatters give one result in any order.
+
     The steps themselves are ``polymap.pipeline.optimize_program``."""
     from polymap.pipeline import optimize_program  # the pipeline sits above mapping/
 
@@ -161,6 +166,7 @@ def optimize(
         registers=registers,
         staging=staging,
         reassociate=reassociate,
+        deterministic=deterministic,
     ).mapping
 
 

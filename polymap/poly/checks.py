@@ -67,15 +67,16 @@ def check_races(
     same buffer, one of them a write, the conflicting pairs are
     ``{ x -> y : x in D1, y in D2, x[:d] = y[:d], x[d] != y[d], a1(x) = a2(y) }``
     (same iteration of the loops around the par loop, different iterations of it, same
-    element); the loop is race free when every such set is empty."""
+    element); the loop is race free when every such set is empty. Two atomic updates of a
+    scatter with one operator (``Access.commutes_with``) are not a race."""
     loops = par_loops(program, statements)
     by_name = {s.name: s for s in statements}
     for loop in loops:
         accesses = [(by_name[n], a) for n in loop.statements for a in by_name[n].accesses]
         for k, (s1, a1) in enumerate(accesses):
             for s2, a2 in accesses[k:]:
-                if not (a1.is_write or a2.is_write):
-                    continue
+                if not (a1.is_write or a2.is_write) or a1.commutes_with(a2):
+                    continue  # two atomic updates with one operator meet in any order
                 if a1.relation.get_tuple_name(_OUT) != a2.relation.get_tuple_name(_OUT):
                     continue
                 same = a1.relation.apply_range(a2.relation.reverse())

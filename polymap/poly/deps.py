@@ -11,7 +11,8 @@ allow more, but need exact kill analysis that later stages do not rely on).
 * output: a write, then another write of the same element.
 
 Accesses of one statement instance are not ordered against each other: an update
-``s[0] += x`` reads then writes inside one instance, which needs no dependence.
+``s[0] += x`` reads then writes inside one instance, which needs no dependence. Nor are
+the atomic updates of scatters with one operator (``O[I[i]] += x``): they commute.
 """
 
 from __future__ import annotations
@@ -126,6 +127,20 @@ def dependences(
             )
             buffer = tuples.user(data.get_tuple_name(isl.dim_type.out))
             items.append(Dependence(kind, tuples.user(source), tuples.user(sink), buffer, relation))
+    # a scatter's atomic updates with one operator commute (``Access.commutes_with``): no
+    # order between them to keep. A scatter reads its target only in its update (validate),
+    # so a pair of such statements on that buffer is a pair of atomics
+    atomic = {(s.name, w.buffer): w.atomic for s in statements for w in s.writes if w.atomic is not None}
+    kept = [
+        d
+        for d in items
+        if atomic.get((d.source, d.buffer)) is None
+        or atomic.get((d.source, d.buffer)) is not atomic.get((d.sink, d.buffer))
+    ]
+    if len(kept) < len(items):
+        items = kept
+        for kind in DepKind:
+            relations[kind] = _union(d.relation for d in items if d.kind is kind)
     kinds = list(DepKind)
     items.sort(key=lambda d: (kinds.index(d.kind), order.get(d.source, 0), order.get(d.sink, 0), d.buffer))
     return Dependences(

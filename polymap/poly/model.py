@@ -29,6 +29,7 @@ from polymap.ir import walk
 from polymap.ir.nodes import (
     Anchor,
     Assign,
+    AssignOp,
     BufferDecl,
     Gather,
     IndexExpr,
@@ -91,6 +92,16 @@ class Access:
     # the condition holds, so ``relation`` is what it may write (dependences and races take
     # it whole: sound)
     may: bool = False
+    # the access is a scatter's atomic update (``Assign.is_scatter``: its write and its read
+    # of the target), with this operator: two such accesses with one operator commute, so
+    # they neither race nor depend on each other (``prove``, ``poly.deps``)
+    atomic: AssignOp | None = None
+
+    def commutes_with(self, other: Access) -> bool:
+        """Whether this access and ``other`` are atomic updates of one buffer with one
+        operator, which the GPU applies in any order with one result (up to a float's
+        rounding: ``deterministic=False``)."""
+        return self.atomic is not None and self.atomic is other.atomic and self.buffer == other.buffer
 
     @property
     def addressing(self) -> isl.Map:
@@ -475,9 +486,17 @@ def _statement(
         return Access(ctx.name, buffer, indices, relation, is_write, loc or stmt.loc, text, gathered, address)
 
     writes = ()
+    atomic = stmt.op if isinstance(stmt, Assign) and stmt.is_scatter else None
     if isinstance(stmt, Assign):
-        writes = (replace(access(stmt.buffer, stmt.indices, stmt.loc, True), may=stmt.predicate is not None),)
-    reads = tuple(access(r.buffer, r.indices, r.loc, False) for r in stmt.reads())
+        # a scatter may write any element along its gathered dimensions: a may-write
+        may = stmt.predicate is not None or atomic is not None
+        writes = (replace(access(stmt.buffer, stmt.indices, stmt.loc, True), may=may, atomic=atomic),)
+    reads = tuple(
+        replace(access(r.buffer, r.indices, r.loc, False), atomic=atomic if r == stmt.target else None)
+        if atomic is not None
+        else access(r.buffer, r.indices, r.loc, False)
+        for r in stmt.reads()
+    )
     return StatementModel(ctx.name, ctx, domain, reads, writes, tuple(dims), loop_domain)
 
 

@@ -74,6 +74,102 @@ __device__ __forceinline__ T pm_lanes_min(T v) {
   return v;
 }
 
+// A scatter's update (``O[I[i]] += x``, language.md "Scatters"): one atomic operation on
+// the element, with the value already in the target's type, so instances that meet on an
+// element commute (integers exactly, floats up to the order of rounding). Integers wrap as
+// the language's do; max and min propagate NaN as pm_max and pm_min do (a compare-and-swap
+// loop: the GPU's own float atomics have no NaN-propagating max). The host updates through
+// std::atomic_ref, for the OS threads that run blocks side by side.
+#ifdef POLYMAP_HOST
+template <typename T, typename F>
+inline void pm_atomic_update(T* p, T v, F f) {
+  std::atomic_ref<T> element(*p);
+  T old = element.load();
+  while (!element.compare_exchange_weak(old, f(old, v))) {
+  }
+}
+template <typename T>
+inline T pm_wrap_add(T a, T b) {  // signed overflow wraps (no undefined behaviour)
+  using U = std::make_unsigned_t<T>;
+  return (T)((U)a + (U)b);
+}
+template <typename T>
+inline void pm_atomic_add(T* p, T v) {
+  if constexpr (std::is_integral_v<T>) pm_atomic_update(p, v, pm_wrap_add<T>);
+  else pm_atomic_update(p, v, [](T a, T b) { return a + b; });
+}
+template <typename T>
+inline void pm_atomic_sub(T* p, T v) {
+  if constexpr (std::is_integral_v<T>) pm_atomic_update(p, v, [](T a, T b) { return pm_wrap_add<T>(a, (T)(0 - (std::make_unsigned_t<T>)b)); });
+  else pm_atomic_update(p, v, [](T a, T b) { return a - b; });
+}
+template <typename T>
+inline void pm_atomic_max(T* p, T v) {
+  pm_atomic_update(p, v, [](T a, T b) { return pm_max(a, b); });
+}
+template <typename T>
+inline void pm_atomic_min(T* p, T v) {
+  pm_atomic_update(p, v, [](T a, T b) { return pm_min(a, b); });
+}
+#else
+__device__ __forceinline__ void pm_atomic_add(int* p, int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void pm_atomic_add(long long* p, long long v) {
+  atomicAdd((unsigned long long*)p, (unsigned long long)v);
+}
+__device__ __forceinline__ void pm_atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void pm_atomic_sub(int* p, int v) { atomicSub(p, v); }
+__device__ __forceinline__ void pm_atomic_sub(long long* p, long long v) {
+  atomicAdd((unsigned long long*)p, 0ull - (unsigned long long)v);
+}
+__device__ __forceinline__ void pm_atomic_sub(float* p, float v) { atomicAdd(p, -v); }
+__device__ __forceinline__ void pm_atomic_max(int* p, int v) { atomicMax(p, v); }
+__device__ __forceinline__ void pm_atomic_min(int* p, int v) { atomicMin(p, v); }
+__device__ __forceinline__ void pm_atomic_max(long long* p, long long v) { atomicMax(p, v); }
+__device__ __forceinline__ void pm_atomic_min(long long* p, long long v) { atomicMin(p, v); }
+// a float or double through its bits: compare-and-swap until no other thread came between
+struct pm_op_add { template <typename T> __device__ T operator()(T a, T b) const { return a + b; } };
+struct pm_op_max { template <typename T> __device__ T operator()(T a, T b) const { return pm_max(a, b); } };
+struct pm_op_min { template <typename T> __device__ T operator()(T a, T b) const { return pm_min(a, b); } };
+template <typename F>
+__device__ __forceinline__ void pm_atomic_cas(float* p, float v, F f) {
+  unsigned int* word = (unsigned int*)p;
+  unsigned int old = *word, seen;
+  do {
+    seen = old;
+    const unsigned int next = __float_as_uint(f(__uint_as_float(seen), v));
+    if (next == seen) return;
+    old = atomicCAS(word, seen, next);
+  } while (old != seen);
+}
+template <typename F>
+__device__ __forceinline__ void pm_atomic_cas(double* p, double v, F f) {
+  unsigned long long* word = (unsigned long long*)p;
+  unsigned long long old = *word, seen;
+  do {
+    seen = old;
+    const unsigned long long next = (unsigned long long)__double_as_longlong(f(__longlong_as_double((long long)seen), v));
+    if (next == seen) return;
+    old = atomicCAS(word, seen, next);
+  } while (old != seen);
+}
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 600
+__device__ __forceinline__ void pm_atomic_add(double* p, double v) { atomicAdd(p, v); }
+#else  // before sm_60 there is no double atomicAdd
+__device__ __forceinline__ void pm_atomic_add(double* p, double v) {
+  pm_atomic_cas(p, v, pm_op_add());
+}
+#endif
+__device__ __forceinline__ void pm_atomic_sub(double* p, double v) { pm_atomic_add(p, -v); }
+__device__ __forceinline__ void pm_atomic_max(float* p, float v) { pm_atomic_cas(p, v, pm_op_max()); }
+__device__ __forceinline__ void pm_atomic_min(float* p, float v) { pm_atomic_cas(p, v, pm_op_min()); }
+__device__ __forceinline__ void pm_atomic_max(double* p, double v) {
+  pm_atomic_cas(p, v, pm_op_max());
+}
+__device__ __forceinline__ void pm_atomic_min(double* p, double v) {
+  pm_atomic_cas(p, v, pm_op_min());
+}
+#endif
+
 // A loop over a thread's points, of constant trip count, to unroll: its per-point buffers,
 // indexed by the loop's counter, then stay in registers (nvcc, NVRTC); the host compiler
 // is asked the same (GCC's spelling, which clang takes too).
@@ -358,6 +454,23 @@ __device__ __forceinline__ long long pm_gather(long long v, long long n, int cod
   if (v < 0 || v >= n) {
     atomicMax(&pm_fault, code);
     return 0;
+  }
+  return v;
+}
+// A scatter's gathered index, checked as pm_gather checks a read's: outside [0, n) it
+// records ``code`` and gives -1, and the emitted code then makes no update (an update of
+// element 0, where a read falls back to, would change the caller's output).
+__device__ __forceinline__ int pm_scatter_index(int v, int n, int code) {
+  if (v < 0 || v >= n) {
+    atomicMax(&pm_fault, code);
+    return -1;
+  }
+  return v;
+}
+__device__ __forceinline__ long long pm_scatter_index(long long v, long long n, int code) {
+  if (v < 0 || v >= n) {
+    atomicMax(&pm_fault, code);
+    return -1;
   }
   return v;
 }

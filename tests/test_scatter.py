@@ -1,0 +1,195 @@
+"""Scatters (issue 13): ``O[I[i]] += x`` through atomic updates. Integer scatters give one
+result in any order of the updates; float ones only with ``deterministic=False``. Each is
+run by the reference, the oracle and the host emulation against NumPy written here
+(``np.bincount``, ``np.add.at``), compiled by NVRTC; misuse is a located error; the proof
+finds no race between atomics with one operator and finds the race with any other access."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from everywhere import run_everywhere
+
+import polymap
+from polymap.cli import main
+from polymap.errors import ArgumentError, BoundsError, ProgramError, RaceError, VerificationError
+from polymap.ir.parse import load, parse
+from polymap.reference import reference
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+def _program(body: str, out: str = "i32", x: str = "i32", n: int = 600, bins: int = 7):
+    return parse(
+        f"param N = {n}\nparam B = {bins}\nin I: i32[N]\nin x: {x}[N]\nout O: {out}[B]\npar N i {{ {body} }}",
+        name="scatter",
+    ).bind_defaults()
+
+
+RNG = np.random.default_rng(7)
+BINS = RNG.integers(0, 7, 600).astype(np.int32)
+
+
+def test_the_histogram_model_counts_each_intensity_and_sums_a_channel_per_bin():
+    program = load(ROOT / "models" / "histogram.te").bind(N=5000)
+    p = RNG.integers(0, 256, 5000).astype(np.uint8)
+    g = RNG.integers(-(2**31), 2**31 - 1, 5000).astype(np.int32)
+    runs, _ = run_everywhere(program, {"P": p, "G": g})
+    want_sum = np.zeros(256, np.int64)
+    np.add.at(want_sum, p.astype(np.int64), g.astype(np.int64))
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["H"], np.bincount(p, minlength=256), err_msg=name)
+        np.testing.assert_array_equal(run["Gsum"], want_sum, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["i32", "i64"])
+@pytest.mark.parametrize("op", ["+=", "-=", "max=", "min="])
+def test_integer_scatters_are_exact_in_any_order(op, dtype):
+    np_type = np.int32 if dtype == "i32" else np.int64
+    x = RNG.integers(np.iinfo(np_type).min // 2, np.iinfo(np_type).max // 2, 600).astype(np_type)
+    program = _program(f"O[I[i]] {op} x[i]", out=dtype, x=dtype)
+    runs, _ = run_everywhere(program, {"I": BINS, "x": x})
+    want = np.zeros(7, np_type)  # an out buffer starts at zeros
+    ufunc = {"+=": np.add, "-=": np.subtract, "max=": np.maximum, "min=": np.minimum}[op]
+    with np.errstate(over="ignore"):
+        ufunc.at(want, BINS, x)  # wraps, as C's two's complement does
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["O"], want, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("op", ["+=", "-=", "max=", "min="])
+def test_float_scatters_run_with_deterministic_off_equal_to_numpy_within_rounding(op, dtype):
+    np_type = np.float32 if dtype == "f32" else np.float64
+    x = RNG.standard_normal(600).astype(np_type)
+    x[5] = np.nan if op in ("max=", "min=") else x[5]  # max and min propagate NaN
+    program = _program(f"O[I[i]] {op} x[i]", out=dtype, x=dtype)
+    kernel = polymap.compile(program, deterministic=False)
+    assert ".entry" in kernel.ptx()
+    want = np.zeros(7, np.float64)
+    ufunc = {"+=": np.add, "-=": np.subtract, "max=": np.maximum, "min=": np.minimum}[op]
+    with np.errstate(invalid="ignore"):
+        ufunc.at(want, BINS, x.astype(np.float64))
+    for got in (reference(program, I=BINS, x=x)["O"], kernel.run_host(I=BINS, x=x)["O"]):
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "f32" else 1e-12)
+
+
+def test_the_value_is_converted_to_the_targets_type_before_the_atomic_update():
+    # 2.7 is added as 2 to an i32 bin (C's conversion toward zero), and 1.5 to an f32 bin
+    # in f32: the update the GPU's atomicAdd makes
+    program = _program("O[I[i]] += x[i] * 0.9", out="i32", x="f32", n=4, bins=2)
+    x = np.array([3, 3, 1, 1], np.float32)
+    i = np.array([0, 0, 1, 0], np.int32)
+    runs, _ = run_everywhere(program, {"I": i, "x": x})
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["O"], [2 + 2 + 0, 0], err_msg=name)
+
+
+def test_a_float_scatter_is_refused_unless_deterministic_is_off_and_the_mapping_keeps_the_choice():
+    program = _program("O[I[i]] += x[i]", out="f32", x="f32")
+    with pytest.raises(
+        ProgramError, match=r"S0 `O\[I\[i\]\] \+= x\[i\]` updates the float buffer 'O'.*deterministic=False"
+    ) as info:
+        polymap.optimize(program)
+    assert info.value.loc is not None and info.value.loc.line == 6
+    mapping = polymap.optimize(program, deterministic=False)
+    assert not mapping.deterministic
+    assert "its float result varies with their order from run to run" in str(mapping)
+    data = mapping.to_json()
+    assert data["deterministic"] is False
+    assert data["atomic_updates"] == [{"statement": "S0", "buffer": "O", "operator": "+="}]
+    kernel = polymap.compile(program, mapping)  # a given mapping carries the permission
+    np.testing.assert_allclose(
+        kernel.run_host(I=BINS, x=np.ones(600, np.float32))["O"], np.bincount(BINS, minlength=7)
+    )
+    with pytest.raises(ArgumentError, match="deterministic belong to optimize"):
+        polymap.compile(program, mapping, deterministic=False)
+    # integer scatters need no permission
+    assert polymap.optimize(_program("O[I[i]] += 1")).deterministic
+
+
+@pytest.mark.parametrize(
+    ("body", "out", "words"),
+    [
+        ("O[I[i]] = x[i]", "i32", "must be an update that runs as an atomic: +=, -=, max= or min=, not ="),
+        ("O[I[i]] *= x[i]", "i32", "not *="),
+        ("O[I[i]] += x[i]", "f16", "needs a type the GPU updates atomically: i32, i64, f32, f64"),
+        ("O[I[i]] += O[0]", "i32", "reads 'O' only through its own update (it reads O[0] too"),
+    ],
+)
+def test_misused_scatters_are_located_errors(body, out, words):
+    with pytest.raises(ProgramError) as info:
+        _program(body, out=out)
+    assert words in str(info.value)
+    assert info.value.loc is not None and info.value.loc.line == 6
+
+
+def test_a_scatter_into_a_block_local_buffer_is_refused():
+    text = "param N = 8\nin I: i32[N]\nout y: i32[N]\npar N i {\n  new t: i32[4]\n  t[I[i]] += 1\n  y[i] = t[0]\n}"
+    with pytest.raises(ProgramError, match="must be declared at the top of the program") as info:
+        parse(text)
+    assert info.value.loc.line == 6
+
+
+def test_atomics_with_one_operator_commute_and_any_other_access_races():
+    ok = parse(
+        "param N = 64\nin I: i32[N]\nin J: i32[N]\nout O: i32[8]\npar N i { O[I[i]] += 1; O[J[i]] += 2 }"
+    )
+    mapping = polymap.optimize(ok)
+    assert any("atomic updates with one operator, which commute" in line for line in mapping.proofs)
+    mixed = parse("param N = 64\nin I: i32[N]\nout O: i32[8]\npar N i { O[I[i]] += 1; O[I[i]] max= 2 }")
+    with pytest.raises((RaceError, VerificationError), match="O"):
+        polymap.optimize(mixed)
+    read = parse(
+        "param N = 64\nin I: i32[N]\nout O: i32[N]\nout y: i32[N]\npar N i { O[I[i]] += 1; y[i] = O[i] }"
+    )
+    with pytest.raises((RaceError, VerificationError), match="O"):
+        polymap.optimize(read)
+
+
+def test_a_scatter_in_a_thread_loop_and_a_later_kernel_that_reads_the_result():
+    text = """param N = 48
+param K = 5
+in I: i32[N, K]
+in x: i32[N, K]
+out O: i32[16]
+out y: i32[16]
+par N i { seq K k { O[I[i, k]] += x[i, k] } }
+par 16 b { y[b] = O[b] * 2 }
+"""
+    program = parse(text, name="twice").bind_defaults()
+    i = RNG.integers(0, 16, (48, 5)).astype(np.int32)
+    x = RNG.integers(-100, 100, (48, 5)).astype(np.int32)
+    runs, _ = run_everywhere(program, {"I": i, "x": x})
+    want = np.zeros(16, np.int64)
+    np.add.at(want, i.ravel(), x.ravel())
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["O"], want, err_msg=name)
+        np.testing.assert_array_equal(run["y"], 2 * want, err_msg=name)
+
+
+def test_an_index_outside_the_bins_is_a_bounds_error_in_the_reference_and_on_the_host():
+    program = _program("O[I[i]] += 1")
+    bad = BINS.copy()
+    bad[100] = 7
+    with pytest.raises(BoundsError, match=r"I\[100\] = 7.*outside \[0, 7\)"):
+        reference(program, I=bad, x=np.zeros(600, np.int32))
+    kernel = polymap.compile(program)
+    with pytest.raises(BoundsError, match=r"O\[I\[i\]\]"):
+        kernel.run_host(I=bad, x=np.zeros(600, np.int32))
+
+
+def test_the_command_line_maps_a_float_scatter_only_when_asked(tmp_path, capsys):
+    path = tmp_path / "sums.te"
+    path.write_text(
+        "param N = 1000\nin I: i32[N]\nin x: f32[N]\nout O: f32[10]\npar N i { O[I[i] % 10] += x[i] }\n"
+    )
+    # an index read from a buffer stands whole: I[i] % 10 is refused; the bins come as data
+    assert main(["map", str(path)]) != 0
+    path.write_text(
+        "param N = 1000\nin I: i32[N]\nin x: f32[N]\nout O: f32[10]\npar N i { O[I[i]] += x[i] }\n"
+    )
+    assert main(["map", str(path)]) != 0
+    assert "--nondeterministic" in capsys.readouterr().err
+    assert main(["map", str(path), "--nondeterministic"]) == 0
+    assert "each instance updates 'O' atomically" in capsys.readouterr().out
