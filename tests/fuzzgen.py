@@ -103,6 +103,8 @@ class _Gen:
         self.data = random.Random(seed * 104729 + 3)
         # the long reductions' draws (split into parts by the pipeline): a stream of their own
         self.splits = random.Random(seed * 15485863 + 5)
+        # the scatters' draws (atomic updates through an index buffer): a stream of their own
+        self.scatters = random.Random(seed * 2147483647 + 7)
 
     # -- sizes and extents
 
@@ -274,8 +276,30 @@ class _Gen:
         r.shuffle(chosen)
         return self.out([self.write_form(v) for v in chosen]), reduces
 
+    def scatter(self, loops: list[_Var]) -> str:
+        """An atomic update through an index buffer (``W[G[i]] += v``): an integer target,
+        so that any order of the updates gives the reference's result; the index buffer
+        read at some of the loops, its values drawn inside the bins by ``fuzzcheck``."""
+        x = self.scatters
+        self.s.features.add("scatter")
+        on = x.sample(loops, x.randint(1, len(loops)))
+        source = self.s.fresh("G")
+        self.s.decls.append(
+            f"in {source}: {x.choice(['i32', 'i64', 'u8'])}[{', '.join(v.bound for v in on)}]"
+        )
+        bins = str(x.randint(1, 9))
+        dims = [bins] + ([loops[-1].bound] if x.random() < 0.3 else [])
+        indices = [f"{source}[{', '.join(v.name for v in on)}]"] + ([loops[-1].name] if len(dims) > 1 else [])
+        if x.random() < 0.5:
+            dims, indices = dims[::-1], indices[::-1]
+        name = self.s.fresh("W")
+        self.s.decls.append(f"out {name}: {x.choice(['i32', 'i64'])}[{', '.join(dims)}]")
+        return f"{name}[{', '.join(indices)}] {x.choice(['+=', '-=', 'max=', 'min='])} {self.value(loops)}"
+
     def statement(self, loops: list[_Var]) -> str:
         r = self.s.rng
+        if loops and self.scatters.random() < 0.12:
+            return self.scatter(loops)
         target, reduces = self.target(loops)
         ops = ["+=", "max=", "min="] if reduces else ["=", "=", "+=", "-=", "*=", "max=", "min="]
         text = f"{target} {r.choice(ops)} {self.value(loops)}"

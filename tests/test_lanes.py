@@ -391,7 +391,7 @@ def test_an_integer_accumulator_that_computes_in_float_or_narrows_a_min_stays_in
 def test_a_given_mapping_takes_no_reassociate_option():
     program = load("models/gemv.te")
     mapping = polymap.optimize(program)
-    with pytest.raises(polymap.ArgumentError, match="reassociate belong to optimize"):
+    with pytest.raises(polymap.ArgumentError, match="reassociate and deterministic belong to optimize"):
         polymap.compile(mapping.program, mapping, reassociate=False)
 
 

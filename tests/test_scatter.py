@@ -14,6 +14,7 @@ import polymap
 from polymap.cli import main
 from polymap.errors import ArgumentError, BoundsError, ProgramError, RaceError, VerificationError
 from polymap.ir.parse import load, parse
+from polymap.ir.scatters import scatters
 from polymap.reference import reference
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -177,6 +178,27 @@ def test_an_index_outside_the_bins_is_a_bounds_error_in_the_reference_and_on_the
     kernel = polymap.compile(program)
     with pytest.raises(BoundsError, match=r"O\[I\[i\]\]"):
         kernel.run_host(I=bad, x=np.zeros(600, np.int32))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "param M = 64\nparam K = 50\nin I: i32[M]\nin X: i32[M, K]\nout O: i32[M, 8]\n"
+        "par M r { seq K k { O[r, I[r]] += X[r, k] } }",
+        "param N = 30\nin I: i32[4]\nin X: i32[N]\nout O: i32[8]\nseq 4 t { seq N i { O[I[t]] += X[i] } }",
+        "param N = 30\nin I: i32[4]\nin X: i32[N]\nout O: i32[8]\npar 1 t { seq N i { O[I[t]] += X[i] } }",
+    ],
+)
+def test_a_scatter_in_a_loop_that_keeps_its_element_stays_an_atomic_update(text):
+    # register promotion took O[r, I[r]] for an accumulator and stored it with a plain `=`
+    # after the loop (a review found it: the report called the store atomic, codegen failed)
+    program = parse(text).bind_defaults()
+    inputs = {"I": RNG.integers(0, 8, program.buffer("I").shape[0].value).astype(np.int32)}
+    inputs["X"] = RNG.integers(-50, 50, tuple(e.value for e in program.buffer("X").shape)).astype(np.int32)
+    runs, kernel = run_everywhere(program, inputs)
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["O"], runs["reference"]["O"], err_msg=name)
+    assert all(s.op.value == "+=" for s in scatters(kernel.mapping.program))
 
 
 def test_the_command_line_maps_a_float_scatter_only_when_asked(tmp_path, capsys):

@@ -8,7 +8,7 @@ program with a float scatter is therefore mapped only when its user allows that
 from __future__ import annotations
 
 from polymap.errors import ProgramError
-from polymap.ir.nodes import Assign, Program
+from polymap.ir.nodes import Assign, AssignOp, Program
 from polymap.ir.walk import walk_block
 
 
@@ -30,11 +30,16 @@ def check_determinism(program: Program, deterministic: bool) -> None:
     found = float_scatters(program)
     if deterministic and found:
         stmt = found[0]
+        differs = (
+            "a float sum rounds differently in each"
+            if stmt.op in (AssignOp.ADD, AssignOp.SUB)
+            else "the sign of a zero and which NaN is kept follow that order"
+        )
         raise ProgramError(
             f"{stmt.name} `{stmt}` updates the float buffer '{stmt.buffer}' through an index read from a "
-            "buffer (a scatter): its atomic updates meet in an order that varies from run to run, and a "
-            "float sum rounds differently in each; pass deterministic=False (--nondeterministic) to allow "
-            "it, or write the update to an integer buffer",
+            f"buffer (a scatter): its atomic updates meet in an order that varies from run to run, and "
+            f"{differs}; pass deterministic=False (--nondeterministic) to allow it, or write the update "
+            "to an integer buffer",
             loc=stmt.loc,
             **program.error_context(),
         )

@@ -27,6 +27,7 @@ import islpy as isl
 from polymap.errors import ArgumentError, InternalError, NotAffineError, ProgramError, SourceLoc
 from polymap.ir import walk
 from polymap.ir.nodes import (
+    ATOMIC_OPS,
     Anchor,
     Assign,
     AssignOp,
@@ -487,6 +488,8 @@ def _statement(
 
     writes = ()
     atomic = stmt.op if isinstance(stmt, Assign) and stmt.is_scatter else None
+    if atomic is not None and atomic not in ATOMIC_OPS:  # validate refuses these
+        raise InternalError(f"{ctx.name} `{stmt}`: a scatter whose {atomic.value} is no atomic update")
     if isinstance(stmt, Assign):
         # a scatter may write any element along its gathered dimensions: a may-write
         may = stmt.predicate is not None or atomic is not None

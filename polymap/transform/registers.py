@@ -226,6 +226,8 @@ def _element(loop: Loop, buffer: str, before: Stmt | None) -> tuple[IndexExpr, .
         return None
     if None in found and not _sets(before, buffer, element):
         return None
+    if any(isinstance(e, Gather) for e in element):
+        return None  # a scatter's element is known at run time only: its update stays atomic
     if any(index_vars(e) & indices for e in element):
         return None
     return element
