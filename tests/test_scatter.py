@@ -215,3 +215,12 @@ def test_the_command_line_maps_a_float_scatter_only_when_asked(tmp_path, capsys)
     assert "--nondeterministic" in capsys.readouterr().err
     assert main(["map", str(path), "--nondeterministic"]) == 0
     assert "each instance updates 'O' atomically" in capsys.readouterr().out
+
+
+def test_the_machine_code_of_the_histogram_makes_its_updates_with_atomics():
+    pytest.importorskip("cuda.bindings")
+    report = polymap.compile(load(ROOT / "models" / "histogram.te")).machine_code()
+    (kernel,) = report.kernels
+    # one REDG (a reduction without a result) per scatter, no plain store of H or Gsum
+    assert kernel.whole.atomics == 2 and kernel.whole.global_stores == 0
+    assert "2 atomics" in str(report)

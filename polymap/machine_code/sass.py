@@ -43,6 +43,9 @@ GLOBAL_STORES = frozenset({"STG"})
 ASYNC_COPIES = frozenset({"LDGSTS"})  # cp.async: global to shared without a register
 LOCAL = frozenset({"LDL", "STL"})  # the thread's stack: spills and arrays not in registers
 BARRIERS = frozenset({"BAR"})
+# atomic updates of memory: reductions without a result (RED, REDG on sm_90), atomics that
+# return the old value (ATOM, ATOMG; a compare-and-swap loop's ATOMG.CAS) and shared ATOMS
+ATOMICS = frozenset({"RED", "REDG", "ATOM", "ATOMG", "ATOMS"})
 _WIDTHS = {"128": 128, "64": 64, "U16": 16, "S16": 16, "U8": 8, "S8": 8}
 
 
@@ -119,6 +122,7 @@ class InstructionMix:
     load_widths: tuple[tuple[int, int], ...]  # (bits, global and shared loads of that width)
     # (bits, global loads of that width), a cp.async (LDGSTS) counted as the global load it is
     global_load_widths: tuple[tuple[int, int], ...] = ()
+    atomics: int = 0  # ``ATOMICS``: a scatter's updates (language.md, "Scatters")
 
     @staticmethod
     def of(instructions: tuple[Instruction, ...]) -> InstructionMix:
@@ -139,6 +143,7 @@ class InstructionMix:
             async_copies=count(ASYNC_COPIES),
             local_accesses=count(LOCAL),
             barriers=count(BARRIERS),
+            atomics=count(ATOMICS),
             load_widths=tuple(sorted(widths.items())),
             global_load_widths=tuple(
                 sorted(
