@@ -602,7 +602,7 @@ class _Executor:
                 return
         evaluate = _Eval(self, stmt, env, lanes, buffers)
         value = evaluate.value(stmt.value)
-        if isinstance(stmt, Assign) and stmt.is_scatter:
+        if isinstance(stmt, Assign) and stmt.is_atomic:
             self.scatter(stmt, value, evaluate, lanes, buffers)
         elif isinstance(stmt, Assign):
             self.store(stmt, value, env, lanes, buffers)
@@ -857,7 +857,7 @@ def _accumulation(loop: Loop) -> Assign | None:
     if len(loop.body) != 1 or not isinstance(loop.body[0], Assign):
         return None
     stmt = loop.body[0]
-    if stmt.guard is not None or stmt.predicate is not None or stmt.is_scatter:
+    if stmt.guard is not None or stmt.predicate is not None or stmt.is_atomic:
         return None
     if not stmt.op.is_update or any(loop.index in index_vars(e) for e in stmt.indices):
         return None

@@ -222,7 +222,7 @@ class Oracle:
         array = memory[stmt.buffer]
         where = self.element(array, stmt.indices, env, stmt.buffer, memory)
         target = self.dtypes[stmt.buffer]
-        if stmt.is_scatter:  # an atomic update of the value in the target's type
+        if stmt.is_atomic:  # an atomic update of the value in the target's type
             value = convert(value, compute(target))
         if stmt.op is not AssignOp.SET:
             old = widen(array[where], target)

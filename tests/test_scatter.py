@@ -224,3 +224,39 @@ def test_the_machine_code_of_the_histogram_makes_its_updates_with_atomics():
     # one REDG (a reduction without a result) per scatter, no plain store of H or Gsum
     assert kernel.whole.atomics == 2 and kernel.whole.global_stores == 0
     assert "2 atomics" in str(report)
+
+
+def test_an_update_written_atomic_sums_across_threads_and_is_refused_where_it_is_no_update():
+    program = parse(
+        "param N = 5000\nin x: i32[N]\nout s: i32[1]\npar N i { atomic s[0] += x[i] }", name="full"
+    )
+    program = program.bind_defaults()
+    assert "atomic s[0] += x[i]" in str(program)  # printed as written, and parsed back the same
+    assert parse(str(program), name="full").body == program.body
+    x = RNG.integers(-1000, 1000, 5000).astype(np.int32)
+    runs, kernel = run_everywhere(program, {"x": x})
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["s"], [x.sum()], err_msg=name)
+    assert "pm_atomic_add(&s[0]" in kernel.source
+    # without `atomic` the same nest is a race; a float target needs deterministic=False
+    with pytest.raises(RaceError, match="writes s\\[0\\] in two different iterations"):
+        polymap.optimize(parse("param N = 64\nin x: i32[N]\nout s: i32[1]\npar N i { s[0] += x[i] }"))
+    floats = parse("param N = 64\nin x: f32[N]\nout s: f32[1]\npar N i { atomic s[0] += x[i] }")
+    with pytest.raises(ProgramError, match="updates the float buffer 's' atomically"):
+        polymap.optimize(floats)
+    assert polymap.optimize(floats, deterministic=False).proved
+    with pytest.raises(ProgramError, match="an atomic write must be an update") as info:
+        parse("param N = 64\nin x: i32[N]\nout s: i32[1]\npar N i { atomic s[0] = x[i] }")
+    assert info.value.loc.line == 4 and info.value.loc.col == 11
+
+
+def test_an_atomic_update_inside_a_thread_loop_stays_atomic():
+    # its element is other threads' too: register promotion, lanes and splits leave it alone
+    text = "param M = 64\nparam K = 300\nin X: i32[M, K]\nout s: i32[4]\npar M i { seq K k { atomic s[i % 4] += X[i, k] } }"
+    program = parse(text).bind_defaults()
+    x = RNG.integers(-9, 9, (64, 300)).astype(np.int32)
+    runs, kernel = run_everywhere(program, {"X": x})
+    want = np.array([x[r::4].sum() for r in range(4)])
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["s"], want, err_msg=name)
+    assert kernel.mapping.program == program

@@ -292,7 +292,7 @@ class StatementPrinter:
             return f"(void)({value});"
         target = self.access(stmt.buffer, stmt.indices)
         ttype = self.decls[stmt.buffer].dtype
-        if stmt.is_scatter:
+        if stmt.is_atomic:
             return self.scatter(stmt, target, convert(value, vprec, vtype, ttype), ttype)
         if stmt.op is AssignOp.SET:
             return f"{target} = {convert(value, vprec, vtype, ttype)};"
@@ -317,8 +317,10 @@ class StatementPrinter:
         ``cuda_templates/polymap_helpers.cuh``): the value converted to the target's type is
         computed first (as the reference does), then the gathered indices are checked, and
         where one is outside its dimension no element is updated."""
-        if not self.scatter_indices:
+        if stmt.is_scatter and not self.scatter_indices:
             raise InternalError(f"{stmt.name}: no checked index was built for the scatter {stmt.target}")
+        if not stmt.is_scatter:  # ``atomic O[i] += x``: its index is proved in bounds
+            return f"{_ATOMIC[stmt.op]}(&{target}, ({C_TYPE[ttype]})({value}));"
         lines = [f"const {C_TYPE[ttype]} pm_value = {value};"]
         lines += [f"{declaration}" for declaration, _ in self.scatter_indices]
         inside = " && ".join(f"{name} >= 0" for _, name in self.scatter_indices)

@@ -50,8 +50,8 @@ def accumulated(
     for stmt in stmts:
         reads_it = any(r.buffer == name for r in operand_reads(stmt))
         if isinstance(stmt, Assign) and stmt.buffer == name:
-            if stmt.op not in COMBINABLE or reads_it:
-                return None
+            if stmt.op not in COMBINABLE or reads_it or stmt.is_atomic:
+                return None  # (an atomic update's element is other threads' too)
             if decl.dtype.is_integer and not _exact_integer_update(stmt, decl.dtype, dtype_of):
                 return None
             ops.add(stmt.op)

@@ -409,7 +409,7 @@ class _Lowering:
         value = self.value(item.value, scope, free)
         op = AssignOp(item.op)
         name = self.next_name()
-        stmt = Assign(name, target.name, indices, op, value, item.loc)
+        stmt = Assign(name, target.name, indices, op, value, item.loc, atomic=item.atomic)
         if not (free.in_target or free.in_value):
             return stmt
         reduced = [n for n in free.in_value if n not in free.in_target]

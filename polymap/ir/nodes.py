@@ -697,6 +697,9 @@ class Assign:
     # evaluates it (its reads are the statement's), and only those where it holds store (a
     # may-write); None: every instance stores
     predicate: Condition | None = None
+    # ``atomic O[i] += x``: the update is one atomic operation, so instances of other
+    # threads may update the element too (a scatter, ``is_scatter``, is atomic whatever this says)
+    atomic: bool = False
 
     @property
     def target(self) -> Read:
@@ -708,6 +711,11 @@ class Assign:
         may update one element, so the update runs as an atomic (``ATOMIC_OPS``)."""
         return any(isinstance(e, Gather) for e in self.indices)
 
+    @property
+    def is_atomic(self) -> bool:
+        """Whether the update is one atomic operation (``atomic`` written, or a scatter)."""
+        return self.atomic or self.is_scatter
+
     def reads(self) -> tuple[Read, ...]:
         """Reads in evaluation order: the predicate's, the operands, then the sources of
         the target's gathered indices (a scatter's) and the target itself for updates."""
@@ -716,7 +724,7 @@ class Assign:
         return operand_reads(self) + own
 
     def __str__(self) -> str:
-        return f"{self.target} {self.op.value} {self.value}"
+        return f"{'atomic ' if self.atomic else ''}{self.target} {self.op.value} {self.value}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -952,7 +960,9 @@ def _subst_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:
         if isinstance(stmt, Anchor):
             return Anchor(stmt.name, value, stmt.loc, guard, predicate)
         indices = tuple(substitute_index(i, values) for i in stmt.indices)
-        return Assign(stmt.name, stmt.buffer, indices, stmt.op, value, stmt.loc, guard, predicate)
+        return Assign(
+            stmt.name, stmt.buffer, indices, stmt.op, value, stmt.loc, guard, predicate, stmt.atomic
+        )
     if isinstance(stmt, New):
         return New(_subst_decl(stmt.decl, values))
     body = tuple(_subst_stmt(s, values) for s in stmt.body)

@@ -7,7 +7,7 @@ Grammar (statements end at a newline or ``;``; newlines inside ``()``/``[]`` are
     pdecl    := NAME ('=' expr)?
     decl     := ('in' | 'out' | 'inout' | 'new') NAME ':' DTYPE ('[' (expr (',' expr)*)? ']')?
     stmt     := ('par' | 'seq') expr NAME '{' (stmt | decl)* '}'
-              | target ASSIGN expr          ASSIGN := = += -= *= max= min=
+              | 'atomic'? target ASSIGN expr          ASSIGN := = += -= *= max= min=
               | 'anchor' expr
     target   := NAME ('[' (expr (',' expr)*)? ']')?
     expr     := term (('+' | '-') term)*
@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from polymap.errors import ArgumentError, ParseError, PolymapError
@@ -65,7 +66,7 @@ from polymap.ir.syntax import (
 ASSIGN_OPS = ("=", "+=", "-=", "*=", "/=", "max=", "min=")
 DECL_KINDS = ("in", "out", "inout", "new")
 KEYWORDS = frozenset(
-    ("param", "par", "seq", "anchor", "assume", "if", "else", "and", "or", "not", *DECL_KINDS)
+    ("param", "par", "seq", "anchor", "assume", "if", "else", "and", "or", "not", "atomic", *DECL_KINDS)
 )
 COMPARISONS = frozenset(("<", "<=", ">", ">=", "==", "!="))
 
@@ -206,6 +207,9 @@ class _Parser:
         if word == "anchor":
             loc = self.advance().loc
             return [SAnchor(self.expr(), loc)]
+        if word == "atomic":
+            loc = self.advance().loc
+            return [replace(self.assign(), atomic=True, loc=loc)]
         if word == "assume":
             if not top_level:
                 raise self.error("'assume' states the sizes a program is valid for: it belongs at top level")

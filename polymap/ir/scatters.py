@@ -13,8 +13,9 @@ from polymap.ir.walk import walk_block
 
 
 def scatters(program: Program) -> tuple[Assign, ...]:
-    """The program's scatter statements, in textual order."""
-    return tuple(s for s in walk_block(program.body) if isinstance(s, Assign) and s.is_scatter)
+    """The program's atomic updates (scatters, and statements written ``atomic``), in
+    textual order."""
+    return tuple(s for s in walk_block(program.body) if isinstance(s, Assign) and s.is_atomic)
 
 
 def float_scatters(program: Program) -> tuple[Assign, ...]:
@@ -36,8 +37,8 @@ def check_determinism(program: Program, deterministic: bool) -> None:
             else "the sign of a zero and which NaN is kept follow that order"
         )
         raise ProgramError(
-            f"{stmt.name} `{stmt}` updates the float buffer '{stmt.buffer}' through an index read from a "
-            f"buffer (a scatter): its atomic updates meet in an order that varies from run to run, and "
+            f"{stmt.name} `{stmt}` updates the float buffer '{stmt.buffer}' "
+            f"{'through an index read from a buffer (a scatter)' if stmt.is_scatter else 'atomically'}: its atomic updates meet in an order that varies from run to run, and "
             f"{differs}; pass deterministic=False (--nondeterministic) to allow it, or write the update "
             "to an integer buffer",
             loc=stmt.loc,

@@ -115,6 +115,7 @@ class SAssign:
     op: str
     value: SExpr
     loc: SourceLoc
+    atomic: bool = False  # ``atomic O[i] += x``
 
 
 @dataclass(frozen=True, slots=True)

@@ -318,7 +318,7 @@ class _Validator:
                 )
         for read in operand_reads(stmt):
             self.access(read, indices, buffers, label, read.loc or stmt.loc)
-        if isinstance(stmt, Assign) and stmt.is_scatter:
+        if isinstance(stmt, Assign) and stmt.is_atomic:
             self.scatter(stmt, decl, label)
         self.value(stmt.value, indices, label, stmt.loc)
         if stmt.guard is not None:
@@ -358,26 +358,26 @@ class _Validator:
         statement reads nowhere else (the atomic is the only access that may meet another
         instance's)."""
         sources = ", ".join(sorted({g.source.buffer for _, g in gathers_of(stmt.target)}))
+        what = f"a write through an index read from '{sources}' (a scatter)" if sources else "an atomic write"
         if stmt.op not in ATOMIC_OPS:
             raise self.error(
                 ProgramError,
-                f"{label}: a write through an index read from '{sources}' (a scatter) must be an update "
-                f"that runs as an atomic: +=, -=, max= or min=, not {stmt.op.value} (two instances "
-                "may write one element)",
+                f"{label}: {what} must be an update that runs as an atomic: +=, -=, max= or min=, not "
+                f"{stmt.op.value} (two instances may write one element)",
                 stmt.loc,
             )
         if decl.dtype not in ATOMIC_TYPES:
             raise self.error(
                 ProgramError,
-                f"{label}: a scatter into '{decl.name}' ({decl.dtype.value}) needs a type the GPU updates "
+                f"{label}: an atomic update of '{decl.name}' ({decl.dtype.value}) needs a type the GPU updates "
                 f"atomically: {', '.join(t.value for t in ATOMIC_TYPES)}",
                 stmt.loc,
             )
         if decl not in self.program.buffers:
             raise self.error(
                 ProgramError,
-                f"{label}: a scatter's target '{decl.name}' must be declared at the top of the program (a "
-                "block's 'new' buffer is private to each instance)",
+                f"{label}: an atomic update's target '{decl.name}' must be declared at the top of the program "
+                "(a block's 'new' buffer is private to each instance)",
                 stmt.loc,
             )
         others = [r for r in operand_reads(stmt) if r.buffer == decl.name]
@@ -385,7 +385,7 @@ class _Validator:
         if others:
             raise self.error(
                 ProgramError,
-                f"{label}: a scatter into '{decl.name}' reads '{decl.name}' only through its own update "
+                f"{label}: an atomic update of '{decl.name}' reads '{decl.name}' only through its own update "
                 f"(it reads {others[0]} too, which another instance may be updating)",
                 others[0].loc or stmt.loc,
             )

@@ -93,7 +93,7 @@ class Access:
     # the condition holds, so ``relation`` is what it may write (dependences and races take
     # it whole: sound)
     may: bool = False
-    # the access is a scatter's atomic update (``Assign.is_scatter``: its write and its read
+    # the access is an atomic update (``Assign.is_atomic``, a scatter's or one written ``atomic``: its write and its read
     # of the target), with this operator: two such accesses with one operator commute, so
     # they neither race nor depend on each other (``prove``, ``poly.deps``)
     atomic: AssignOp | None = None
@@ -487,9 +487,11 @@ def _statement(
         return Access(ctx.name, buffer, indices, relation, is_write, loc or stmt.loc, text, gathered, address)
 
     writes = ()
-    atomic = stmt.op if isinstance(stmt, Assign) and stmt.is_scatter else None
+    atomic = stmt.op if isinstance(stmt, Assign) and stmt.is_atomic else None
     if atomic is not None and atomic not in ATOMIC_OPS:  # validate refuses these
-        raise InternalError(f"{ctx.name} `{stmt}`: a scatter whose {atomic.value} is no atomic update")
+        raise InternalError(
+            f"{ctx.name} `{stmt}`: an atomic statement whose {atomic.value} is no atomic update"
+        )
     if isinstance(stmt, Assign):
         # a scatter may write any element along its gathered dimensions: a may-write
         may = stmt.predicate is not None or atomic is not None

@@ -86,6 +86,7 @@ from polymap.ir.nodes import (
     operand_reads,
     reads_of,
 )
+from polymap.ir.walk import walk_block
 from polymap.poly.model import analyze as analyze_program
 
 __all__ = ["promote_accumulators", "renumber_statements"]
@@ -226,8 +227,8 @@ def _element(loop: Loop, buffer: str, before: Stmt | None) -> tuple[IndexExpr, .
         return None
     if None in found and not _sets(before, buffer, element):
         return None
-    if any(isinstance(e, Gather) for e in element):
-        return None  # a scatter's element is known at run time only: its update stays atomic
+    if any(isinstance(s, Assign) and s.buffer == buffer and s.is_atomic for s in walk_block((loop,))):
+        return None  # other threads update the element too (a scatter's, or one written atomic)
     if any(index_vars(e) & indices for e in element):
         return None
     return element
