@@ -131,6 +131,7 @@ def optimize_program(
         reassociate=reassociate,
         analyses=analyses,
         context=context,
+        deterministic=deterministic,
     )
     symbolic = tuple(rebind(km, kernels(program)) for km, _, _ in solved)
     with step("proof by isl"):

@@ -12,7 +12,8 @@ facts give that, up to the order of the updates (which the operator allows, see
   split (the guard included);
 * **every part combined once**: the combine's read of the partials is injective over its
   instances, and reads exactly the partials that the parts nest starts (its initial store
-  writes each one; the updates write no other).
+  writes each one; the updates write no other). An atomic split's combine is the parts
+  nest's last statement, the atomic update of the target: the same check holds of it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def prove_split(before: PolyModel, after: PolyModel, reduction: Reduction, split
     loop = [s for s in before.statements if s.ctx.position[0] == position]
     parts = [s for s in after.statements if s.ctx.position[0] == position]
     combine = [s for s in after.statements if s.ctx.position[0] == position + 1]
+    if split.atomic:  # the parts nest ends with each part's atomic update of the target
+        parts, combine = parts[:-1], parts[-1:]
     init, updates = parts[0], parts[1:]
     if len(updates) != len(loop) or len(combine) != 1:
         raise InternalError(f"the split of loop '{reduction.index}' does not have the loop's statements")
@@ -58,10 +61,12 @@ def prove_split(before: PolyModel, after: PolyModel, reduction: Reduction, split
         raise InternalError(
             f"the combine of the split of '{reduction.index}' does not read each partial once"
         )
-    return (
-        f"isl: each iteration of loop '{reduction.index}' runs in exactly one part, and the combine reads "
-        f"each part's partial once"
+    how = (
+        "each part's atomic update reads its partial once"
+        if split.atomic
+        else "the combine reads each part's partial once"
     )
+    return f"isl: each iteration of loop '{reduction.index}' runs in exactly one part, and {how}"
 
 
 def _one_part_each(

@@ -17,7 +17,14 @@ from polymap.mapping.space import Pins, kernels
 from polymap.progress import step
 from polymap.prove_split import prove_split
 from polymap.targets import GpuTarget
-from polymap.transform.split import Form, Split, reduction_at, reductions, split_reduction
+from polymap.transform.split import (
+    Form,
+    Split,
+    atomic_split_allowed,
+    reduction_at,
+    reductions,
+    split_reduction,
+)
 
 MAX_LEVELS = 3  # a loop's parts, then its combine's, then theirs
 FILL_WANTED = 0.9  # a kernel that fills less of the GPU may be split
@@ -36,6 +43,7 @@ def choose_splits(
     reassociate,
     analyses,
     context,
+    deterministic: bool = True,
 ):
     """Which reduction loops to split into parts (``transform.split``), and how: the
     program is mapped as written (``map_written(program, origins)``: rewritten, SCIP per
@@ -87,13 +95,20 @@ def choose_splits(
             unsplit = program_objective(current[1])
             own = cost.objective_s * cost.launches  # the kernel's part of it
             options = [("unsplit", unsplit, "", None, current)]
-            for parts, form in product(counts, (Form.CYCLIC, Form.BLOCKED)):
+            dtype = program.buffer(reduction.target).dtype
+            atomics = (
+                (False, True)
+                if atomic_split_allowed(reduction, dtype, deterministic=deterministic)
+                else (False,)
+            )
+            for parts, form, atomic in product(counts, (Form.CYCLIC, Form.BLOCKED), atomics):
                 if parts < 2:
                     continue
-                how = Split(parts, form)
+                how = Split(parts, form, atomic)
                 candidate = split_reduction(program, reduction, how, extent=extent)
                 k = owners[reduction.position]
-                moved = origins[:k] + (origins[k], origins[k]) + origins[k + 1 :]
+                # a combine kernel comes of kernel k too, unless the parts add atomically
+                moved = origins if atomic else origins[:k] + (origins[k], origins[k]) + origins[k + 1 :]
                 with step(f"mapping with loop '{reduction.index}' split into {how.describe(extent)}"):
                     try:
                         mapped = map_written(candidate, moved)
@@ -137,10 +152,13 @@ def choose_splits(
             if chosen:
                 program, current, origins = options[chosen][4]
                 q, depth = reduction.position, level.get(reduction.position, 0)
-                # the parts nest keeps the loop's place; the combine and what follows move on
-                shifted = {p + 1 if p > q else p: n for p, n in level.items()}
-                level = {**shifted, q: MAX_LEVELS, q + 1: depth + 1}
-                weighed = {p + 1 if p > q else p for p in weighed} | {q}
+                if how.atomic:  # no combine: the parts nest takes the loop's place alone
+                    level, weighed = {**level, q: MAX_LEVELS}, weighed | {q}
+                else:
+                    # the parts nest keeps the loop's place; the combine and what follows move on
+                    shifted = {p + 1 if p > q else p: n for p, n in level.items()}
+                    level = {**shifted, q: MAX_LEVELS, q + 1: depth + 1}
+                    weighed = {p + 1 if p > q else p for p in weighed} | {q}
                 changed = True
                 break  # positions moved: look for reductions again
         if not changed:

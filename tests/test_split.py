@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import polymap
-from polymap.errors import ArgumentError, VerificationError
+from polymap.errors import ArgumentError, RaceError, VerificationError
 from polymap.ir.nodes import IConst
 from polymap.reference import reference
 from polymap.transform.split import Form, Split, reduction_at, split_reduction
@@ -388,3 +388,70 @@ def test_a_report_does_not_call_unsplit_the_cheapest_when_a_split_saved_too_litt
     assert "the cheapest of" not in kept.describe() and "saving too little" in kept.describe()
     cheapest = dataclasses.replace(kept, options=(("unsplit", 50e-6, ""), ("4 cyclic parts", 100e-6, "")))
     assert "the cheapest of 2" in cheapest.describe()
+
+
+INT_SUM = """
+param N = 4194304
+in  c: i32[N]
+out n: i32[1]
+n[0] += c[i]
+"""
+
+
+def test_an_integer_sum_is_split_into_parts_that_add_atomically():
+    """Issue 12's atomics on the output: the parts end with an atomic update of the target,
+    so one kernel does what a parts kernel and a combine kernel did; SCIP's costs choose it
+    over the two-kernel forms, which are reported beside it."""
+    program = polymap.parse(INT_SUM)
+    mapping = polymap.optimize(program)
+    (choice,) = [c for c in mapping.splits if c.split is not None]
+    assert choice.split.atomic and len(mapping.kernels) == 1, mapping.report()
+    described = [what for what, _, _ in choice.options]
+    assert any("added atomically" in w for w in described) and any(
+        "parts" in w and "atomically" not in w for w in described
+    )
+    assert "each part's partial added to the target by an atomic update" in mapping.report()
+    assert "each part's atomic update reads its partial once" in mapping.report()
+    assert mapping.to_json()["splits"][0]["atomic"] is True
+    c = np.random.default_rng(5).integers(-(2**31), 2**31 - 1, 4194304).astype(np.int32)
+    kernel = polymap.compile(program, mapping)  # the given mapping replays the atomic split
+    assert kernel.mapping.splits == mapping.splits
+    want = np.array([c.astype(np.int64).sum()]).astype(np.int32)  # wraps as C's i32 does
+    np.testing.assert_array_equal(kernel.run_host(c=c)["n"], want)
+    np.testing.assert_array_equal(reference(kernel.mapping.program, c=c)["n"], want)
+    assert "pm_atomic_add(&n[0]" in kernel.source and ".entry" in kernel.ptx()
+
+
+def test_a_float_sum_splits_atomically_only_with_deterministic_off():
+    program = polymap.parse(FULL_SUM)
+    plain = polymap.optimize(program)
+    assert not any("atomically" in what for c in plain.splits for what, _, _ in c.options)
+    mapping = polymap.optimize(program, deterministic=False)
+    (choice,) = [c for c in mapping.splits if c.split is not None]
+    assert choice.split.atomic and len(mapping.kernels) == 1, mapping.report()
+    assert "varies from run to run" in mapping.report()
+    x = np.random.default_rng(6).random(262144).astype(np.float32)
+    got = polymap.compile(program, mapping).run_host(x=x)["s"][0]
+    assert abs(float(got) - x.astype(np.float64).sum()) <= _reassociation_bound(x, x.size)
+
+
+def test_isl_proves_an_atomic_split_and_refuses_a_wrong_claim():
+    from polymap.errors import InternalError
+    from polymap.prove_split import prove_split
+
+    text = "param N\nin x: i32[N]\nout s: i32[4]\npar 4 j { seq N i { s[j] += x[i] } }"
+    program, found = _reduction(text)
+    how = Split(8, Form.BLOCKED, atomic=True)
+    split = split_reduction(program, found, how, extent=100)
+    assert "atomic s[j] += s_parts[i_part, j]" in str(split)
+    before = polymap.analyze(program)
+    assert "atomic update reads its partial once" in prove_split(
+        before, polymap.analyze(split), found, how, 100
+    )
+    # the same program said to be split into 4 parts: iterations lost or run twice
+    with pytest.raises(InternalError, match="exactly once"):
+        prove_split(before, polymap.analyze(split), found, Split(4, Form.BLOCKED, atomic=True), 100)
+    # a partial added twice is a race of the parts, found by the analysis before any claim
+    doubled = str(split).replace("s_parts[i_part, j]\n", "s_parts[i_part / 2, j]\n")
+    with pytest.raises(RaceError):
+        polymap.analyze(polymap.parse(doubled))

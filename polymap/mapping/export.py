@@ -61,6 +61,7 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
                 "chosen": choice.chosen,
                 "parts": choice.split.parts if choice.split is not None else 1,
                 "form": choice.split.form.value if choice.split is not None else None,
+                "atomic": choice.split is not None and choice.split.atomic,
                 "chunk": choice.split.chunk(choice.extent)
                 if choice.split is not None and choice.split.form.value == "blocked"
                 else None,

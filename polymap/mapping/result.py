@@ -180,13 +180,23 @@ class SplitChoice:
             how = f"of {len(self.options)} by SCIP's objective, the cheapest split saving too little of its kernel's"
         if self.split is None:
             return f"reduction loop '{self.loop}' ({self.statement}) not split, {how}: {costs}"
+        combined = (
+            "each part's partial added to the target by an atomic update"
+            if self.split.atomic
+            else "partial results combined by a second kernel"
+        )
         return (
             f"reduction loop '{self.loop}' ({self.statement}) split into {self.split.describe(self.extent)}, "
-            f"partial results combined by a second kernel, {how}: {costs}; {self.order()}\n  proved by {self.proof}"
+            f"{combined}, {how}: {costs}; {self.order()}\n  proved by {self.proof}"
         )
 
     def order(self) -> str:
         """What a split taken does to the order of the updates, for the report and the header."""
+        if self.reorders and self.split is not None and self.split.atomic:
+            return (
+                f"reorders the float {self.op} into '{self.target}' in an order that varies from run to run "
+                "(atomic updates: deterministic=False)"
+            )
         if self.reorders:
             return f"reorders the float {self.op} into '{self.target}' (reassociate=False keeps the program's order)"
         return f"exact for '{self.target}' (it combines in any order)"

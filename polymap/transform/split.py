@@ -46,6 +46,11 @@ with isl on the rewrite) and each part is combined once, in order of parts. ``ma
 ``min=`` and integer ``+=``/``*=`` give the same result as the loop; a float ``+=``/``*=``
 is summed in another order (``docs/mapping.md`` derives the tolerance).
 
+**Atomically.** Where the update is a ``+=`` of a type with atomics (an integer; a float
+only with ``deterministic=False``), each part may instead end with ``atomic C[i] +=
+C_parts[k_part, i]`` inside the parts nest: no combine kernel, and the parts' updates of
+one element commute (the order of a float sum varies from run to run).
+
 Whether to split, into how many parts and in which form is the pipeline's choice
 (``split_choice.choose_splits``): each candidate is mapped by SCIP and the cheapest program
 kept; a ``split`` pin fixes the parts.
@@ -57,9 +62,10 @@ import enum
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from polymap.errors import ArgumentError
+from polymap.errors import ArgumentError, InternalError
 from polymap.ir.accumulators import accumulated, reorders
 from polymap.ir.nodes import (
+    ATOMIC_TYPES,
     Assign,
     AssignOp,
     BufferDecl,
@@ -67,6 +73,7 @@ from polymap.ir.nodes import (
     CmpOp,
     Compare,
     Const,
+    DType,
     IBin,
     IConst,
     IndexExpr,
@@ -125,6 +132,10 @@ class Split:
 
     parts: int
     form: Form
+    # each part adds its partial into the target with an atomic update (``atomic T[idx] +=
+    # partial`` at the end of the parts nest) instead of a combine kernel: a ``+=`` only, of
+    # a type with atomics; a float's only with ``deterministic=False`` (its order varies)
+    atomic: bool = False
 
     def chunk(self, extent: int) -> int:
         """A blocked part's iterations, fixed from the loop's ``extent`` at the sizes chosen
@@ -145,7 +156,7 @@ class Split:
         text = f"{self.parts} {self.form.value} parts"
         if self.form is Form.BLOCKED and extent is not None:
             text += f" of {self.chunk(extent)}"
-        return text
+        return text + (" added atomically" if self.atomic else "")
 
 
 def reduction_at(program: Program, model: PolyModel, position: int, *, reassociate: bool) -> Reduction | str:
@@ -262,22 +273,41 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
         reduction.op,
         Read(parts_buffer, element, first.loc),
         first.loc,
+        atomic=split.atomic,
     )
-    combine_loop = Loop(LoopKind.SEQ, part, count, (combine,), loop.loc)
+    if split.atomic:
+        if not atomic_split_allowed(reduction, target.dtype, deterministic=False):
+            raise InternalError(
+                f"loop '{loop.index}': its {reduction.op.value} into '{target.name}' has no atomic split"
+            )
+        partial_body += (combine,)  # each part adds its partial: no combine kernel
     top = program.body[reduction.position]
     inner = _with_body(top, partial_body, len(reduction.band)) if reduction.band else None
     partials = Loop(LoopKind.PAR, part, count, (inner,) if inner else partial_body, loop.loc)
-    if reduction.band:
-        combined = _with_body(top, (combine_loop,), len(reduction.band))
-    else:
-        one = fresh_name(f"{reduction.index}_join", taken | {part, parts_buffer})
-        combined = Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)
     shape = (count, *(_positive(b.extent) for b in reduction.band))
     parts_decl = BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, shape, target.loc)
     body = list(program.body)
-    body[reduction.position : reduction.position + 1] = [partials, combined]
+    if split.atomic:
+        body[reduction.position : reduction.position + 1] = [partials]
+    else:
+        combine_loop = Loop(LoopKind.SEQ, part, count, (combine,), loop.loc)
+        if reduction.band:
+            combined = _with_body(top, (combine_loop,), len(reduction.band))
+        else:
+            one = fresh_name(f"{reduction.index}_join", taken | {part, parts_buffer})
+            combined = Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)
+        body[reduction.position : reduction.position + 1] = [partials, combined]
     rewritten = replace(program, buffers=(*program.buffers, parts_decl), body=tuple(body))
     return renumber_statements(rewritten)
+
+
+def atomic_split_allowed(reduction: Reduction, dtype: DType, *, deterministic: bool) -> bool:
+    """Whether ``reduction``'s parts may add their partials into the target atomically: a
+    ``+=`` into a type with atomics (``ATOMIC_TYPES``), whose float sums (an order that
+    varies from run to run) only where ``deterministic`` is off."""
+    if reduction.op is not AssignOp.ADD or dtype not in ATOMIC_TYPES:
+        return False
+    return dtype.is_integer or not deterministic
 
 
 def _positive(extent: IndexExpr) -> IndexExpr:
