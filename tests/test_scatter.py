@@ -260,3 +260,16 @@ def test_an_atomic_update_inside_a_thread_loop_stays_atomic():
     for name, run in runs.items():
         np.testing.assert_array_equal(run["s"], want, err_msg=name)
     assert kernel.mapping.program == program
+
+
+def test_the_updates_of_one_element_are_the_atomics_roof():
+    # 2^24 atomic additions to s[0] run one after another where s[0] lives: the roof the
+    # report names, in SCIP's objective as printed; a scatter's elements are not counted
+    program = parse("param N = 16777216\nin x: i32[N]\nout s: i32[2]\npar N i { atomic s[i % 2] += x[i] }")
+    mapping = polymap.optimize(program)
+    (cost,) = mapping.costs
+    assert cost.atomic_s == pytest.approx(2**23 / mapping.target.clock_hz)
+    assert cost.bound_by == "atomics" and "(atomics bound)" in str(mapping)
+    assert mapping.solver[0].objective == pytest.approx(cost.objective_s * 1e6)
+    histogram = polymap.optimize(load(ROOT / "models" / "histogram.te"))
+    assert histogram.costs[0].atomic_s == 0.0

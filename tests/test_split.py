@@ -410,7 +410,13 @@ def test_an_integer_sum_is_split_into_parts_that_add_atomically():
     assert any("added atomically" in w for w in described) and any(
         "parts" in w and "atomically" not in w for w in described
     )
-    assert "each part's partial added to the target by an atomic update" in mapping.report()
+    assert "added atomically, no combine kernel" in mapping.report()
+    # the parts' updates of n[0] one after another: the atomics roof, in SCIP's objective too
+    (cost,) = mapping.costs
+    assert cost.atomic_s == pytest.approx(choice.split.parts / mapping.target.clock_hz)
+    assert "atomics" in cost.roofs_text() and mapping.solver[0].objective == pytest.approx(
+        cost.objective_s * 1e6
+    )
     assert "each part's atomic update reads its partial once" in mapping.report()
     assert mapping.to_json()["splits"][0]["atomic"] is True
     c = np.random.default_rng(5).integers(-(2**31), 2**31 - 1, 4194304).astype(np.int32)

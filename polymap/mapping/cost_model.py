@@ -229,6 +229,14 @@ def tile_latency(target: GpuTarget, tiles: int) -> float:
     return target.memory_latency_s * tiles
 
 
+def atomic_time(target: GpuTarget, updates: int) -> float:
+    """The atomics roof: atomic updates of one element are applied one after another where
+    the element lives (the L2 slice), at most one per clock: ``updates`` of the element
+    most updated take ``updates / clock`` whatever the mapping (an assumption, not
+    calibrated on a GPU; a scatter's elements are known only from the data and not counted)."""
+    return updates / target.clock_hz
+
+
 def occupancy_penalty(target: GpuTarget, threads_per_block: int) -> float:
     """1 / the fraction of an SM's thread slots that blocks of this size can occupy."""
     resident = min(target.max_threads_per_sm, target.max_blocks_per_sm * threads_per_block)

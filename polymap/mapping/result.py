@@ -55,7 +55,9 @@ class KernelCost:
     fill: float  # fraction of the GPU's resident threads the launch fills (<= 1)
     memory_s: float
     compute_s: float
-    time_s: float  # max(max(memory, compute, shared, issue) / fill (+ tile loads), latency, tile loads)
+    time_s: (
+        float  # max(max(memory, compute, shared, issue) / fill (+ tile loads), latency, tile loads, atomics)
+    )
     launches: int  # host-loop iterations launching it
     shared_bytes: int = 0  # shared memory per block (staged tiles, padding included)
     registers: int = 0  # the model's estimate of registers per thread
@@ -73,6 +75,8 @@ class KernelCost:
     # is computed, overlapping them where double-buffered (``tile_loads_overlap``)
     tile_latency_s: float = 0.0
     tile_loads_overlap: bool = False
+    # the atomics roof (cost_model.atomic_time): one element's atomic updates in a row
+    atomic_s: float = 0.0
 
     @property
     def objective_s(self) -> float:
@@ -89,6 +93,8 @@ class KernelCost:
             named.append(("first loads", self.latency_s))
         if self.tile_latency_s:
             named.append(("tile loads", self.tile_latency_s))
+        if self.atomic_s:
+            named.append(("atomics", self.atomic_s))
         return named
 
     def roofs_text(self) -> str:
@@ -104,7 +110,7 @@ class KernelCost:
         """The roof that sets ``time_s``: ``memory``, ``compute``, ``issue``, ``shared memory``
         (each divided by the fill; ``... + tile loads`` where a single-buffered kernel's tile
         waits add to it), ``first loads`` or ``tile loads`` (double-buffered)."""
-        latencies = ("first loads", "tile loads")
+        latencies = ("first loads", "tile loads", "atomics")
         divided = [(name, seconds) for name, seconds in self.roofs() if name not in latencies]
         name, seconds = max(divided, key=lambda roof: roof[1])
         highest = seconds / self.fill
@@ -113,6 +119,7 @@ class KernelCost:
         candidates = [(highest, name), (self.latency_s, "first loads")]
         if self.tile_loads_overlap:
             candidates.append((self.tile_latency_s, "tile loads"))
+        candidates.append((self.atomic_s, "atomics"))
         return max(candidates, key=lambda c: c[0])[1]  # the first of ties: the roofs
 
 
@@ -180,11 +187,7 @@ class SplitChoice:
             how = f"of {len(self.options)} by SCIP's objective, the cheapest split saving too little of its kernel's"
         if self.split is None:
             return f"reduction loop '{self.loop}' ({self.statement}) not split, {how}: {costs}"
-        combined = (
-            "each part's partial added to the target by an atomic update"
-            if self.split.atomic
-            else "partial results combined by a second kernel"
-        )
+        combined = "no combine kernel" if self.split.atomic else "partial results combined by a second kernel"
         return (
             f"reduction loop '{self.loop}' ({self.statement}) split into {self.split.describe(self.extent)}, "
             f"{combined}, {how}: {costs}; {self.order()}\n  proved by {self.proof}"

@@ -476,7 +476,8 @@ class ScipModel:
         # occupancy: an SM holds at most max_blocks_per_sm blocks, so small blocks leave
         # thread slots empty
         scip.addCons(u >= quicksum(occupancy_penalty(t, 2**v) * block[v] for v in block))
-        time = scip.addVar("time_us", vtype="C", lb=0.0)
+        # the atomics roof: a constant of the kernel, whatever the mapping (``atomic_time``)
+        time = scip.addVar("time_us", vtype="C", lb=p.atomic_s * 1e6)
         memory = scip.addVar("memory_us", vtype="C", lb=0.0)
         scip.addCons(memory >= u * quicksum(traffic) * (1e6 / t.dram_bandwidth))
         scip.addCons(time >= memory)

@@ -35,6 +35,7 @@ from polymap.mapping.accesses import (
 from polymap.mapping.cost_model import (
     MAX_LOG_SEQ,
     REGISTERS_BASE,
+    atomic_time,
     copy_instructions,
     fill_fraction,
     fma_instructions,
@@ -296,6 +297,20 @@ class _KernelSolves:
 def _solve_one(problem: KernelProblem) -> tuple[SolveReport, KernelMapping]:
     with step(f"mapping of {problem.kernel.name} (SCIP solved)"):
         return problem.solve_or_explain()
+
+
+def _atomic_updates_per_element(kernel: Kernel, model: PolyModel) -> int:
+    """The most updates one element takes from the kernel's ``atomic`` statements with a known
+    element: per statement, its instances over the elements it updates (isl counts them)."""
+    names = {
+        s.name for s in kernel_statements(kernel) if isinstance(s, Assign) and s.atomic and not s.is_scatter
+    }
+    most = 0
+    for stmt in model.statements:
+        if stmt.name in names:
+            elements = stmt.writes[0].relation.intersect_domain(stmt.domain).range().count_val().to_python()
+            most = max(most, -(-model.instance_count(stmt.name) // max(1, int(elements))))
+    return most
 
 
 def _cores() -> int:
@@ -590,6 +605,9 @@ class KernelProblem:
     spread: tuple[SpreadLoop, ...] = ()
     # per spread loops: each access's ``lane_stride``, computed by isl once
     _lane_strides: dict = field(default_factory=dict, repr=False)
+    # the most atomic updates one element of a target takes per launch (``atomic`` updates
+    # with a known element; a scatter's elements are known only from the data: not counted)
+    atomic_updates_per_element: int = 0
 
     @classmethod
     def build(
@@ -636,7 +654,13 @@ class KernelProblem:
             _loop_iterations(kernel, model) // max(1, launches),
             caps,
             spread=spread_loops(kernel, model, reassociate=reassociate) if spread is None else spread,
+            atomic_updates_per_element=_atomic_updates_per_element(kernel, model) // max(1, launches),
         )
+
+    @property
+    def atomic_s(self) -> float:
+        """The atomics roof (``cost_model.atomic_time``): one element's updates one after another."""
+        return atomic_time(self.target, self.atomic_updates_per_element)
 
     def lane_strides(self, spread: tuple[SpreadLoop, ...]) -> tuple[int | None, ...]:
         """Each access's ``cost_model.lane_stride`` under these spread loops (kept)."""
@@ -922,7 +946,7 @@ class KernelProblem:
             fill,
             memory_s,
             compute_s,
-            max(roofs_s + (0.0 if overlapped else tile_s), latency_s, tile_s),
+            max(roofs_s + (0.0 if overlapped else tile_s), latency_s, tile_s, self.atomic_s),
             self.launches,
             shared,
             self.registers(mapping),
@@ -932,6 +956,7 @@ class KernelProblem:
             latency_s,
             tile_s,
             overlapped,
+            self.atomic_s,
         )
 
     def _staged(self, mapping: KernelMapping) -> list[StagedBuffer]:
