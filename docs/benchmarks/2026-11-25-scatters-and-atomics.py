@@ -17,5 +17,7 @@ for dtype, deterministic in (("i32", True), ("f32", True), ("f32", False)):
 histogram = load("models/histogram.te")
 mapping = polymap.optimize(histogram)
 print("## models/histogram.te")
-print("\n".join(line for line in str(mapping).splitlines() if "atomic updates" in line or "predicted" in line))
+print(
+    "\n".join(line for line in str(mapping).splitlines() if "atomic updates" in line or "predicted" in line)
+)
 print(polymap.compile(histogram, mapping).machine_code())
