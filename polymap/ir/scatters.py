@@ -1,6 +1,6 @@
-"""Scatters (``O[I[i]] += x``): updates through an index read from a buffer, which the GPU
-makes as atomic operations (``cuda_templates/polymap_helpers.cuh``: ``pm_atomic_add`` and
-its kind). Instances that meet on an element commute: integers give one result in any
+"""Scatters (``O[I[i]] += x``: updates through an index read from a buffer) and updates
+written ``atomic`` (``atomic s[0] += x``), which the GPU makes as atomic operations
+(``cuda_templates/polymap_helpers.cuh``: ``pm_atomic_add`` and its kind). Instances that meet on an element commute: integers give one result in any
 order, floats one result up to the order of rounding, which varies from run to run. A
 program with a float scatter is therefore mapped only when its user allows that
 (``deterministic=False``, ``--nondeterministic``), as a GPU library's atomics are."""

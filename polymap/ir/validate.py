@@ -319,7 +319,7 @@ class _Validator:
         for read in operand_reads(stmt):
             self.access(read, indices, buffers, label, read.loc or stmt.loc)
         if isinstance(stmt, Assign) and stmt.is_atomic:
-            self.scatter(stmt, decl, label)
+            self.atomic_update(stmt, decl, label)
         self.value(stmt.value, indices, label, stmt.loc)
         if stmt.guard is not None:
             self.guard(stmt.guard, indices, label, stmt.loc)
@@ -352,11 +352,11 @@ class _Validator:
                 self.index(index, indices, f"index {index} of {access} in {label}", loc)
         return decl
 
-    def scatter(self, stmt: Assign, decl: BufferDecl, label: str) -> None:
-        """A write through a gathered index (``O[I[i]] += x``): an update the GPU makes as one
-        atomic operation, on a program-wide buffer of a type it has atomics for, which the
-        statement reads nowhere else (the atomic is the only access that may meet another
-        instance's)."""
+    def atomic_update(self, stmt: Assign, decl: BufferDecl, label: str) -> None:
+        """A write through a gathered index (``O[I[i]] += x``, a scatter) or one written
+        ``atomic``: an update the GPU makes as one atomic operation, on a program-wide buffer
+        of a type it has atomics for, which the statement reads nowhere else (the atomic is
+        the only access that may meet another instance's)."""
         sources = ", ".join(sorted({g.source.buffer for _, g in gathers_of(stmt.target)}))
         what = f"a write through an index read from '{sources}' (a scatter)" if sources else "an atomic write"
         if stmt.op not in ATOMIC_OPS:
