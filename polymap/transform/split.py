@@ -82,6 +82,7 @@ from polymap.ir.nodes import (
     IVar,
     Loop,
     LoopKind,
+    New,
     Program,
     Read,
     Stmt,
@@ -248,8 +249,9 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     iteration = split.iteration(p, IVar(loop.index), extent)
     below = Compare(CmpOp.LT, IndexValue(iteration), IndexValue(length))
     target = program.buffer(reduction.target)
-    # a partial per part and band point (not per element of the target, which may be large)
-    element = (p, *(IVar(b.index) for b in reduction.band))
+    # a partial per part and band point (not per element of the target, which may be large);
+    # where the parts add atomically, a block-local one (a register of the part's thread)
+    element = () if split.atomic else (p, *(IVar(b.index) for b in reduction.band))
     updates = tuple(
         _retarget(
             guarded(substitute_stmt(s, {loop.index: iteration}), below),
@@ -280,15 +282,17 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
             raise InternalError(
                 f"loop '{loop.index}': its {reduction.op.value} into '{target.name}' has no atomic split"
             )
-        partial_body += (combine,)  # each part adds its partial: no combine kernel
+        local = New(BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, (), target.loc))
+        partial_body = (local, *partial_body, combine)  # each part adds its partial: no combine kernel
     top = program.body[reduction.position]
     inner = _with_body(top, partial_body, len(reduction.band)) if reduction.band else None
     partials = Loop(LoopKind.PAR, part, count, (inner,) if inner else partial_body, loop.loc)
     shape = (count, *(_positive(b.extent) for b in reduction.band))
     parts_decl = BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, shape, target.loc)
     body = list(program.body)
-    if split.atomic:
+    if split.atomic:  # the partial is block-local: no program-wide buffer
         body[reduction.position : reduction.position + 1] = [partials]
+        return renumber_statements(replace(program, body=tuple(body)))
     else:
         combine_loop = Loop(LoopKind.SEQ, part, count, (combine,), loop.loc)
         if reduction.band:
