@@ -267,9 +267,13 @@ def given(program: Program, mapping: Mapping, *, analyses: Analyses | None = Non
     program = mapped_program(program, mapping, analyze=analyses)
     if mapping.program != program:
         replayed = " (its splits of reductions do not apply to this program)" if mapping.splits else ""
+        which = (
+            f"another program named '{program.name}'"
+            if mapping.program.name == program.name
+            else f"program '{mapping.program.name}', not for this program '{program.name}'"
+        )
         raise ArgumentError(
-            f"the mapping is for program '{mapping.program.name}', not for this program '{program.name}'"
-            f"{replayed} (optimize this program, or pass mapping.program)"
+            f"the mapping is for {which}{replayed} (optimize this program, or pass mapping.program)"
         )
     check_determinism(program, mapping.deterministic)
     model = analyses(program, mapping.context)

@@ -77,7 +77,7 @@ from polymap.schedule.hardware import Executed, Frame, executed, frame_of, param
 from polymap.schedule.shared import SharedPlan, element_of, shared_plan, shared_reads
 from polymap.transform.fold import every_band_choice, fold_deep_bands
 from polymap.transform.registers import promote_accumulators
-from polymap.transform.split import reduction_at, split_reduction
+from polymap.transform.split import atomic_split_allowed, reduction_at, split_reduction
 
 _IN, _OUT, _SET, _PARAM = isl.dim_type.in_, isl.dim_type.out, isl.dim_type.set, isl.dim_type.param
 HW_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -148,6 +148,9 @@ def replay_splits(program: Program, splits, *, context: str | None = None, analy
             return program
         if isinstance(found, str) or found.index != choice.loop:
             return program
+        dtype = done.buffer(found.target).dtype
+        if choice.split.atomic and not atomic_split_allowed(found, dtype, deterministic=False):
+            return program  # a += split atomically, given to a max= program, say
         after = split_reduction(done, found, choice.split, extent=choice.extent)
         try:
             prove_split(before, analyze(after, context=context), found, choice.split, choice.extent)

@@ -634,6 +634,8 @@ class _Executor:
             evaluate.gathered(stmt.target, k, e) if isinstance(e, Gather) else _index(e, evaluate.env)
             for k, e in enumerate(stmt.indices)
         )
+        if not idx:  # a 0-d buffer: its one element, through a 1-element view
+            target, idx = target.reshape(1), (0,)
         # the lanes' axes run innermost loop first: reversed (``.T``), their order is the
         # program's, which the floats' rounding follows
         idx = tuple(np.broadcast_to(x, lanes.shape).T for x in storage.lanes + idx)

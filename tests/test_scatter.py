@@ -12,7 +12,7 @@ from everywhere import run_everywhere
 
 import polymap
 from polymap.cli import main
-from polymap.errors import ArgumentError, BoundsError, ProgramError, RaceError, VerificationError
+from polymap.errors import ArgumentError, BoundsError, ParseError, ProgramError, RaceError, VerificationError
 from polymap.ir.parse import load, parse
 from polymap.ir.scatters import scatters
 from polymap.reference import reference
@@ -273,3 +273,31 @@ def test_the_updates_of_one_element_are_the_atomics_roof():
     assert mapping.solver[0].objective == pytest.approx(cost.objective_s * 1e6)
     histogram = polymap.optimize(load(ROOT / "models" / "histogram.te"))
     assert histogram.costs[0].atomic_s == 0.0
+
+
+def test_the_atomics_roof_counts_the_updates_that_run_of_each_element_all_statements_together():
+    # (a review found the roof counting instances outside an if, and taking the most
+    # updated statement instead of the most updated element)
+    def updates(text: str) -> int:
+        mapping = polymap.optimize(parse(text))
+        return round(mapping.costs[0].atomic_s * mapping.target.clock_hz)
+
+    guarded = (
+        "param N = 10000000\nin x: i32[N]\ninout s: i32[2]\npar N i { if i < 10 { atomic s[0] += x[i] } }"
+    )
+    assert updates(guarded) == 10
+    both = (
+        "param N = 10000000\nin x: i32[N]\nout s: i32[2]\npar N i { atomic s[0] += x[i]\n atomic s[0] += 1 }"
+    )
+    assert updates(both) == 2 * 10**7
+    blocks = "param N = 1000\nout s: i32[16]\npar 1000 i { atomic s[i // 64] += 1 }"
+    assert updates(blocks) == 64  # 15 elements of 64 and one of 40: the most, not the mean
+
+
+def test_an_atomic_update_of_a_0d_buffer_and_an_atomic_before_no_update():
+    program = parse("param N = 1000\nin x: i32[N]\nout s: i32\npar N i { atomic s += x[i] }").bind_defaults()
+    runs, _ = run_everywhere(program, {"x": np.arange(1000, dtype=np.int32)})
+    for name, run in runs.items():
+        assert int(run["s"]) == 499500, name
+    with pytest.raises(ParseError, match="expected an update after .atomic."):
+        parse("param N = 4\nin x: i32[N]\nout s: i32[1]\natomic par N i { s[0] += x[i] }")

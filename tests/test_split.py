@@ -459,3 +459,12 @@ def test_isl_proves_an_atomic_split_and_refuses_a_wrong_claim():
     # the same program said to be split into 4 parts: iterations lost or run twice
     with pytest.raises(InternalError, match="exactly once"):
         prove_split(before, polymap.analyze(split), found, Split(4, Form.BLOCKED, atomic=True), 100)
+
+
+def test_a_mapping_with_atomic_parts_given_to_a_max_program_is_an_argument_error():
+    # (a review: the split's rewrite refused it with an InternalError, "a bug in polymap")
+    mapping = polymap.optimize(polymap.parse(INT_SUM, name="z"))
+    assert mapping.splits[0].split.atomic
+    other = polymap.parse(INT_SUM.replace("n[0] += c[i]", "n[0] max= c[i]"), name="z")
+    with pytest.raises(ArgumentError, match="another program named 'z'.*splits of reductions do not apply"):
+        polymap.compile(other, mapping)

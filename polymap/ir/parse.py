@@ -209,6 +209,10 @@ class _Parser:
             return [SAnchor(self.expr(), loc)]
         if word == "atomic":
             loc = self.advance().loc
+            if self.tok.kind is not Tok.NAME or self.tok.text in KEYWORDS:
+                raise self.error(
+                    f"expected an update after 'atomic' (like 'atomic s[0] += x[i]') but found {self.tok.describe()}"
+                )
             return [replace(self.assign(), atomic=True, loc=loc)]
         if word == "assume":
             if not top_level:

@@ -110,6 +110,8 @@ MAPPING_SCIP_PARAMS = {
     "propagating/obbt/freq": -1,
     "constraints/nonlinear/tightenlpfeastol": False,
 }
+# the updated elements counted one by one for the atomics roof; beyond, their mean
+EXACT_ATOMIC_ELEMENTS = 256
 DEFAULT_TIME_LIMIT_S = 30.0  # per kernel: a few small programs keep SCIP busy for minutes
 
 
@@ -300,16 +302,37 @@ def _solve_one(problem: KernelProblem) -> tuple[SolveReport, KernelMapping]:
 
 
 def _atomic_updates_per_element(kernel: Kernel, model: PolyModel) -> int:
-    """The most updates one element takes from the kernel's ``atomic`` statements with a known
-    element: per statement, its instances over the elements it updates (isl counts them)."""
+    """The most ``atomic`` updates (of a known element) one element takes in the kernel, all
+    its statements together, counted by isl on the bound model (an if around a statement
+    included): exactly, element by element, where the updated elements are few
+    (``EXACT_ATOMIC_ELEMENTS``); else their mean, a lower bound of the most (the roof stays
+    a lower bound of the time)."""
     names = {
         s.name for s in kernel_statements(kernel) if isinstance(s, Assign) and s.atomic and not s.is_scatter
     }
-    most = 0
+    relations: dict[str, list[isl.Map]] = {}
     for stmt in model.statements:
         if stmt.name in names:
-            elements = stmt.writes[0].relation.intersect_domain(stmt.domain).range().count_val().to_python()
-            most = max(most, -(-model.instance_count(stmt.name) // max(1, int(elements))))
+            write = stmt.writes[0]
+            relations.setdefault(write.buffer, []).append(write.relation.intersect_domain(stmt.domain))
+    most = 0
+    for found in relations.values():
+        elements = found[0].range()
+        for relation in found[1:]:
+            elements = elements.union(relation.range())
+        count = elements.count_val().to_python()
+        if not count:
+            continue
+        if count <= EXACT_ATOMIC_ELEMENTS:
+            points: list[isl.Point] = []
+            elements.foreach_point(points.append)
+            per = max(
+                sum(r.intersect_range(isl.Set.from_point(p)).domain().count_val().to_python() for r in found)
+                for p in points
+            )
+        else:
+            per = -(-sum(r.domain().count_val().to_python() for r in found) // count)
+        most = max(most, per)
     return most
 
 
