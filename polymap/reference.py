@@ -763,6 +763,9 @@ class _Eval:
             if e.fn is Fn.POW:
                 common = float_type(_dtype(common)).numpy
                 return _c_pow(args[0].astype(common, copy=False), args[1].astype(common, copy=False))
+            if e.fn is Fn.NEXTAFTER:  # in the float type of the two, as C's nextafterf
+                common = float_type(_dtype(common)).numpy
+                return np.nextafter(args[0].astype(common, copy=False), args[1].astype(common, copy=False))
             fn = np.maximum if e.fn is Fn.MAX else np.minimum
             return fn(args[0].astype(common, copy=False), args[1].astype(common, copy=False))
         raise InternalError(f"unknown value expression {e!r}")

@@ -326,6 +326,21 @@ class Oracle:
                 if math.isfinite(x)
                 else x
             )
+        if e.fn is Fn.NEXTAFTER:  # math.nextafter steps a double: a float32 steps its own way
+            t = wider(wider(dtype_of(args[0]), dtype_of(args[1])), DType.F32)
+            x, y = convert(args[0], t), convert(args[1], t)
+            if t is DType.F64:
+                return np.float64(math.nextafter(float(x), float(y)))
+            if math.isnan(x) or math.isnan(y):
+                return np.float32(math.nan)
+            if x == y:
+                return y
+            if x == 0:
+                tiny = np.frombuffer(np.uint32(1).tobytes(), np.float32)[0]
+                return tiny if y > 0 else -tiny
+            bits = int(np.frombuffer(np.float32(x).tobytes(), np.uint32)[0])
+            away = (y > x) == (x > 0)  # away from zero: the bit pattern grows
+            return np.frombuffer(np.uint32(bits + (1 if away else -1)).tobytes(), np.float32)[0]
         if e.fn is Fn.POW:
             t = wider(wider(dtype_of(args[0]), dtype_of(args[1])), DType.F32)
             x, y = convert(args[0], t), convert(args[1], t)

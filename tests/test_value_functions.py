@@ -162,3 +162,25 @@ def test_divide_update_divides_as_slash_floats_truly_i32_toward_zero_and_faults_
     assert str(got.value) == str(expected.value) and "S1 (q[i] /= b[i]): i32 division by zero" in str(
         got.value
     )
+
+
+def test_nextafter_steps_to_the_next_float_alike_everywhere():
+    # exact in every implementation: the reference (NumPy), the oracle (bit steps of its
+    # own), the host's C library, NVRTC's; signed zeros, infinities, NaN and the subnormals
+    from everywhere import run_everywhere
+
+    text = (
+        "param N = 12\nin x: f32[N]\nin y: f32[N]\nin d: f64[N]\nout a: f32[N]\nout b: f64[N]\n"
+        "par N i { a[i] = nextafter(x[i], y[i]); b[i] = nextafter(d[i], y[i]) }"
+    )
+    program = parse(text).bind_defaults()
+    x = np.array([0, -0.0, 1, -1, np.inf, -np.inf, np.nan, 3.4028235e38, 1e-45, -1e-45, 2, 5], np.float32)
+    y = np.array([1, -1, 2, -2, 0, 0, 1, np.inf, 0, 0, 2, np.nan], np.float32)
+    runs, _ = run_everywhere(program, {"x": x, "y": y, "d": x.astype(np.float64)})
+    with np.errstate(over="ignore"):
+        want_a, want_b = np.nextafter(x, y), np.nextafter(x.astype(np.float64), y.astype(np.float64))
+    assert want_a[0] > 0 and want_a[1] < 0 and want_a[8] == 0  # the smallest subnormal steps to 0
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["a"], want_a, err_msg=name)
+        np.testing.assert_array_equal(run["b"], want_b, err_msg=name)
+        np.testing.assert_array_equal(np.signbit(run["a"]), np.signbit(want_a), err_msg=name)

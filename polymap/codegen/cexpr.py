@@ -263,9 +263,9 @@ class StatementPrinter:
             return f"{fn}({text})", dtype, _ATOM
         (a, at, ap), (b, bt, bp) = args
         common = promote(at, bt)
-        if e.fn is Fn.POW:
+        if e.fn in (Fn.POW, Fn.NEXTAFTER):
             common = float_type(common)
-            fn = "powf" if common is DType.F32 else "pow"
+            fn = e.fn.value + ("f" if common is DType.F32 else "")
             return f"{fn}({convert(a, ap, at, common)}, {convert(b, bp, bt, common)})", common, _ATOM
         fn = "pm_max" if e.fn is Fn.MAX else "pm_min"
         return f"{fn}({convert(a, ap, at, common)}, {convert(b, bp, bt, common)})", common, _ATOM

@@ -223,6 +223,9 @@ class Fn(enum.Enum):
     FLOOR = "floor"
     CEIL = "ceil"
     POW = "pow"
+    # the next float after x in the direction of y (C's nextafter): exact, so the reference,
+    # the C library and the GPU agree bit for bit
+    NEXTAFTER = "nextafter"
     # conversions, one per dtype: f32(x), i32(x), f16(x) ... convert a value as a store
     # into a buffer of that type does (float to an integer truncates toward zero, saturating,
     # NaN -> 0; an integer to a narrower one wraps; to bool: nonzero is 1), and give it in
@@ -239,7 +242,7 @@ class Fn(enum.Enum):
 
     @property
     def arity(self) -> int:
-        return 2 if self in (Fn.MAX, Fn.MIN, Fn.POW) else 1
+        return 2 if self in (Fn.MAX, Fn.MIN, Fn.POW, Fn.NEXTAFTER) else 1
 
     @property
     def cast(self) -> DType | None:
