@@ -80,7 +80,9 @@ class KernelCost:
 
     @property
     def objective_s(self) -> float:
-        """The kernel's term of SCIP's objective (tie-breaks below a picosecond aside)."""
+        """The kernel's term of SCIP's objective, its tie-breaks aside: TIE_BREAK (1e-6 us, a
+        picosecond) per unit of the ties SCIP ranks (a few units; ``ScipModel``'s objective),
+        so SCIP's objective may exceed this by some picoseconds."""
         return self.time_s + self.ranking_s
 
     def roofs(self) -> list[tuple[str, float]]:
