@@ -554,3 +554,13 @@ def test_an_incumbent_value_above_the_model_cost_of_its_decisions_is_said_so():
         f"SCIP's value of its incumbent; the model's cost of these decisions is {cost.objective_s * 1e6:.6g} us"
         in line
     )
+
+
+def test_a_certificate_that_holds_only_within_scips_tolerance_is_solved_again_tighter():
+    # s[i // 5000000]: at SCIP's default tolerance (1e-6) the lane stride bound 1 passed,
+    # where the rational relaxation needs 1 + 2e-7, and the exact check raised InternalError
+    # (a review found it); a second solve at numerics/feastol 1e-9 finds the exact one
+    text = "param N = 10000000\nin x: f32[N]\nin s: f32[2]\nout y: f32[N]\npar N i { y[i] = x[i] + s[i // 5000000] }"
+    mapping = polymap.optimize(polymap.parse(text).bind_defaults())
+    assert mapping.solver[0].status == "optimal" and mapping.proved
+    assert mapping.solver[0].objective == pytest.approx(mapping.costs[0].objective_s * 1e6, rel=1e-6)

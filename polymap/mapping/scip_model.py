@@ -112,6 +112,11 @@ if TYPE_CHECKING:
     from polymap.mapping.solve import KernelProblem
 
 
+class CertificateError(InternalError):
+    """SCIP's solution holds its Farkas equations only within its feasibility tolerance:
+    ``KernelProblem.solve`` solves again with a tighter one; a second failure is a bug."""
+
+
 class ScipModel:
     """Adds the decision variables and constraints of one kernel to a SCIP model, one method
     per constraint group; every hardware limit is read from the kernel's ``GpuTarget``."""
@@ -1051,7 +1056,7 @@ class ScipModel:
             decisions = {s: round(scip.getVal(v)) for s, v in variables.items() if s not in lams}
             floats = {s: scip.getVal(v) for s, v in variables.items() if s in lams}
             if exact_certificate(system, decisions, floats) is None:
-                raise InternalError(
+                raise CertificateError(
                     f"{self.p.kernel.name}: SCIP's Farkas certificate for the lane stride of {access.text} "
                     f"({access.statement}) does not hold exactly at {decisions}"
                 )

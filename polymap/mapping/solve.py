@@ -62,7 +62,7 @@ from polymap.mapping.farkas import solve
 from polymap.mapping.lanes import spread_loops
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.result import RANKING_WEIGHT, AccessCost, KernelCost, Mapping
-from polymap.mapping.scip_model import ScipModel, merge_pins
+from polymap.mapping.scip_model import CertificateError, ScipModel, merge_pins
 from polymap.mapping.solved import kernel_key
 from polymap.mapping.space import (
     Axis,
@@ -112,7 +112,8 @@ MAPPING_SCIP_PARAMS = {
 }
 # the updated elements counted one by one for the atomics roof; beyond, their mean
 EXACT_ATOMIC_ELEMENTS = 256
-DEFAULT_TIME_LIMIT_S = 30.0  # per kernel: a few small programs keep SCIP busy for minutes
+DEFAULT_TIME_LIMIT_S = 30.0
+EXACT_FEASTOL = 1e-9  # SCIP's feasibility tolerance where a certificate failed at the default  # per kernel: a few small programs keep SCIP busy for minutes
 
 
 def optimize(
@@ -822,10 +823,22 @@ class KernelProblem:
             return SolveReport.no_decisions(), KernelMapping(self.kernel, ())
         self._check_magnitudes()
         try:
+            return self._solve(pins, None)
+        except CertificateError:
+            # SCIP's feasibility tolerance (1e-6) let a Farkas equation with large
+            # coefficients hold only within it (a lane stride bound 1 where the rational
+            # relaxation needs 1 + 2e-7: s[i // 5000000]); a tighter one finds the exact
+            # certificate, at some cost in time, so it is the second try only
+            return self._solve(pins, EXACT_FEASTOL)
+
+    def _solve(self, pins: Pins, feastol: float | None) -> tuple[SolveReport, KernelMapping | None]:
+        try:
             scip = Model(f"polymap.{self.kernel.name}")
             scip.hideOutput()
             for param, value in MAPPING_SCIP_PARAMS.items():
                 scip.setParam(param, value)
+            if feastol is not None:
+                scip.setParam("numerics/feastol", feastol)
             v = ScipModel(self, scip, pins)
             v.suggest_start()
             watch_solve(scip, self.kernel.name)
