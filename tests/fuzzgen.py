@@ -281,6 +281,14 @@ class _Gen:
         so that any order of the updates gives the reference's result; the index buffer
         read at some of the loops, its values drawn inside the bins by ``fuzzcheck``."""
         x = self.scatters
+        if x.random() < 0.3:  # an update written atomic: a known element shared by threads
+            self.s.features.add("atomic")
+            v = x.choice(loops)
+            bins = x.randint(1, 5)
+            name = self.s.fresh("W")
+            self.s.decls.append(f"out {name}: {x.choice(['i32', 'i64'])}[{bins}]")
+            op = x.choice(["+=", "-=", "max=", "min="])
+            return f"atomic {name}[{v.name} % {bins}] {op} {self.value(loops)}"
         self.s.features.add("scatter")
         on = x.sample(loops, x.randint(1, len(loops)))
         source = self.s.fresh("G")
