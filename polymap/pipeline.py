@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 
 from polymap.codegen.cuda import CudaProgram, emit_cuda
 from polymap.errors import ArgumentError, MappingError, SolverError
+from polymap.ir.atomics import check_determinism
 from polymap.ir.nodes import Program
-from polymap.ir.scatters import check_determinism
 from polymap.mapping.result import BandChoice, Mapping, given_report
 from polymap.mapping.solve import cost_kernels, cost_sizes, map_kernels, rebind
 from polymap.mapping.space import kernels, parse_pins

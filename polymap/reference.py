@@ -603,7 +603,7 @@ class _Executor:
         evaluate = _Eval(self, stmt, env, lanes, buffers)
         value = evaluate.value(stmt.value)
         if isinstance(stmt, Assign) and stmt.is_atomic:
-            self.scatter(stmt, value, evaluate, lanes, buffers)
+            self.atomic_update(stmt, value, evaluate, lanes, buffers)
         elif isinstance(stmt, Assign):
             self.store(stmt, value, env, lanes, buffers)
 
@@ -622,8 +622,8 @@ class _Executor:
             idx = tuple(x[mask] for x in idx)
         return target, idx
 
-    def scatter(self, stmt: Assign, value, evaluate: _Eval, lanes: _Lanes, buffers: dict) -> None:
-        """A scatter's atomic updates (``O[I[i]] += x``), applied one lane after another in
+    def atomic_update(self, stmt: Assign, value, evaluate: _Eval, lanes: _Lanes, buffers: dict) -> None:
+        """Atomic updates (a scatter's, ``O[I[i]] += x``, or ``atomic``), applied one lane after another in
         the order of the loops (``ufunc.at``: lanes that meet on an element each update it).
         As the GPU's atomic does, each adds (or subtracts, or takes the max or min of) the
         value converted to the target's type. The gathered indices are checked as a read's
@@ -646,7 +646,7 @@ class _Executor:
         else:
             idx, value = tuple(x.reshape(-1) for x in idx), value.reshape(-1)
         with np.errstate(over="ignore", invalid="ignore"):
-            _scatter_ufunc(stmt.op).at(target, idx, value)
+            _ASSIGN_OPS[stmt.op].at(target, idx, value)
 
     def store(self, stmt: Assign, value, env: dict, lanes: _Lanes, buffers: dict) -> None:
         target, idx = self.element_index(stmt, env, lanes, buffers)
@@ -657,15 +657,6 @@ class _Executor:
             target[idx] = self.updated(stmt, _widened(target[idx]), value, target.dtype)
         else:
             target[idx] = to_dtype(np.asarray(value), target.dtype)
-
-
-def _scatter_ufunc(op: AssignOp):
-    return {
-        AssignOp.ADD: np.add,
-        AssignOp.SUB: np.subtract,
-        AssignOp.MAX: np.maximum,
-        AssignOp.MIN: np.minimum,
-    }[op]
 
 
 def _per_active_lane(value, lanes: _Lanes) -> np.ndarray:

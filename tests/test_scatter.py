@@ -13,8 +13,8 @@ from everywhere import run_everywhere
 import polymap
 from polymap.cli import main
 from polymap.errors import ArgumentError, BoundsError, ParseError, ProgramError, RaceError, VerificationError
+from polymap.ir.atomics import atomic_updates
 from polymap.ir.parse import load, parse
-from polymap.ir.scatters import scatters
 from polymap.reference import reference
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -198,7 +198,7 @@ def test_a_scatter_in_a_loop_that_keeps_its_element_stays_an_atomic_update(text)
     runs, kernel = run_everywhere(program, inputs)
     for name, run in runs.items():
         np.testing.assert_array_equal(run["O"], runs["reference"]["O"], err_msg=name)
-    assert all(s.op.value == "+=" for s in scatters(kernel.mapping.program))
+    assert all(s.op.value == "+=" for s in atomic_updates(kernel.mapping.program))
 
 
 def test_the_command_line_maps_a_float_scatter_only_when_asked(tmp_path, capsys):

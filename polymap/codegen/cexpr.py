@@ -293,7 +293,7 @@ class StatementPrinter:
         target = self.access(stmt.buffer, stmt.indices)
         ttype = self.decls[stmt.buffer].dtype
         if stmt.is_atomic:
-            return self.scatter(stmt, target, convert(value, vprec, vtype, ttype), ttype)
+            return self.atomic_update(stmt, target, convert(value, vprec, vtype, ttype), ttype)
         if stmt.op is AssignOp.SET:
             return f"{target} = {convert(value, vprec, vtype, ttype)};"
         common = promote(ttype, vtype)
@@ -312,11 +312,11 @@ class StatementPrinter:
             result = f"{'pm_max' if stmt.op is AssignOp.MAX else 'pm_min'}({old}, {new})"
         return f"{target} = {convert(result, _ATOM if stmt.op not in _UPDATE else _ADD, common, ttype)};"
 
-    def scatter(self, stmt: Assign, target: str, value: str, ttype: DType) -> str:
-        """A scatter's update as one atomic operation (``pm_atomic_add`` and its kind, in
-        ``cuda_templates/polymap_helpers.cuh``): the value converted to the target's type is
-        computed first (as the reference does), then the gathered indices are checked, and
-        where one is outside its dimension no element is updated."""
+    def atomic_update(self, stmt: Assign, target: str, value: str, ttype: DType) -> str:
+        """An update as one atomic operation (``pm_atomic_add`` and its kind, in
+        ``cuda_templates/polymap_helpers.cuh``), of the value converted to the target's type.
+        A scatter computes that value first (as the reference does), then checks its
+        gathered indices, and where one is outside its dimension updates no element."""
         if stmt.is_scatter and not self.scatter_indices:
             raise InternalError(f"{stmt.name}: no checked index was built for the scatter {stmt.target}")
         if not stmt.is_scatter:  # ``atomic O[i] += x``: its index is proved in bounds

@@ -309,7 +309,7 @@ class _Validator:
         self.statement_names.add(stmt.name)
         label = f"{stmt.name} `{stmt}`"
         if isinstance(stmt, Assign):
-            decl = self.access(stmt.target, indices, buffers, label, stmt.loc, target=True)
+            decl = self.access(stmt.target, indices, buffers, label, stmt.loc)
             if decl.kind is BufferKind.IN:
                 raise self.error(
                     AccessError,
@@ -333,7 +333,6 @@ class _Validator:
         buffers: dict[str, BufferDecl],
         label: str,
         loc: SourceLoc | None,
-        target: bool = False,
     ) -> BufferDecl:
         decl = buffers.get(access.buffer)
         if decl is None:
@@ -347,7 +346,7 @@ class _Validator:
             )
         for index in access.indices:
             if isinstance(index, Gather):
-                self.gather(index, access, target, indices, buffers, label, loc)
+                self.gather(index, indices, buffers, label, loc)
             else:
                 self.index(index, indices, f"index {index} of {access} in {label}", loc)
         return decl
@@ -393,14 +392,13 @@ class _Validator:
     def gather(
         self,
         gather: Gather,
-        access: Read,
-        target: bool,
         indices: tuple[str, ...],
         buffers: dict[str, BufferDecl],
         label: str,
         loc: SourceLoc | None,
     ) -> None:
-        """A gathered index: in a read only, from an integer buffer, its own indices affine."""
+        """A gathered index (of a read, or of an update's target: a scatter): from an integer
+        buffer, its own indices affine."""
         source = gather.source
         if any(isinstance(i, Gather) for i in source.indices):
             raise self.error(

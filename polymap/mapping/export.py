@@ -12,7 +12,7 @@ import dataclasses
 import math
 from typing import Any
 
-from polymap.ir.scatters import scatters
+from polymap.ir.atomics import atomic_updates
 from polymap.mapping.outcome import SolveReport
 from polymap.mapping.result import KernelCost, Mapping
 from polymap.mapping.space import KernelMapping
@@ -37,7 +37,7 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
         "deterministic": mapping.deterministic,
         "atomic_updates": [
             {"statement": s.name, "buffer": s.buffer, "operator": s.op.value}
-            for s in scatters(mapping.program)
+            for s in atomic_updates(mapping.program)
         ],
         "band_choices": [
             {

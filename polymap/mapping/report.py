@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from polymap.ir.atomics import atomic_lines
 from polymap.ir.nodes import Loop
 from polymap.ir.printer import format_block
-from polymap.ir.scatters import atomic_lines
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.proof import Obligation
 from polymap.mapping.result import RANKING_WEIGHT, KernelCost, Mapping

@@ -55,9 +55,8 @@ class KernelCost:
     fill: float  # fraction of the GPU's resident threads the launch fills (<= 1)
     memory_s: float
     compute_s: float
-    time_s: (
-        float  # max(max(memory, compute, shared, issue) / fill (+ tile loads), latency, tile loads, atomics)
-    )
+    # max(max(memory, compute, shared, issue) / fill (+ tile loads), latency, tile loads, atomics)
+    time_s: float
     launches: int  # host-loop iterations launching it
     shared_bytes: int = 0  # shared memory per block (staged tiles, padding included)
     registers: int = 0  # the model's estimate of registers per thread

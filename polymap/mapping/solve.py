@@ -112,8 +112,8 @@ MAPPING_SCIP_PARAMS = {
 }
 # the updated elements counted one by one for the atomics roof; beyond, their mean
 EXACT_ATOMIC_ELEMENTS = 256
-DEFAULT_TIME_LIMIT_S = 30.0
-EXACT_FEASTOL = 1e-9  # SCIP's feasibility tolerance where a certificate failed at the default  # per kernel: a few small programs keep SCIP busy for minutes
+DEFAULT_TIME_LIMIT_S = 30.0  # per kernel: a few small programs keep SCIP busy for minutes
+EXACT_FEASTOL = 1e-9  # SCIP's feasibility tolerance where a certificate failed at the default
 
 
 def optimize(
@@ -156,7 +156,7 @@ def optimize(
 
     A scatter into a float buffer (``O[I[i]] += x``, made of atomic updates whose order,
     and so whose rounding, varies from run to run) is refused unless ``deterministic`` is
-    False (``ir/scatters.py``); integer scatters give one result in any order.
+    False (``ir/atomics.py``); integer scatters give one result in any order.
 
     The steps themselves are ``polymap.pipeline.optimize_program``."""
     from polymap.pipeline import optimize_program  # the pipeline sits above mapping/

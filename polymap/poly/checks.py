@@ -67,8 +67,8 @@ def check_races(
     same buffer, one of them a write, the conflicting pairs are
     ``{ x -> y : x in D1, y in D2, x[:d] = y[:d], x[d] != y[d], a1(x) = a2(y) }``
     (same iteration of the loops around the par loop, different iterations of it, same
-    element); the loop is race free when every such set is empty. Two atomic updates of a
-    scatter with one operator (``Access.commutes_with``) are not a race."""
+    element); the loop is race free when every such set is empty. Two atomic updates
+    with one operator (``Access.commutes_with``) are not a race."""
     loops = par_loops(program, statements)
     by_name = {s.name: s for s in statements}
     for loop in loops:

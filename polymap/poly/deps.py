@@ -12,7 +12,7 @@ allow more, but need exact kill analysis that later stages do not rely on).
 
 Accesses of one statement instance are not ordered against each other: an update
 ``s[0] += x`` reads then writes inside one instance, which needs no dependence. Nor are
-the atomic updates of scatters with one operator (``O[I[i]] += x``): they commute.
+atomic updates with one operator (``O[I[i]] += x``, ``atomic s[0] += x``): they commute.
 """
 
 from __future__ import annotations
@@ -127,9 +127,9 @@ def dependences(
             )
             buffer = tuples.user(data.get_tuple_name(isl.dim_type.out))
             items.append(Dependence(kind, tuples.user(source), tuples.user(sink), buffer, relation))
-    # a scatter's atomic updates with one operator commute (``Access.commutes_with``): no
-    # order between them to keep. A scatter reads its target only in its update (validate),
-    # so a pair of such statements on that buffer is a pair of atomics
+    # atomic updates with one operator commute (``Access.commutes_with``): no order between
+    # them to keep. An atomic update reads its target only in the update (validate), so a
+    # pair of such statements on that buffer is a pair of atomics
     atomic = {(s.name, w.buffer): w.atomic for s in statements for w in s.writes if w.atomic is not None}
     kept = [
         d

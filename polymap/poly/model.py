@@ -93,9 +93,10 @@ class Access:
     # the condition holds, so ``relation`` is what it may write (dependences and races take
     # it whole: sound)
     may: bool = False
-    # the access is an atomic update (``Assign.is_atomic``, a scatter's or one written ``atomic``: its write and its read
-    # of the target), with this operator: two such accesses with one operator commute, so
-    # they neither race nor depend on each other (``prove``, ``poly.deps``)
+    # the access is an atomic update's (``Assign.is_atomic``: a scatter's or one written
+    # ``atomic``; its write and its read of the target), with this operator: two such accesses
+    # with one operator commute, so they neither race nor depend on each other (``prove``,
+    # ``poly.deps``)
     atomic: AssignOp | None = None
 
     def commutes_with(self, other: Access) -> bool:
@@ -458,7 +459,13 @@ def _statement(
         loop_domain = domain
         domain = domain.intersect(isl.Set(f"{prefix}{{ {space} : {guard} }}"))
 
-    def access(buffer: str, indices: tuple[IndexExpr, ...], loc: SourceLoc | None, is_write: bool) -> Access:
+    def access(
+        buffer: str,
+        indices: tuple[IndexExpr, ...],
+        loc: SourceLoc | None,
+        is_write: bool,
+        atomic: AssignOp | None = None,
+    ) -> Access:
         text = str(Read(buffer, indices))
         bm = scope.get(buffer)
         if bm is None:
@@ -484,7 +491,18 @@ def _statement(
         address = None
         if gathered:
             address = relation_of(["0" if k in gathered else e for k, e in enumerate(exprs)], [])
-        return Access(ctx.name, buffer, indices, relation, is_write, loc or stmt.loc, text, gathered, address)
+        return Access(
+            ctx.name,
+            buffer,
+            indices,
+            relation,
+            is_write,
+            loc or stmt.loc,
+            text,
+            gathered,
+            address,
+            atomic=atomic,
+        )
 
     writes = ()
     atomic = stmt.op if isinstance(stmt, Assign) and stmt.is_atomic else None
@@ -495,12 +513,11 @@ def _statement(
     if isinstance(stmt, Assign):
         # a scatter may write any element along its gathered dimensions: a may-write
         may = stmt.predicate is not None or atomic is not None
-        writes = (replace(access(stmt.buffer, stmt.indices, stmt.loc, True), may=may, atomic=atomic),)
+        writes = (replace(access(stmt.buffer, stmt.indices, stmt.loc, True, atomic), may=may),)
+    # an atomic update's read of its target is part of the atomic
+    target = stmt.target if atomic is not None else None
     reads = tuple(
-        replace(access(r.buffer, r.indices, r.loc, False), atomic=atomic if r == stmt.target else None)
-        if atomic is not None
-        else access(r.buffer, r.indices, r.loc, False)
-        for r in stmt.reads()
+        access(r.buffer, r.indices, r.loc, False, atomic if r == target else None) for r in stmt.reads()
     )
     return StatementModel(ctx.name, ctx, domain, reads, writes, tuple(dims), loop_domain)
 

@@ -47,9 +47,10 @@ with isl on the rewrite) and each part is combined once, in order of parts. ``ma
 is summed in another order (``docs/mapping.md`` derives the tolerance).
 
 **Atomically.** Where the update is a ``+=`` of a type with atomics (an integer; a float
-only with ``deterministic=False``), each part may instead end with ``atomic C[i] +=
-C_parts[k_part, i]`` inside the parts nest: no combine kernel, and the parts' updates of
-one element commute (the order of a float sum varies from run to run).
+only with ``deterministic=False``), each part may instead keep its partial in a block-local
+``new C_parts: f32`` (a register of its thread) and end with ``atomic C[i] += C_parts``
+inside the parts nest: no combine kernel, and the parts' updates of one element commute
+(the order of a float sum varies from run to run).
 
 Whether to split, into how many parts and in which form is the pipeline's choice
 (``split_choice.choose_splits``): each candidate is mapped by SCIP and the cheapest program
@@ -133,8 +134,8 @@ class Split:
 
     parts: int
     form: Form
-    # each part adds its partial into the target with an atomic update (``atomic T[idx] +=
-    # partial`` at the end of the parts nest) instead of a combine kernel: a ``+=`` only, of
+    # each part adds its block-local partial into the target with an atomic update (``atomic
+    # T[idx] += partial`` at the end of the parts nest) instead of a combine kernel: a ``+=`` only, of
     # a type with atomics; a float's only with ``deterministic=False`` (its order varies)
     atomic: bool = False
 
@@ -287,20 +288,19 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     top = program.body[reduction.position]
     inner = _with_body(top, partial_body, len(reduction.band)) if reduction.band else None
     partials = Loop(LoopKind.PAR, part, count, (inner,) if inner else partial_body, loop.loc)
-    shape = (count, *(_positive(b.extent) for b in reduction.band))
-    parts_decl = BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, shape, target.loc)
     body = list(program.body)
-    if split.atomic:  # the partial is block-local: no program-wide buffer
+    if split.atomic:  # the partial is block-local: no program-wide buffer, no combine
         body[reduction.position : reduction.position + 1] = [partials]
         return renumber_statements(replace(program, body=tuple(body)))
+    combine_loop = Loop(LoopKind.SEQ, part, count, (combine,), loop.loc)
+    if reduction.band:
+        combined = _with_body(top, (combine_loop,), len(reduction.band))
     else:
-        combine_loop = Loop(LoopKind.SEQ, part, count, (combine,), loop.loc)
-        if reduction.band:
-            combined = _with_body(top, (combine_loop,), len(reduction.band))
-        else:
-            one = fresh_name(f"{reduction.index}_join", taken | {part, parts_buffer})
-            combined = Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)
-        body[reduction.position : reduction.position + 1] = [partials, combined]
+        one = fresh_name(f"{reduction.index}_join", taken | {part, parts_buffer})
+        combined = Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)
+    body[reduction.position : reduction.position + 1] = [partials, combined]
+    shape = (count, *(_positive(b.extent) for b in reduction.band))
+    parts_decl = BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, shape, target.loc)
     rewritten = replace(program, buffers=(*program.buffers, parts_decl), body=tuple(body))
     return renumber_statements(rewritten)
 
