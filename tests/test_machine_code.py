@@ -12,7 +12,7 @@ import polymap
 from polymap.cli import main
 from polymap.errors import ArgumentError, MachineCodeError
 from polymap.machine_code.occupancy import occupancy
-from polymap.machine_code.report import full_block_lines, hot_loop_issue_time
+from polymap.machine_code.report import format_report, full_block_lines, hot_loop_issue_time
 from polymap.machine_code.sass import (
     InstructionMix,
     body,
@@ -321,6 +321,23 @@ def test_per_point_accumulators_are_registers_not_stack(model):
     """Before isl unrolled a thread's points, these kept C_acc[4] on the stack (16 and 32
     bytes, LDL/STL around the k loop): the point loops' trip counts were runtime values."""
     _assert_no_local_memory(MODELS / model)
+
+
+@needs_tools
+def test_a_one_wave_grid_asks_ptxas_for_one_block_per_sm():
+    """matmul_256x256x32's 32 blocks are one wave on the H100's 132 SMs: with
+    ``__launch_bounds__(128)`` alone ptxas aimed at 7 blocks per SM and spilled two 64-bit
+    addresses to reach it (72 registers, 16 bytes of stack); asked for one block per SM it
+    keeps them in registers. matmul_1024's 256 blocks are two waves: no minimum there."""
+    small = polymap.compile(polymap.load(MODELS / "matmul_256x256x32.te"))
+    assert "__launch_bounds__(128, 1) " in small.source
+    _assert_no_local_memory(MODELS / "matmul_256x256x32.te")
+    (kernel,) = small.machine_code().kernels
+    assert kernel.one_wave and kernel.grid_blocks == 32
+    assert "one wave" in format_report(small.machine_code())
+    large = polymap.compile(polymap.load(MODELS / "matmul_1024.te"))
+    assert "__launch_bounds__(512) " in large.source
+    assert not large.machine_code().kernels[0].one_wave
 
 
 @needs_tools

@@ -41,6 +41,7 @@ from polymap.ir.nodes import (
     valued_indices,
 )
 from polymap.ir.walk import declared_locals
+from polymap.mapping.cost_model import one_wave
 from polymap.poly.isl_text import const_value
 from polymap.poly.model import PolyModel, StatementModel
 from polymap.schedule.hardware import Frame
@@ -273,6 +274,31 @@ class _Emitter:
 
     # -- kernels
 
+    def one_wave(self, km: KernelMapping) -> bool:
+        """Whether the kernel's grid, at the sizes its mapping was costed for, is one wave."""
+        cost = dict(zip(self.mapping.kernels, self.mapping.costs)).get(km)
+        return cost is not None and one_wave(self.mapping.target, cost.blocks)
+
+    def launch_bounds(self, km: KernelMapping) -> str:
+        """``__launch_bounds__``'s arguments: the block's threads, and for a one-wave grid a
+        minimum of one block per SM. Without it ptxas aims at an occupancy of its own and
+        spills to reach it (matmul_256x256x32, 32 blocks: 72 registers and 16 bytes of stack;
+        with it 110 registers and none), an occupancy no SM of a one-wave grid can have."""
+        if self.one_wave(km):
+            return f"{km.threads_per_block}, 1"
+        return str(km.threads_per_block)
+
+    def one_wave_note(self, km: KernelMapping) -> list[str]:
+        if not self.one_wave(km):
+            return []
+        cost = dict(zip(self.mapping.kernels, self.mapping.costs))[km]
+        return [
+            comment(
+                f"{cost.blocks} block{'s' if cost.blocks != 1 else ''} at the cost sizes, at most one per SM "
+                f"({self.mapping.target.sm_count} SMs): registers cannot limit the occupancy"
+            )
+        ]
+
     def kernel(self, km: KernelMapping) -> tuple[str, KernelLaunch]:
         kernel = km.kernel
         function = self.function_names[kernel.name]
@@ -281,7 +307,8 @@ class _Emitter:
         used_axes = self.bind_hardware(frame)
         arguments = self.kernel_arguments(km, schedule)
         lines = [
-            f'extern "C" __global__ void __launch_bounds__({km.threads_per_block}) {function}(',
+            *self.one_wave_note(km),
+            f'extern "C" __global__ void __launch_bounds__({self.launch_bounds(km)}) {function}(',
             "    " + ", ".join(map(str, arguments)) + ") {",
         ]
         plan = schedule.shared

@@ -26,6 +26,7 @@ from polymap.machine_code.sass import (
     parse_resources,
     parse_sass,
 )
+from polymap.mapping.cost_model import one_wave
 from polymap.runtime import cuobjdump
 from polymap.runtime.nvrtc import compile_cubin, nvrtc_version
 from polymap.targets import GpuTarget
@@ -50,6 +51,8 @@ class KernelMachineCode:
     model_issue_s: float = 0.0  # the cost model's issue time of one launch (0: none)
     model_time_s: float = 0.0  # the cost model's predicted time of one launch (0: none)
     hot_issue_s: float | None = None  # ``hot_loop_issue_time``; None without FMAs in the hot loop
+    grid_blocks: int = 0  # the blocks of one launch at the cost sizes (0: no cost)
+    one_wave: bool = False  # at most one block per SM there (``cost_model.one_wave``)
 
     @property
     def register_ratio(self) -> float | None:
@@ -157,6 +160,8 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 model_issue_s=cost.issue_s if cost is not None else 0.0,
                 model_time_s=cost.time_s if cost is not None else 0.0,
                 hot_issue_s=hot_loop_issue_time(target, cost.flops, hot) if cost is not None else None,
+                grid_blocks=cost.blocks if cost is not None else 0,
+                one_wave=cost is not None and one_wave(target, cost.blocks),
             )
         )
     major, minor = nvrtc_version()
@@ -217,6 +222,11 @@ def format_report(report: MachineCodeReport) -> str:
             if occ.blocks_per_sm
             else f"a block does not fit on an SM ({occ.limiter})"
         )
+        if k.one_wave:
+            fits += (
+                f"; the grid's {_count(k.grid_blocks, 'block')} at the cost sizes are one wave, "
+                "at most one per SM, so it does not limit them"
+            )
         lines.append(f"  occupancy: {fits}")
         lines.append(f"  whole kernel: {_mix(k.whole)}")
         if k.hot is None or k.hot_loop is None:

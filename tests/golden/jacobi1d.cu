@@ -539,7 +539,8 @@ struct pm_scratch {
 #endif
 
 #endif  // POLYMAP_HELPERS
-extern "C" __global__ void __launch_bounds__(256) jacobi1d_kernel0(
+// 8 blocks at the cost sizes, at most one per SM (132 SMs): registers cannot limit the occupancy
+extern "C" __global__ void __launch_bounds__(256, 1) jacobi1d_kernel0(
     float* __restrict__ A, float* __restrict__ B, int T, int N, int t) {
   const int bx = blockIdx.x;
   const int tx = threadIdx.x;
@@ -549,7 +550,8 @@ extern "C" __global__ void __launch_bounds__(256) jacobi1d_kernel0(
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256) jacobi1d_kernel1(
+// 8 blocks at the cost sizes, at most one per SM (132 SMs): registers cannot limit the occupancy
+extern "C" __global__ void __launch_bounds__(256, 1) jacobi1d_kernel1(
     float* __restrict__ A, float* __restrict__ B, int T, int N, int t) {
   const int bx = blockIdx.x;
   const int tx = threadIdx.x;

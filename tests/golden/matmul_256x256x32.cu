@@ -537,7 +537,8 @@ struct pm_scratch {
 #endif
 
 #endif  // POLYMAP_HELPERS
-extern "C" __global__ void __launch_bounds__(128) matmul_256x256x32_kernel0(
+// 32 blocks at the cost sizes, at most one per SM (132 SMs): registers cannot limit the occupancy
+extern "C" __global__ void __launch_bounds__(128, 1) matmul_256x256x32_kernel0(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K) {
   const int bx = blockIdx.x;
   const int by = blockIdx.y;
