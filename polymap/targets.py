@@ -187,6 +187,11 @@ class GpuTarget:
         """Machine balance: DRAM bytes per FP32 FLOP at peak (the roofline ridge's inverse)."""
         return self.dram_bandwidth / self.peak_fp32_flops
 
+    def one_wave(self, blocks: int) -> bool:
+        """Whether a grid of ``blocks`` holds at most one block per SM: no SM ever has a second
+        block resident, so neither registers nor shared memory can limit its occupancy."""
+        return 0 < blocks <= self.sm_count
+
     # ------------------------------------------------------------------ validation
 
     def check(self) -> None:

@@ -41,7 +41,6 @@ from polymap.ir.nodes import (
     valued_indices,
 )
 from polymap.ir.walk import declared_locals
-from polymap.mapping.cost_model import one_wave
 from polymap.poly.isl_text import const_value
 from polymap.poly.model import PolyModel, StatementModel
 from polymap.schedule.hardware import Frame
@@ -277,7 +276,7 @@ class _Emitter:
     def one_wave(self, km: KernelMapping) -> bool:
         """Whether the kernel's grid, at the sizes its mapping was costed for, is one wave."""
         cost = dict(zip(self.mapping.kernels, self.mapping.costs)).get(km)
-        return cost is not None and one_wave(self.mapping.target, cost.blocks)
+        return cost is not None and self.mapping.target.one_wave(cost.blocks)
 
     def launch_bounds(self, km: KernelMapping) -> str:
         """``__launch_bounds__``'s arguments: the block's threads, and for a one-wave grid a

@@ -26,7 +26,6 @@ from polymap.machine_code.sass import (
     parse_resources,
     parse_sass,
 )
-from polymap.mapping.cost_model import one_wave
 from polymap.runtime import cuobjdump
 from polymap.runtime.nvrtc import compile_cubin, nvrtc_version
 from polymap.targets import GpuTarget
@@ -52,7 +51,7 @@ class KernelMachineCode:
     model_time_s: float = 0.0  # the cost model's predicted time of one launch (0: none)
     hot_issue_s: float | None = None  # ``hot_loop_issue_time``; None without FMAs in the hot loop
     grid_blocks: int = 0  # the blocks of one launch at the cost sizes (0: no cost)
-    one_wave: bool = False  # at most one block per SM there (``cost_model.one_wave``)
+    one_wave: bool = False  # at most one block per SM there (``GpuTarget.one_wave``)
 
     @property
     def register_ratio(self) -> float | None:
@@ -161,7 +160,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 model_time_s=cost.time_s if cost is not None else 0.0,
                 hot_issue_s=hot_loop_issue_time(target, cost.flops, hot) if cost is not None else None,
                 grid_blocks=cost.blocks if cost is not None else 0,
-                one_wave=cost is not None and one_wave(target, cost.blocks),
+                one_wave=cost is not None and target.one_wave(cost.blocks),
             )
         )
     major, minor = nvrtc_version()

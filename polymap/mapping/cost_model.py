@@ -237,12 +237,6 @@ def atomic_time(target: GpuTarget, updates: int) -> float:
     return updates / target.clock_hz
 
 
-def one_wave(target: GpuTarget, blocks: int) -> bool:
-    """Whether a grid of ``blocks`` holds at most one block per SM: no SM ever has a second
-    block resident, so neither registers nor shared memory can limit its occupancy."""
-    return 0 < blocks <= target.sm_count
-
-
 def occupancy_penalty(target: GpuTarget, threads_per_block: int) -> float:
     """1 / the fraction of an SM's thread slots that blocks of this size can occupy."""
     resident = min(target.max_threads_per_sm, target.max_blocks_per_sm * threads_per_block)
