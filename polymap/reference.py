@@ -84,7 +84,14 @@ from polymap.ir.nodes import (
     reads_of,
 )
 from polymap.ir.validate import check_program_argument
-from polymap.ir.value_types import float_type, literal_type, predicate_type, promote, statement_type
+from polymap.ir.value_types import (
+    bitwise_type,
+    float_type,
+    literal_type,
+    predicate_type,
+    promote,
+    statement_type,
+)
 from polymap.ir.walk import statements
 
 __all__ = ["Execution", "execute", "reference"]
@@ -409,6 +416,7 @@ _INDEX_OPS = {
     IndexOp.MAX: np.maximum,
 }
 _VALUE_OPS = {ValueOp.ADD: np.add, ValueOp.SUB: np.subtract, ValueOp.MUL: np.multiply}
+_BITWISE_OPS = {ValueOp.BITAND: np.bitwise_and, ValueOp.BITOR: np.bitwise_or, ValueOp.BITXOR: np.bitwise_xor}
 _ASSIGN_OPS = {
     AssignOp.ADD: np.add,
     AssignOp.SUB: np.subtract,
@@ -484,6 +492,7 @@ class _Executor:
             for s in statements(program)
             if s.stmt.predicate is not None
         }
+        self.dtype_of = dtypes.__getitem__
         self.globals: dict[str, _Storage] = {}
         for decl in program.buffers:
             if decl.kind in (BufferKind.IN, BufferKind.INOUT):
@@ -721,6 +730,8 @@ class _Eval:
             return self.read(e)
         if isinstance(e, Neg):
             return np.negative(self.value(e.operand))
+        if isinstance(e, Binary) and e.op.is_bitwise:
+            return self.bitwise(e)
         if isinstance(e, Binary):
             a, b = self.value(e.lhs), self.value(e.rhs)
             common = _promote(a.dtype, b.dtype)
@@ -760,6 +771,26 @@ class _Eval:
             fn = np.maximum if e.fn is Fn.MAX else np.minimum
             return fn(args[0].astype(common, copy=False), args[1].astype(common, copy=False))
         raise InternalError(f"unknown value expression {e!r}")
+
+    def bitwise(self, e: Binary) -> np.ndarray:
+        """``& | ^ << >>`` of two integers in the operation's type (``bitwise_type``), which
+        its literals and index values take in place of the statement's. A shift by a count
+        outside 0..bits-1 gives 0 (<<) or the sign (>>): written out here, not left to what
+        NumPy does there."""
+        outer = self.dtype
+        self.dtype = bitwise_type(e, self.ex.dtype_of).numpy
+        try:
+            a, b = (x.astype(self.dtype, copy=False) for x in (self.value(e.lhs), self.value(e.rhs)))
+        finally:
+            self.dtype = outer
+        if e.op in _BITWISE_OPS:
+            return _BITWISE_OPS[e.op](a, b)
+        bits = a.dtype.itemsize * 8
+        inside = (b >= 0) & (b < bits)
+        count = np.where(inside, b, 0)
+        if e.op is ValueOp.SHL:  # wraps, as two's complement does
+            return np.where(inside, np.left_shift(a, count), 0).astype(a.dtype)
+        return np.where(inside, np.right_shift(a, count), np.where(a < 0, -1, 0)).astype(a.dtype)
 
     def condition(self, c) -> np.ndarray:
         """A condition's truth per lane (a bool array): comparisons in the promotion of

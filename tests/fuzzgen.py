@@ -105,6 +105,8 @@ class _Gen:
         self.splits = random.Random(seed * 15485863 + 5)
         # the scatters' draws (atomic updates through an index buffer): a stream of their own
         self.scatters = random.Random(seed * 2147483647 + 7)
+        # the bitwise operations' draws: a stream of their own
+        self.bits = random.Random(seed * 998244353 + 9)
 
     # -- sizes and extents
 
@@ -224,6 +226,8 @@ class _Gen:
         def sub():
             return self.value(loops, depth - 1)
 
+        if self.bits.random() < 0.1:
+            return self.bitwise(loops)
         x = self.extra
         if x.random() < 0.12:  # a select whose condition compares plain operands (no libm
             # calls: both sides must round alike for the comparison to agree)
@@ -257,6 +261,27 @@ class _Gen:
         if fn == "neg":
             return f"-({sub()})"
         return f"{fn}({sub()})"
+
+    def bitwise(self, loops: list[_Var]) -> str:
+        """A bitwise operation of integers converted from plain reads, loop indices and
+        small literals: no libm value, whose last ulp could flip a bit of the result."""
+        b = self.bits
+        self.s.features.add("bitwise")
+
+        def operand() -> str:
+            pick = b.random()
+            if pick < 0.5:
+                return f"{b.choice(['i32', 'i64'])}({self.read(loops)})"
+            if pick < 0.7 and loops:
+                return b.choice(loops).name
+            return b.choice(["1", "3", "7", "-1", "255"])
+
+        op = b.choice(["&", "|", "^", "<<", ">>", "~"])
+        if op == "~":
+            return f"(~{operand()})"
+        if op in ("<<", ">>") and b.random() < 0.5:  # counts past the width and negative ones
+            return f"({operand()} {op} {b.choice(['0', '1', '5', '31', '32', '40', '63', '64'])})"
+        return f"({operand()} {op} {operand()})"
 
     def out(self, forms: list[tuple[str, str]], dtype: str | None = None, kind: str = "out") -> str:
         name = self.s.fresh("W")

@@ -275,6 +275,10 @@ class Oracle:
         if isinstance(e, Neg):
             x = self.value(e.operand, env, memory, ctype, name)
             return convert(-x, dtype_of(x))
+        if isinstance(e, Binary) and e.op in BITWISE:
+            t = self.type_of(e, memory, ctype)  # the type its literals take, not the statement's
+            a, b = (int(self.value(x, env, memory, t, name)) for x in (e.lhs, e.rhs))
+            return convert(bitwise(e.op, a, b, 64 if t is DType.I64 else 32), t)
         if isinstance(e, Binary):
             a = self.value(e.lhs, env, memory, ctype, name)
             b = self.value(e.rhs, env, memory, ctype, name)
@@ -402,6 +406,8 @@ class Oracle:
             return ctype
         if isinstance(e, Neg):
             return self.type_of(e.operand, memory, ctype)
+        if isinstance(e, Binary) and e.op in BITWISE:  # its literals: i32 at the narrowest
+            return wider(self.type_of(e.lhs, memory, DType.I32), self.type_of(e.rhs, memory, DType.I32))
         if isinstance(e, Binary):
             return wider(self.type_of(e.lhs, memory, ctype), self.type_of(e.rhs, memory, ctype))
         if isinstance(e, Select):
@@ -413,6 +419,23 @@ class Oracle:
             return wider(*args) if len(args) > 1 else args[0]
         widest = wider(*args) if len(args) > 1 else args[0]
         return DType.F32 if widest in INTEGERS else widest
+
+
+BITWISE = (ValueOp.BITAND, ValueOp.BITOR, ValueOp.BITXOR, ValueOp.SHL, ValueOp.SHR)
+
+
+def bitwise(op: ValueOp, a: int, b: int, bits: int) -> int:
+    """``a op b`` of Python integers (two's complement without end; ``convert`` keeps the
+    low ``bits``): a shift by a count outside 0..bits-1 gives 0, or the sign for >>."""
+    if op is ValueOp.BITAND:
+        return a & b
+    if op is ValueOp.BITOR:
+        return a | b
+    if op is ValueOp.BITXOR:
+        return a ^ b
+    if not 0 <= b < bits:
+        return -1 if op is ValueOp.SHR and a < 0 else 0
+    return a << b if op is ValueOp.SHL else a >> b
 
 
 def _compared(op: CmpOp, a, b) -> bool:

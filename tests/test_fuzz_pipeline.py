@@ -76,6 +76,7 @@ def test_generator_is_deterministic_and_covers_the_features():
         "min-extent",
         "gather",
         "data-if",
+        "bitwise",
     }
     assert {c.mode for c in cases} == {"bind", "default", "symbolic"}
     assert any(c.context for c in cases)

@@ -55,7 +55,14 @@ from polymap.ir.nodes import (
     ValueExpr,
     ValueOp,
 )
-from polymap.ir.value_types import float_type, literal_type, predicate_type, promote, statement_type
+from polymap.ir.value_types import (
+    bitwise_type,
+    float_type,
+    literal_type,
+    predicate_type,
+    promote,
+    statement_type,
+)
 from polymap.schedule.ranges import index_intervals, require64
 
 # the C type a buffer of each dtype is stored as (f16 and bf16 as their bits)
@@ -96,6 +103,8 @@ _UPDATE = {AssignOp.ADD: "+", AssignOp.SUB: "-", AssignOp.MUL: "*", AssignOp.DIV
 
 # C precedence levels (higher binds tighter): what needs parentheses inside what.
 _ATOM, _UNARY, _MUL, _ADD, _CMP, _AND, _OR, _COND = 16, 15, 13, 12, 10, 5, 4, 3
+_BIT_LEVEL = {ValueOp.BITAND: 8, ValueOp.BITXOR: 7, ValueOp.BITOR: 6}  # all below == in C
+_SHIFT = {ValueOp.SHL: "pm_shl", ValueOp.SHR: "pm_shr"}
 
 
 def paren(text: str, prec: int, need: int) -> str:
@@ -190,6 +199,15 @@ class StatementPrinter:
         if isinstance(e, Neg):
             text, dtype, prec = self.value(e.operand, compute)
             return negate(text, prec), dtype, _UNARY
+        if isinstance(e, Binary) and e.op.is_bitwise:
+            # in its own type, which its literals and index values take (as the reference)
+            (lhs, lp), (rhs, rp), common = self.promoted(
+                e.lhs, e.rhs, bitwise_type(e, lambda name: self.decls[name].dtype)
+            )
+            if e.op in _SHIFT:  # the count tested, where C leaves a shift undefined
+                return f"{_SHIFT[e.op]}({lhs}, {rhs})", common, _ATOM
+            level = _BIT_LEVEL[e.op]
+            return f"{paren(lhs, lp, level)} {e.op.value} {paren(rhs, rp, level + 1)}", common, level
         if isinstance(e, Binary):
             (lhs, lp), (rhs, rp), common = self.promoted(e.lhs, e.rhs, compute)
             if e.op is ValueOp.DIV and common.is_integer:  # never traps; records a division by zero

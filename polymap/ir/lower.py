@@ -82,7 +82,7 @@ _INDEX_OPS = {
     "//": IndexOp.FLOORDIV,
     "%": IndexOp.MOD,
 }
-_VALUE_OPS = {"+": ValueOp.ADD, "-": ValueOp.SUB, "*": ValueOp.MUL, "/": ValueOp.DIV, "%": ValueOp.MOD}
+_VALUE_OPS = {op.value: op for op in ValueOp}
 
 
 def _predicated(stmt: Stmt, cond: Condition | None) -> Stmt:
@@ -492,6 +492,15 @@ class _Lowering:
         if isinstance(expr, S.SNeg):
             inner = self.index(expr.operand, scope, free, what=what, pieces=pieces)
             return IConst(-inner.value) if isinstance(inner, IConst) else INeg(inner)
+        if isinstance(expr, S.SInvert) or expr.op not in _INDEX_OPS:
+            op = "~" if isinstance(expr, S.SInvert) else expr.op
+            raise self.error(
+                NotAffineError,
+                f"'{op}' cannot appear in {what}: an index is quasi-affine (+ - * and // % by "
+                f"constants); a bitwise operation is a value (for i >= 0, i & 1 is i % 2 and "
+                f"i >> 2 is i // 4)",
+                expr.loc,
+            )
         lhs = self.index(expr.lhs, scope, free, what=what, pieces=pieces)
         rhs = self.index(expr.rhs, scope, free, what=what, pieces=pieces)
         return fold_index(IBin(_INDEX_OPS[expr.op], lhs, rhs))
@@ -585,12 +594,19 @@ class _Lowering:
         if isinstance(expr, S.SNeg):
             inner = self.value(expr.operand, scope, free)
             return Const(-inner.value, expr.loc) if isinstance(inner, Const) else Neg(inner)
+        if isinstance(expr, S.SInvert):  # two's complement: ~x is x ^ -1 in any integer type
+            return Binary(
+                ValueOp.BITXOR, self.value(expr.operand, scope, free), Const(-1, expr.loc), expr.loc
+            )
         if expr.op not in _VALUE_OPS:
             raise self.error(
                 ProgramError, f"'{expr.op}' is allowed in index expressions only, not in values", expr.loc
             )
         return Binary(
-            _VALUE_OPS[expr.op], self.value(expr.lhs, scope, free), self.value(expr.rhs, scope, free)
+            _VALUE_OPS[expr.op],
+            self.value(expr.lhs, scope, free),
+            self.value(expr.rhs, scope, free),
+            expr.loc,
         )
 
     def condition(

@@ -177,6 +177,23 @@ class ValueOp(enum.Enum):
     MUL = "*"
     DIV = "/"  # true division for floats, C division (toward zero) for i32
     MOD = "%"  # floored: the sign of the divisor, as NumPy's mod (C's fmod and % truncate)
+    # bitwise, of integers only (two's complement); ``~x`` is ``x ^ -1``
+    BITAND = "&"
+    BITOR = "|"
+    BITXOR = "^"
+    # a shift by a count outside 0..bits-1 gives 0 (<<) or the sign (>>), as NumPy's and
+    # the GPU's shifts do; C leaves it undefined, so the emitted code tests the count
+    SHL = "<<"
+    SHR = ">>"  # arithmetic: the sign fills in
+
+    @property
+    def is_bitwise(self) -> bool:
+        """An operation of integers only, whose literals take its own type
+        (``value_types.bitwise_type``)."""
+        return self in _BITWISE
+
+
+_BITWISE = frozenset({ValueOp.BITAND, ValueOp.BITOR, ValueOp.BITXOR, ValueOp.SHL, ValueOp.SHR})
 
 
 class CmpOp(enum.Enum):
@@ -440,7 +457,7 @@ class Neg:
     operand: ValueExpr
 
     def __str__(self) -> str:
-        return f"-{_vparen(self.operand, 3)}"
+        return f"-{_vparen(self.operand, _UNARY_PREC)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,6 +465,7 @@ class Binary:
     op: ValueOp
     lhs: ValueExpr
     rhs: ValueExpr
+    loc: SourceLoc | None = field(default=None, compare=False)  # the operator in the text
 
     def __str__(self) -> str:
         prec = _VALUE_PREC[self.op]
@@ -531,7 +549,20 @@ class Assume:
         return f"assume {self.cond}"
 
 
-_VALUE_PREC = {ValueOp.ADD: 1, ValueOp.SUB: 1, ValueOp.MUL: 2, ValueOp.DIV: 2, ValueOp.MOD: 2}
+# the parser's levels, loosest first (Python's: | ^ & shifts + - * / %), then unary and atoms
+_VALUE_PREC = {
+    ValueOp.BITOR: 1,
+    ValueOp.BITXOR: 2,
+    ValueOp.BITAND: 3,
+    ValueOp.SHL: 4,
+    ValueOp.SHR: 4,
+    ValueOp.ADD: 5,
+    ValueOp.SUB: 5,
+    ValueOp.MUL: 6,
+    ValueOp.DIV: 6,
+    ValueOp.MOD: 6,
+}
+_UNARY_PREC = 7
 _LOGIC_PREC = {LogicOp.OR: 1, LogicOp.AND: 2}
 
 
@@ -561,8 +592,8 @@ def map_values(expr, leaf):
         return Neg(map_values(expr.operand, leaf))
     if isinstance(expr, Not):
         return Not(map_values(expr.operand, leaf))
-    if isinstance(expr, (Binary, Compare, Logic)):
-        return type(expr)(expr.op, map_values(expr.lhs, leaf), map_values(expr.rhs, leaf))
+    if isinstance(expr, (Binary, Compare, Logic)):  # replace: a Binary keeps its line:col
+        return replace(expr, lhs=map_values(expr.lhs, leaf), rhs=map_values(expr.rhs, leaf))
     if isinstance(expr, Call):
         return Call(expr.fn, tuple(map_values(a, leaf) for a in expr.args))
     if isinstance(expr, Select):
@@ -578,9 +609,9 @@ def _vparen(expr: ValueExpr, prec: int) -> str:
     elif isinstance(expr, IndexValue) and isinstance(expr.expr, (IBin, INeg)):
         own = 0  # an index expression inside a value always gets parentheses
     elif isinstance(expr, Const) and expr.value < 0:
-        own = 2
+        own = _VALUE_PREC[ValueOp.MUL]
     else:
-        own = 3
+        own = _UNARY_PREC
     return f"({expr})" if own < prec else str(expr)
 
 

@@ -52,6 +52,7 @@ from polymap.ir.syntax import (
     SDecl,
     SExpr,
     SIf,
+    SInvert,
     SLogic,
     SLoop,
     SName,
@@ -69,6 +70,10 @@ KEYWORDS = frozenset(
     ("param", "par", "seq", "anchor", "assume", "if", "else", "and", "or", "not", "atomic", *DECL_KINDS)
 )
 COMPARISONS = frozenset(("<", "<=", ">", ">=", "==", "!="))
+# the binary operators by level, loosest first, as Python binds them: a comparison is looser
+# than all of them (``x & 1 == 0`` is ``(x & 1) == 0``, where C would read ``x & (1 == 0)``)
+BINARY_LEVELS = (("|",), ("^",), ("&",), ("<<", ">>"), ("+", "-"), ("*", "/", "//", "%"))
+_LEVEL = {op: level for level, ops in enumerate(BINARY_LEVELS) for op in ops}
 
 # 2**63 has 19 digits: a longer literal can be neither an i32 nor a 64-bit index constant,
 # and Python refuses to convert a string of more than 4300 digits at all.
@@ -315,8 +320,9 @@ class _Parser:
     # is checked where a node is built, at the token that crosses it, in constant time.
 
     def expr_height(self) -> tuple[SExpr, int]:
-        """``or`` binds loosest, then ``and``, ``not``, one comparison, ``+ -``, ``* / // %``;
-        where a condition may stand is for lowering to say (``select``'s first argument)."""
+        """``or`` binds loosest, then ``and``, ``not``, one comparison, the binary operators
+        (``BINARY_LEVELS``), the unary signs ``- + ~``; where a condition may stand is for
+        lowering to say (``select``'s first argument)."""
         node, height = self.conjunction()
         while self.at("or"):
             op = self.advance()
@@ -341,10 +347,10 @@ class _Parser:
         return self.comparison()
 
     def comparison(self) -> tuple[SExpr, int]:
-        node, height = self.sum()
+        node, height = self.binary()
         if self.tok.kind is Tok.OP and self.tok.text in COMPARISONS:
             op = self.advance()
-            rhs, rhs_height = self.sum()
+            rhs, rhs_height = self.binary()
             node, height = SCompare(op.text, node, rhs, op.loc), self.grown(max(height, rhs_height), op)
             if self.tok.kind is Tok.OP and self.tok.text in COMPARISONS:
                 raise self.error(
@@ -353,28 +359,37 @@ class _Parser:
                 )
         return node, height
 
-    def sum(self) -> tuple[SExpr, int]:
-        node, height = self.term()
-        while self.tok.kind is Tok.OP and self.tok.text in ("+", "-"):
+    def binary(self) -> tuple[SExpr, int]:
+        """Operands joined by the operators of ``BINARY_LEVELS``, each left-associative,
+        grouped by an operator stack (shunting-yard) rather than a call per level, so the
+        parser's recursion grows with the nesting only (``nested``), not with the levels."""
+        operands = [self.unary()]
+        pending: list[Token] = []
+        while self.tok.kind is Tok.OP and self.tok.text in _LEVEL:
             op = self.advance()
-            rhs, rhs_height = self.term()
-            node, height = SBinary(op.text, node, rhs, op.loc), self.grown(max(height, rhs_height), op)
-        return node, height
+            if op.text in ("&", "|") and self.at(op.text):  # C's && and ||
+                raise self.error(f"'{op.text * 2}' is written '{'and' if op.text == '&' else 'or'}' here", op)
+            while pending and _LEVEL[pending[-1].text] >= _LEVEL[op.text]:
+                self.reduce(operands, pending.pop())
+            pending.append(op)
+            operands.append(self.unary())
+        while pending:
+            self.reduce(operands, pending.pop())
+        return operands[0]
 
-    def term(self) -> tuple[SExpr, int]:
-        node, height = self.unary()
-        while self.tok.kind is Tok.OP and self.tok.text in ("*", "/", "//", "%"):
-            op = self.advance()
-            rhs, rhs_height = self.unary()
-            node, height = SBinary(op.text, node, rhs, op.loc), self.grown(max(height, rhs_height), op)
-        return node, height
+    def reduce(self, operands: list[tuple[SExpr, int]], op: Token) -> None:
+        """The last two operands joined by ``op``."""
+        (rhs, rhs_height), (lhs, lhs_height) = operands.pop(), operands.pop()
+        operands.append((SBinary(op.text, lhs, rhs, op.loc), self.grown(max(lhs_height, rhs_height), op)))
 
     def unary(self) -> tuple[SExpr, int]:
-        if self.at("-") or self.at("+"):
+        if self.at("-") or self.at("+") or self.at("~"):
             with self.nested():
                 op = self.advance()
                 operand, height = self.unary()
-            return (SNeg(operand, op.loc), self.grown(height, op)) if op.text == "-" else (operand, height)
+            if op.text == "+":
+                return operand, height
+            return (SNeg if op.text == "-" else SInvert)(operand, op.loc), self.grown(height, op)
         return self.atom()
 
     def atom(self) -> tuple[SExpr, int]:

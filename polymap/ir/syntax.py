@@ -44,7 +44,7 @@ class SCall:
 
 @dataclass(frozen=True, slots=True)
 class SBinary:
-    op: str  # + - * / // %
+    op: str  # + - * / // % & | ^ << >>
     lhs: SExpr
     rhs: SExpr
     loc: SourceLoc  # the operator
@@ -52,6 +52,14 @@ class SBinary:
 
 @dataclass(frozen=True, slots=True)
 class SNeg:
+    operand: SExpr
+    loc: SourceLoc
+
+
+@dataclass(frozen=True, slots=True)
+class SInvert:
+    """``~operand``: the bitwise complement of an integer."""
+
     operand: SExpr
     loc: SourceLoc
 
@@ -78,7 +86,7 @@ class SNot:
     loc: SourceLoc
 
 
-SExpr = SNum | SName | SSubscript | SCall | SBinary | SNeg | SCompare | SLogic | SNot
+SExpr = SNum | SName | SSubscript | SCall | SBinary | SNeg | SInvert | SCompare | SLogic | SNot
 SCondition = SCompare | SLogic | SNot
 
 

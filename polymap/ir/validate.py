@@ -61,13 +61,20 @@ from polymap.ir.nodes import (
     Select,
     Stmt,
     ValueExpr,
+    ValueOp,
     gathers_of,
     index_vars,
     leaves_of,
     operand_reads,
     value_children,
 )
-from polymap.ir.value_types import integer_range, predicate_type, statement_type
+from polymap.ir.value_types import (
+    bitwise_type,
+    integer_range,
+    predicate_type,
+    statement_type,
+    value_type,
+)
 
 
 def validate(program: Program) -> Program:
@@ -201,13 +208,13 @@ class _Validator:
                 for part in (*target, stmt.value, *guard):
                     self.expression_limits(part, f"statement {stmt.name}", stmt.loc, None)
                 # Only now that the depth is known to be safe: the compute type walks the value.
-                compute = statement_type(stmt, lambda name: dtypes.get(name, DType.F32))
-                if compute.is_integer:
-                    self.expression_limits(stmt.value, f"statement {stmt.name}", stmt.loc, compute)
+                dtype_of = lambda name: dtypes.get(name, DType.F32)  # noqa: E731
+                compute = statement_type(stmt, dtype_of)
+                what = f"statement {stmt.name}"
+                self.expression_limits(stmt.value, what, stmt.loc, (compute, dtype_of))
                 if stmt.predicate is not None:
-                    judged = predicate_type(stmt, lambda name: dtypes.get(name, DType.F32))
-                    if judged.is_integer:
-                        self.expression_limits(stmt.predicate, f"statement {stmt.name}", stmt.loc, judged)
+                    judged = predicate_type(stmt, dtype_of)
+                    self.expression_limits(stmt.predicate, what, stmt.loc, (judged, dtype_of))
 
     def decl_limits(self, decl: BufferDecl) -> None:
         if len(decl.shape) > MAX_RANK:
@@ -223,13 +230,14 @@ class _Validator:
         bound = ", ".join(f"{n} = {v}" for n, v in self.program.bindings)
         return f" (with the sizes bound: {bound})" if bound else ""
 
-    def expression_limits(self, root, what: str, loc: SourceLoc | None, integer: DType | None) -> None:
-        """Depth, index constants and (``integer``: the type of a statement that computes in
-        i32 or i64) its integral literals, which must fit that type."""
-        low, high = integer_range(integer) if integer is not None else (0, 0)
-        stack = [(root, 1)]
+    def expression_limits(self, root, what: str, loc: SourceLoc | None, typed=None) -> None:
+        """Depth and index constants; with ``typed`` (a statement's computation type and its
+        buffers' types, once the depth is known to be safe), the operands of its bitwise
+        operations, which must be integers, and its integral literals, which must fit the
+        integer type they take (the statement's, or a bitwise operation's below it)."""
+        stack = [(root, 1, (typed[0], "the type the statement computes in") if typed else None)]
         while stack:
-            expr, depth = stack.pop()
+            expr, depth, context = stack.pop()
             if depth > MAX_EXPR_NESTING:
                 raise self.error(
                     ProgramError,
@@ -257,19 +265,40 @@ class _Validator:
                     f"large value as a float literal (e.g. 1e30)",
                     expr.loc or loc,
                 )
+            if isinstance(expr, Binary) and expr.op.is_bitwise and typed:
+                island = self.bitwise_operands(expr, what, loc, typed[1])
+                context = (island, f"the type its '{expr.op.value}' computes in")
             if (
                 isinstance(expr, Const)
-                and integer is not None
+                and context is not None
+                and context[0].is_integer
                 and _is_integral(expr.value)
-                and not low <= expr.value <= high
             ):
+                low, high = integer_range(context[0])
+                if not low <= expr.value <= high:
+                    raise self.error(
+                        RangeError,
+                        f"{what}: the literal {_literal_text(expr.value)} does not fit in "
+                        f"{context[0].value} ({low}..{high}), {context[1]}",
+                        expr.loc or loc,
+                    )
+            stack.extend((child, depth + 1, context) for child in _children(expr))
+
+    def bitwise_operands(self, expr: Binary, what: str, loc: SourceLoc | None, dtype_of) -> DType:
+        """The type of a bitwise operation (``bitwise_type``), which its literals take; a
+        float operand is an error."""
+        # ``~x`` is lowered to ``x ^ -1``, the -1 at the ``~`` itself
+        inverts = expr.op is ValueOp.BITXOR and expr.rhs == Const(-1) and expr.rhs.loc == expr.loc
+        for operand in (expr.lhs,) if inverts else (expr.lhs, expr.rhs):
+            dtype = value_type(operand, DType.I32, dtype_of)
+            if not dtype.is_integer:
                 raise self.error(
-                    RangeError,
-                    f"{what}: the literal {_literal_text(expr.value)} does not fit in {integer.value} "
-                    f"({low}..{high}), the type the statement computes in",
+                    ProgramError,
+                    f"{what}: '{'~' if inverts else expr.op.value}' takes integers, and its operand "
+                    f"'{operand}' is {dtype.value}: convert it first, e.g. i32({operand})",
                     expr.loc or loc,
                 )
-            stack.extend((child, depth + 1) for child in _children(expr))
+        return bitwise_type(expr, dtype_of)
 
     # -- statements
 

@@ -12,7 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from polymap.ir.nodes import Anchor, Assign, DType, value_reads
+from polymap.ir.nodes import (
+    Anchor,
+    Assign,
+    Binary,
+    Call,
+    Const,
+    DType,
+    Fn,
+    IndexValue,
+    Neg,
+    Read,
+    Select,
+    ValueExpr,
+    value_reads,
+)
 
 _RANK = {DType.I32: 0, DType.I64: 1, DType.F32: 2, DType.F64: 3}
 
@@ -48,6 +62,44 @@ def literal_type(value: float, compute: DType) -> DType:
     if compute.is_integer and not float(value).is_integer():
         return DType.F32
     return compute
+
+
+def value_type(expr: ValueExpr, context: DType, dtype_of: Callable[[str], DType]) -> DType:
+    """The type ``expr`` computes in where its literals and index values take ``context``
+    (a statement's type; a bitwise operation's own below it), by the rules the reference
+    and the C printer follow."""
+    if isinstance(expr, Const):
+        return literal_type(expr.value, context)
+    if isinstance(expr, IndexValue):
+        return context
+    if isinstance(expr, Read):
+        return dtype_of(expr.buffer).compute
+    if isinstance(expr, Neg):
+        return value_type(expr.operand, context, dtype_of)
+    if isinstance(expr, Binary):
+        if expr.op.is_bitwise:
+            return bitwise_type(expr, dtype_of)
+        return promote(value_type(expr.lhs, context, dtype_of), value_type(expr.rhs, context, dtype_of))
+    if isinstance(expr, Select):
+        return promote(
+            value_type(expr.then, context, dtype_of), value_type(expr.otherwise, context, dtype_of)
+        )
+    if isinstance(expr, Call):
+        if expr.fn.cast is not None:
+            return expr.fn.cast.compute
+        args = [value_type(a, context, dtype_of) for a in expr.args]
+        if expr.fn in (Fn.ABS, Fn.FLOOR, Fn.CEIL, Fn.MAX, Fn.MIN):
+            return promote(*args)
+        return float_type(promote(*args))
+    raise TypeError(f"not a value expression: {expr!r}")
+
+
+def bitwise_type(expr: Binary, dtype_of: Callable[[str], DType]) -> DType:
+    """The type a bitwise operation (``& | ^ << >>``) computes in, and its literals and
+    index values take in place of the statement's: the promotion of its operands' types
+    with each literal counted as i32, the narrowest integer (``W[k] >> 4`` with a u8 ``W``
+    is i32 in an f32 statement too). A float here is a type error (``validate``)."""
+    return promote(value_type(expr.lhs, DType.I32, dtype_of), value_type(expr.rhs, DType.I32, dtype_of))
 
 
 def float_type(dtype: DType) -> DType:

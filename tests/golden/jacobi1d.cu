@@ -440,6 +440,23 @@ __device__ __forceinline__ long long pm_imod(long long a, long long b, int line)
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
+// Shifts as the reference defines them (NumPy's and the GPU's shl/shr): by a count outside
+// 0..bits-1 (negative included) ``<<`` gives 0 and ``>>`` the sign, where C leaves both
+// undefined; ``<<`` wraps (shifted as unsigned, so a negative value is no undefined case)
+// and ``>>`` is arithmetic, as every compiler polymap meets implements it.
+__device__ __forceinline__ int pm_shl(int a, int b) {
+  return (unsigned)b < 32u ? (int)((unsigned)a << (unsigned)b) : 0;
+}
+__device__ __forceinline__ int pm_shr(int a, int b) {
+  return (unsigned)b < 32u ? a >> b : (a < 0 ? -1 : 0);
+}
+__device__ __forceinline__ long long pm_shl(long long a, long long b) {
+  return (unsigned long long)b < 64ull ? (long long)((unsigned long long)a << (unsigned long long)b) : 0;
+}
+__device__ __forceinline__ long long pm_shr(long long a, long long b) {
+  return (unsigned long long)b < 64ull ? a >> b : (a < 0 ? -1 : 0);
+}
+
 // A gathered index (``A[I[i], j]``: the value of ``I[i]`` as A's index) checked against
 // its dimension's extent ``n`` (proved >= 1): outside [0, n) it reads element 0 instead and
 // records ``code``, the emitted line plus PM_FAULT_GATHER(k) for the statement's k-th
