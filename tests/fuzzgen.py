@@ -276,7 +276,10 @@ class _Gen:
                 return b.choice(loops).name
             return b.choice(["1", "3", "7", "-1", "255"])
 
-        op = b.choice(["&", "|", "^", "<<", ">>", "~"])
+        op = b.choice(["&", "|", "^", "<<", ">>", "~", "cmp"])
+        if op == "cmp":  # a comparison as a value: 1 or 0
+            self.s.features.add("truth-value")
+            return f"({operand()} {b.choice(['<', '>=', '==', '!='])} {operand()})"
         if op == "~":
             return f"(~{operand()})"
         if op in ("<<", ">>") and b.random() < 0.5:  # counts past the width and negative ones
@@ -358,10 +361,15 @@ class _Gen:
             self.s.features.add("data-if")
             on = d.sample(loops, min(len(loops), d.randint(1, 2)))
             name = self.s.fresh("Q")
-            self.s.decls.append(
-                f"in {name}: {d.choice(['f32', 'i32', 'u8'])}[{', '.join(v.bound for v in on)}]"
-            )
+            dtype = d.choice(["f32", "i32", "u8"])
             cond = f"{name}[{', '.join(v.name for v in on)}] {d.choice(['<', '>=', '!='])} {d.choice(['0', '1', '0.5'])}"
+            if self.bits.random() < 0.25:  # a bool mask read as the condition (bits' stream)
+                self.s.features.add("bool-condition")
+                dtype, cond = (
+                    "bool",
+                    f"{'not ' if self.bits.random() < 0.3 else ''}{name}[{', '.join(v.name for v in on)}]",
+                )
+            self.s.decls.append(f"in {name}: {dtype}[{', '.join(v.bound for v in on)}]")
             if d.random() < 0.3:  # an affine conjunct: a guard, the data read only inside it
                 cond = f"{d.choice(loops).name} >= 1 and {cond}"
             else_ = f" else {{ {text} }}" if d.random() < 0.2 and not reduces else ""

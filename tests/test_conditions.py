@@ -73,8 +73,6 @@ def test_nan_reads_as_a_literal_and_a_size_named_inf_stays_a_size():
 @pytest.mark.parametrize(
     "body, cls, position, message",
     [
-        ("y[i] = x[i] > 0", ProgramError, "4:23", r"a condition \('a comparison'\) is not a value.*select"),
-        ("y[i] = not x[i] > 0", ProgramError, "4:18", r"a condition \('not'\) is not a value"),
         (
             "y[x[i] > 0] = 1",
             NotAffineError,
@@ -83,13 +81,20 @@ def test_nan_reads_as_a_literal_and_a_size_named_inf_stays_a_size():
         ),
         ("y[i > 0] = 1", NotAffineError, "4:15", r"a condition \('a comparison'\) cannot appear in an index"),
         ("y[i] = select(x[i], 1, 2)", ProgramError, "4:25", r"select's first argument must be a condition"),
+        (
+            "y[i] = select(i, 1, 2)",
+            ProgramError,
+            "4:25",
+            r"or a bool value \(a read of a bool buffer, bool\(x\)\)",
+        ),
         ("y[i] = select(x[i] > 0, 1)", ArityError, "4:18", r"select\(\) takes 3 arguments"),
         ("y[i] = select(0 < x[i] < 1, 1, 2)", ParseError, "4:34", r"comparisons do not chain"),
-        ("y[i] = x[i] == 1 + 2", ProgramError, "4:23", r"is not a value"),
         ("y[i] == x[i]", ParseError, "4:16", r"expected an assignment"),
     ],
 )
-def test_a_condition_where_a_value_or_index_belongs_is_an_error_at_its_position(body, cls, position, message):
+def test_a_condition_in_an_index_or_a_value_that_is_no_condition_is_an_error_at_its_position(
+    body, cls, position, message
+):
     text = f"param N = 4\nin x: f32[N]\nout y: f32[N]\npar N i {{ {body} }}"
     with pytest.raises(cls, match=message) as info:
         parse(text, source="t.te")
@@ -211,3 +216,74 @@ def test_masked_softmax_is_the_softmax_of_each_rows_unmasked_prefix():
     np.testing.assert_allclose(got, e / e.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-8)
     assert np.all(got[np.triu_indices(33, 1)] == 0)  # exactly zero above the diagonal
     np.testing.assert_allclose(polymap.compile(program).run_host(X=x)["Y"], got, rtol=1e-5, atol=1e-7)
+
+
+# ------------------------------------------- conditions as values, bool values as conditions
+
+
+def test_a_condition_as_a_value_is_one_where_it_holds_and_zero_where_not():
+    """As in C and Python: counted (``+=`` of a comparison), multiplied (a ReLU's mask), and
+    converted; the printed program writes it as the select it is and reads back the same."""
+    from everywhere import run_everywhere
+
+    n = 50
+    rng = np.random.default_rng(7)
+    k = rng.integers(-10, 10, n).astype(np.int32)
+    x = rng.standard_normal(n).astype(np.float32)
+    program = polymap.parse(
+        f"param N = {n}\nin k: i32[N]\nin x: f32[N]\nout m: i32[N]\nout y: f32[N]\nout c: i32[1]\n"
+        "par N i {\n  m[i] = (k[i] > 0) + (k[i] >= 5 and i < 40) + i32(not x[i] < 0)\n"
+        "  y[i] = x[i] * (x[i] > 0)\n}\nseq N i { c[0] += x[i] > 0 }",
+        name="truth",
+    ).bind_defaults()
+    stmt = program.body[0].body[0]
+    assert str(stmt.value).startswith("select(k[i] > 0, 1, 0) + select(k[i] >= 5 and i < 40, 1, 0)")
+    assert polymap.parse(str(program)).body == program.body
+    runs, _ = run_everywhere(program, {"k": k, "x": x})
+    idx = np.arange(n)
+    want_m = (k > 0).astype(np.int32) + ((k >= 5) & (idx < 40)) + (x >= 0)
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["m"], want_m, err_msg=name)
+        np.testing.assert_array_equal(run["y"], x * (x > 0), err_msg=name)
+        np.testing.assert_array_equal(run["c"], [(x > 0).sum()], err_msg=name)
+
+
+def test_a_bool_read_or_conversion_stands_as_a_condition_that_holds_where_it_is_not_zero():
+    """A mask buffer in an if on data and in a select, a 0-d flag, ``bool(k[i])``."""
+    from everywhere import run_everywhere
+
+    n = 40
+    rng = np.random.default_rng(8)
+    b = rng.integers(0, 2, n).astype(np.bool_)
+    k = rng.integers(-2, 3, n).astype(np.int32)
+    x = rng.standard_normal(n).astype(np.float32)
+    program = polymap.parse(
+        f"param N = {n}\nin b: bool[N]\nin flag: bool\nin k: i32[N]\nin x: f32[N]\ninout y: f32[N]\n"
+        "out m: i32[N]\npar N i {\n  if b[i] and not flag { y[i] = 2 * x[i] } else { y[i] = -1 }\n"
+        "  m[i] = select(bool(k[i]) or b[i], k[i], 7)\n}",
+        name="masks",
+    ).bind_defaults()
+    assert "if b[i] != 0 and not flag != 0 {" in str(program)
+    assert polymap.parse(str(program)).body == program.body
+    for flag in (False, True):
+        inputs = {"b": b, "flag": np.array(flag), "k": k, "x": x, "y": np.zeros(n, np.float32)}
+        runs, _ = run_everywhere(program, inputs)
+        want_y = np.where(b & (not flag), 2 * x, np.float32(-1))
+        for name, run in runs.items():
+            np.testing.assert_array_equal(run["y"], want_y, err_msg=f"{name}, flag {flag}")
+            np.testing.assert_array_equal(run["m"], np.where((k != 0) | b, k, 7), err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("if x[i] { y[i] = 1 }", r"or a bool value \(a read of a bool buffer, bool\(x\)\)"),
+        ("y[i] = select(k[i], 1, 2)", r"select's first argument must be a condition"),
+        ("if not x[i] { y[i] = 1 }", r"7:10: 'if' takes a condition"),
+    ],
+)
+def test_only_a_bool_value_stands_as_a_condition(body, message):
+    text = f"param N = 4\nin x: f32[N]\nin k: i32[N]\nin b: bool[N]\nout y: f32[N]\npar N i {{\n  {body}\n}}"
+    with pytest.raises(polymap.errors.PolymapError, match=message) as info:
+        polymap.parse(text, source="t.te")
+    assert "t.te:7:" in str(info.value)

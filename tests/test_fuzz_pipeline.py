@@ -77,6 +77,8 @@ def test_generator_is_deterministic_and_covers_the_features():
         "gather",
         "data-if",
         "bitwise",
+        "truth-value",
+        "bool-condition",
     }
     assert {c.mode for c in cases} == {"bind", "default", "symbolic"}
     assert any(c.context for c in cases)

@@ -329,8 +329,8 @@ class _Lowering:
         on the negation of the whole condition, whose data reads must be in bounds on the
         whole domain."""
         usage = (
-            "'if' takes a condition: a comparison of values (< <= > >= == !=), or conditions joined "
-            "by and, or, not"
+            "'if' takes a condition: a comparison of values (< <= > >= == !=), conditions joined "
+            "by and, or, not, or a bool value (a read of a bool buffer, bool(x))"
         )
         affine, data = [], []
         for part in _conjuncts(item.cond):
@@ -575,12 +575,9 @@ class _Lowering:
                 self.value(otherwise, scope, free),
             )
         if isinstance(expr, (S.SCompare, S.SLogic, S.SNot)):
-            raise self.error(
-                ProgramError,
-                f"a condition ('{_CONDITION_WORD[type(expr)]}') is not a value: it chooses between two "
-                f"values, select(condition, a, b)",
-                expr.loc,
-            )
+            # a condition as a value is 1 where it holds and 0 where not, as in C and Python;
+            # the literals take the statement's type, as any other (1.0 in an f32 statement)
+            return Select(self.condition(expr, scope, free), Const(1, expr.loc), Const(0, expr.loc))
         if isinstance(expr, S.SCall):
             fn = _FUNCTIONS.get(expr.fn)
             if fn is None:
@@ -624,10 +621,23 @@ class _Lowering:
             return Logic(op, lhs, rhs)
         if isinstance(expr, S.SNot):
             return Not(self.condition(expr.operand, scope, free, usage))
+        if self.is_boolean(expr, scope):  # a mask: it holds where the value is not 0
+            return Compare(CmpOp.NE, self.value(expr, scope, free), Const(0, expr.loc))
         raise self.error(
             ProgramError,
             usage
             or "select's first argument must be a condition: a comparison of values (< <= > >= == !=), "
-            "or conditions joined by and, or, not",
+            "or conditions joined by and, or, not, or a bool value (a read of a bool buffer, bool(x))",
             expr.loc,
         )
+
+    @staticmethod
+    def is_boolean(expr: S.SExpr, scope: _Scope) -> bool:
+        """Whether ``expr`` is a bool value that may stand as a condition: a read of a bool
+        buffer or a conversion ``bool(x)``. Other values may not (``if i``, ``select(x[i],
+        ...)`` with a float ``x`` are more likely slips than meant as ``!= 0``)."""
+        if isinstance(expr, S.SCall):
+            return expr.fn == DType.BOOL.value
+        name = expr.name if isinstance(expr, (S.SSubscript, S.SName)) else None
+        decl = scope.buffers.get(name) if name is not None else None
+        return decl is not None and decl.dtype is DType.BOOL
