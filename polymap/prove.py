@@ -474,7 +474,11 @@ def _prove_race_free(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
             f"(R_S1 ; A1) ; (R_S2 ; A2)^-1 on {b}, one launch, two threads" + among,
             f"{frame.mapping.kernel.name}: no race between threads on {b}"
             + among
-            + (" but between atomic updates with one operator, which commute" if b in atomics else ""),
+            + (
+                " but between atomic updates that commute (one operator, or += and -=)"
+                if b in atomics
+                else ""
+            ),
         )
         for b in touched
     ]

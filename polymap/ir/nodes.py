@@ -130,6 +130,13 @@ class AssignOp(enum.Enum):
         """Whether the old value of the target is read (everything but plain ``=``)."""
         return self is not AssignOp.SET
 
+    def commutes_atomically_with(self, other: AssignOp) -> bool:
+        """Whether atomic updates by ``self`` and by ``other`` of one element give one result
+        in either order: one operator, or ``+=`` and ``-=`` (both add, ``-=`` the negation;
+        exactly for integers, up to rounding for floats, as any two float atomics)."""
+        additive = (AssignOp.ADD, AssignOp.SUB)
+        return self is other or (self in additive and other in additive)
+
 
 # the updates a scatter (``Assign.is_scatter``) may make: each is one atomic operation of
 # the GPU on the target's type (``-=`` adds the negation), so instances that meet on an

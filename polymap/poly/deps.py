@@ -127,16 +127,17 @@ def dependences(
             )
             buffer = tuples.user(data.get_tuple_name(isl.dim_type.out))
             items.append(Dependence(kind, tuples.user(source), tuples.user(sink), buffer, relation))
-    # atomic updates with one operator commute (``Access.commutes_with``): no order between
-    # them to keep. An atomic update reads its target only in the update (validate), so a
-    # pair of such statements on that buffer is a pair of atomics
+    # atomic updates with operators that commute (one operator, or += and -=:
+    # ``Access.commutes_with``) have no order between them to keep. An atomic update reads
+    # its target only in the update (validate), so a pair of such statements on that
+    # buffer is a pair of atomics
     atomic = {(s.name, w.buffer): w.atomic for s in statements for w in s.writes if w.atomic is not None}
-    kept = [
-        d
-        for d in items
-        if atomic.get((d.source, d.buffer)) is None
-        or atomic.get((d.source, d.buffer)) is not atomic.get((d.sink, d.buffer))
-    ]
+
+    def commute(d: Dependence) -> bool:
+        first, second = atomic.get((d.source, d.buffer)), atomic.get((d.sink, d.buffer))
+        return first is not None and second is not None and first.commutes_atomically_with(second)
+
+    kept = [d for d in items if not commute(d)]
     if len(kept) < len(items):
         items = kept
         for kind in DepKind:

@@ -100,10 +100,16 @@ class Access:
     atomic: AssignOp | None = None
 
     def commutes_with(self, other: Access) -> bool:
-        """Whether this access and ``other`` are atomic updates of one buffer with one
-        operator, which the GPU applies in any order with one result (up to a float's
-        rounding: ``deterministic=False``)."""
-        return self.atomic is not None and self.atomic is other.atomic and self.buffer == other.buffer
+        """Whether this access and ``other`` are atomic updates of one buffer with operators
+        that commute (one operator, or ``+=`` and ``-=``: ``AssignOp.commutes_atomically_with``),
+        which the GPU applies in any order with one result (up to a float's rounding:
+        ``deterministic=False``)."""
+        return (
+            self.atomic is not None
+            and other.atomic is not None
+            and self.atomic.commutes_atomically_with(other.atomic)
+            and self.buffer == other.buffer
+        )
 
     @property
     def addressing(self) -> isl.Map:
