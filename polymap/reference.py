@@ -713,6 +713,9 @@ class _Eval:
         computation type; its predicate's has its own, ``predicate_type``)."""
         self.ex, self.stmt, self.env, self.lanes, self.buffers = ex, stmt, env, lanes, buffers
         self.dtype = ex.compute_dtype[stmt.name] if dtype is None else dtype
+        # the statement's (or predicate's) own type, which literals take again below a
+        # conversion and in a comparison inside a bitwise operation (``bitwise``)
+        self.root = self.dtype
         # the lanes for which the value being evaluated is the one C computes: all of them,
         # except inside a select's branch or the right side of and/or (C evaluates only the
         # chosen branch and short-circuits), where an i32 division by zero is no fault
@@ -750,14 +753,14 @@ class _Eval:
             common = _promote(then.dtype, otherwise.dtype)
             return np.where(cond, then.astype(common, copy=False), otherwise.astype(common, copy=False))
         if isinstance(e, Call):
+            if e.fn.cast is not None:  # stored in the type, read back in its compute type
+                return _widened(to_dtype(self.in_root(self.value, e.args[0]), e.fn.cast.numpy))
             args = [self.value(a) for a in e.args]
             if e.fn in _FLOAT_FNS:
                 x = args[0]
                 return _FLOAT_FNS[e.fn](x.astype(_F32) if _is_int(x) else x)
             if e.fn is Fn.ABS:
                 return np.abs(args[0])
-            if e.fn.cast is not None:  # stored in the type, read back in its compute type
-                return _widened(to_dtype(args[0], e.fn.cast.numpy))
             if e.fn in (Fn.FLOOR, Fn.CEIL):
                 x = args[0]
                 return x if _is_int(x) else (np.floor if e.fn is Fn.FLOOR else np.ceil)(x)
@@ -796,7 +799,7 @@ class _Eval:
         """A condition's truth per lane (a bool array): comparisons in the promotion of
         their operands, as in C (NaN compares unequal to everything)."""
         if isinstance(c, Compare):
-            a, b = self.value(c.lhs), self.value(c.rhs)
+            a, b = self.in_root(self.value, c.lhs), self.in_root(self.value, c.rhs)
             common = _promote(a.dtype, b.dtype)
             return np.asarray(c.op.holds(a.astype(common, copy=False), b.astype(common, copy=False)))
         if isinstance(c, Not):
@@ -805,6 +808,16 @@ class _Eval:
         if c.op is LogicOp.AND:
             return lhs & self.only_where(lhs, self.condition, c.rhs)
         return lhs | self.only_where(~lhs, self.condition, c.rhs)
+
+    def in_root(self, evaluate, e):
+        """``evaluate(e)`` with literals in the statement's own type: a conversion's argument
+        and a comparison's operands are typed as outside any bitwise operation around them
+        (``i64(d[i] * 0.3) << 0``: 0.3 is the f64 of an f64 statement, not an i64's f32)."""
+        outer, self.dtype = self.dtype, self.root
+        try:
+            return evaluate(e)
+        finally:
+            self.dtype = outer
 
     def only_where(self, chosen: np.ndarray, evaluate, e):
         """``evaluate(e)`` where C computes ``e`` only on the lanes ``chosen``."""

@@ -214,8 +214,12 @@ class Oracle:
                 ptype = judged[0]
                 for t in judged[1:]:
                     ptype = wider(ptype, t)
+            self.root = ptype
             if not self.holds(stmt.predicate, env, memory, ptype, stmt.name):
                 return
+        # the type literals take again below a conversion and in a comparison, also inside a
+        # bitwise operation (which types the rest of its operands its own way)
+        self.root = ctype
         value = self.value(stmt.value, env, memory, ctype, stmt.name)
         if isinstance(stmt, Anchor):
             return
@@ -316,7 +320,8 @@ class Oracle:
             # the result has the promoted type of both operands, whichever is chosen
             return convert(x, wider(dtype_of(x), self.type_of(other, memory, ctype)))
         assert isinstance(e, Call)
-        args = [self.value(a, env, memory, ctype, name) for a in e.args]
+        inner = self.root if e.fn.cast is not None else ctype  # a conversion's argument: as outside
+        args = [self.value(a, env, memory, inner, name) for a in e.args]
         if e.fn is Fn.ABS:
             return abs(args[0])
         if e.fn.cast is not None:
@@ -387,8 +392,8 @@ class Oracle:
         if isinstance(c, Not):
             return not self.holds(c.operand, env, memory, ctype, name)
         if isinstance(c, Compare):
-            a = self.value(c.lhs, env, memory, ctype, name)
-            b = self.value(c.rhs, env, memory, ctype, name)
+            a = self.value(c.lhs, env, memory, self.root, name)
+            b = self.value(c.rhs, env, memory, self.root, name)
             t = wider(dtype_of(a), dtype_of(b))
             return _compared(c.op, convert(a, t), convert(b, t))
         first = self.holds(c.lhs, env, memory, ctype, name)

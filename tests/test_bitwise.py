@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from everywhere import run_everywhere
 
+from polymap.codegen.cexpr import literal
 from polymap.errors import NotAffineError, ParseError, ProgramError, RangeError
-from polymap.ir.nodes import Binary, Const, IndexValue, Read, ValueOp
+from polymap.ir.nodes import Binary, Const, DType, IndexValue, Read, ValueOp
 from polymap.ir.parse import parse
 
 RNG = np.random.default_rng(13)
@@ -202,3 +203,52 @@ def test_an_index_value_under_a_bitwise_operation_is_not_the_statements_float():
     runs, _ = run_everywhere(program, {})
     for name, run in runs.items():
         np.testing.assert_array_equal(run["y"], [0, 0.5, 0, 0.5, 0, 0.5], err_msg=name)
+
+
+def test_below_a_conversion_or_in_a_comparison_literals_take_the_statements_type_again():
+    """A review's finding: the bitwise type reached every literal below the operation, so
+    ``i64(d[i] * 0.3) << 0`` multiplied an f64 by the f32 0.3 (1 where the cast alone gives
+    0), ``(d[i] > 0.1) & 1`` compared with the f32 0.1, and ``(z[i] > 3000000000) & 1`` was
+    a RangeError. A conversion's argument and a comparison are typed as anywhere else."""
+    d = np.array([3.3333333333, 0.100000001, 0.1], np.float64)
+    z = np.array([3000000001, 3000000000, -5], np.int64)
+    program = parse(
+        "param N = 3\nin d: f64[N]\nin z: i64[N]\nout a: i64[N]\nout b: i64[N]\nout c: i64[N]\n"
+        "par N i {\n  a[i] = i64(d[i] * 0.3) << 0\n  b[i] = (d[i] > 0.1) & 1\n"
+        "  c[i] = (z[i] > 3000000000) & 1 | i32(z[i] * 0.5 > 1.5) << 1\n}",
+        name="nested",
+    ).bind_defaults()
+    runs, _ = run_everywhere(program, {"d": d, "z": z})
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["a"], [int(x * 0.3) for x in d.tolist()], err_msg=name)
+        np.testing.assert_array_equal(run["b"], [int(x > 0.1) for x in d.tolist()], err_msg=name)
+        want_c = [int(v > 3000000000) | (int(v * 0.5 > 1.5) << 1) for v in z.tolist()]
+        np.testing.assert_array_equal(run["c"], want_c, err_msg=name)
+
+
+def test_the_smallest_integer_literal_is_printed_so_that_the_sum_after_it_wraps():
+    """C reads -2147483648 as the negation of the long 2147483648: ``(k & -2147483648) - 1``
+    was a 64-bit difference on the host (no wrap to 2147483647)."""
+    k = np.array([-1, 5, -2147483648, 2147483647], np.int32)
+    program = parse(
+        "param N = 4\nin k: i32[N]\nout m: i32[N]\nout p: i32[N]\n"
+        "par N i {\n  m[i] = (k[i] & -2147483648) - 1\n  p[i] = (k[i] & -2147483648) - 1 > 0\n}",
+        name="minimum",
+    ).bind_defaults()
+    runs, kernel = run_everywhere(program, {"k": k})
+    want = [_wrap((int(v) & -(2**31)) - 1, 32) for v in k]
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["m"], want, err_msg=name)
+        np.testing.assert_array_equal(run["p"], [int(w > 0) for w in want], err_msg=name)
+    assert "(-2147483647 - 1)" in kernel.source
+    assert literal(-(2**63), DType.I64) == "(-9223372036854775807LL - 1)"
+
+
+def test_bool_of_an_index_stands_as_an_if_condition_and_a_non_condition_under_not_is_named():
+    program = parse("param N = 6\nout m: i32[N]\npar N i { if bool(i % 3) { m[i] = 1 } }", name="b")
+    runs, _ = run_everywhere(program.bind_defaults(), {})
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["m"], [0, 1, 1, 0, 1, 1], err_msg=name)
+    with pytest.raises(ProgramError, match="and, or, not join conditions") as info:
+        parse("param N = 6\nin k: i32[N]\nout m: i32[N]\npar N i { m[i] = not k[i] }", source="n.te")
+    assert "n.te:4:22" in str(info.value)  # at k[i]

@@ -128,6 +128,8 @@ class StatementPrinter:
         # a scatter's checked indices (``pm_scatter_index``): the declarations that compute
         # them, and the names its target's address uses (-1 where the index is outside)
         self.scatter_indices: tuple[tuple[str, str], ...] = ()
+        # the statement's (or its predicate's) own type: set by ``statement`` for each
+        self.root = DType.F32
 
     # -- indices
 
@@ -242,8 +244,8 @@ class StatementPrinter:
     def condition(self, c, compute: DType) -> tuple[str, int]:
         """C text of a condition and its precedence: a comparison in the promotion of its
         operands; ``and``, ``or`` short-circuit (``&&``, ``||``), as the reference does."""
-        if isinstance(c, Compare):
-            (lhs, lp), (rhs, rp), _ = self.promoted(c.lhs, c.rhs, compute)
+        if isinstance(c, Compare):  # its literals in the statement's own type (``root``)
+            (lhs, lp), (rhs, rp), _ = self.promoted(c.lhs, c.rhs, self.root)
             return f"{paren(lhs, lp, _CMP + 1)} {c.op.value} {paren(rhs, rp, _CMP + 1)}", _CMP
         if isinstance(c, Not):
             text, prec = self.condition(c.operand, compute)
@@ -254,7 +256,8 @@ class StatementPrinter:
         return f"{paren(lhs, lp, level)} {'&&' if level == _AND else '||'} {paren(rhs, rp, level + 1)}", level
 
     def call(self, e: Call, compute: DType) -> tuple[str, DType, int]:
-        args = [self.value(a, compute) for a in e.args]
+        # a conversion's argument: its literals in the statement's own type (``root``)
+        args = [self.value(a, self.root if e.fn.cast is not None else compute) for a in e.args]
         if e.fn.cast is not None:  # stored in the type, read back in its compute type
             text, dtype, prec = args[0]
             if dtype is e.fn.cast:
@@ -298,13 +301,15 @@ class StatementPrinter:
         text = self.unpredicated(stmt)
         if stmt.predicate is None:
             return text
-        condition, _ = self.condition(
-            stmt.predicate, predicate_type(stmt, lambda name: self.decls[name].dtype)
-        )
+        self.root = predicate_type(stmt, lambda name: self.decls[name].dtype)
+        condition, _ = self.condition(stmt.predicate, self.root)
         return f"if ({condition}) {{ {text} }}"
 
     def unpredicated(self, stmt: Assign | Anchor) -> str:
         compute = self.compute_type(stmt)
+        # the type literals take below a conversion and in a comparison, also inside a
+        # bitwise operation (which gives the rest of its operands its own type)
+        self.root = compute
         value, vtype, vprec = self.value(stmt.value, compute)
         if isinstance(stmt, Anchor):
             return f"(void)({value});"
@@ -389,7 +394,13 @@ def widen(text: str, prec: int, dtype: DType) -> tuple[str, DType, int]:
 def literal(value: float, dtype: DType) -> str:
     """An exact C literal of ``value`` converted to ``dtype`` (as NumPy converts it)."""
     if dtype.is_integer:
-        return str(int(np.asarray(value).astype(dtype.numpy))) + ("LL" if dtype is DType.I64 else "")
+        number = int(np.asarray(value).astype(dtype.numpy))
+        suffix = "LL" if dtype is DType.I64 else ""
+        if number == np.iinfo(dtype.numpy).min:
+            # C reads -2147483648 as the negation of 2147483648, a long: the sum after it
+            # would not wrap in 32 bits (and 9223372036854775808LL fits no signed type)
+            return f"({number + 1}{suffix} - 1)"
+        return f"{number}{suffix}"
     with np.errstate(over="ignore"):  # a value beyond the type's range is its infinity
         exact = float(np.asarray(value).astype(dtype.numpy))
     if not np.isfinite(exact):

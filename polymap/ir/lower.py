@@ -245,7 +245,7 @@ class _Lowering:
             )
         default = None
         if item.default is not None:
-            expr = self.index(item.default, _Scope((), {}), None)
+            expr = self.index(item.default, _Scope((), {}), None, what=f"the default of size '{item.name}'")
             if not isinstance(expr, IConst) or expr.value < 0:
                 raise self.error(
                     DeclarationError,
@@ -382,6 +382,10 @@ class _Lowering:
             return Logic(LogicOp(expr.op), lhs, rhs)
         if isinstance(expr, S.SNot):
             return Not(self.index_condition(expr.operand, scope, what, usage))
+        if isinstance(expr, S.SCall) and expr.fn == DType.BOOL.value and len(expr.args) == 1:
+            # bool(e) holds where e is not 0, as it does on data (``is_boolean``)
+            inner = IndexValue(self.index(expr.args[0], scope, None, what=what, pieces=True))
+            return Compare(CmpOp.NE, inner, IndexValue(IConst(0)))
         raise self.error(ProgramError, usage, expr.loc)
 
     def loop(self, item: S.SLoop, scope: _Scope) -> Loop:
@@ -577,7 +581,11 @@ class _Lowering:
         if isinstance(expr, (S.SCompare, S.SLogic, S.SNot)):
             # a condition as a value is 1 where it holds and 0 where not, as in C and Python;
             # the literals take the statement's type, as any other (1.0 in an f32 statement)
-            return Select(self.condition(expr, scope, free), Const(1, expr.loc), Const(0, expr.loc))
+            usage = (
+                "and, or, not join conditions: comparisons of values (< <= > >= == !=) or bool "
+                "values (a read of a bool buffer, bool(x))"
+            )
+            return Select(self.condition(expr, scope, free, usage), Const(1, expr.loc), Const(0, expr.loc))
         if isinstance(expr, S.SCall):
             fn = _FUNCTIONS.get(expr.fn)
             if fn is None:

@@ -235,7 +235,8 @@ class _Validator:
         buffers' types, once the depth is known to be safe), the operands of its bitwise
         operations, which must be integers, and its integral literals, which must fit the
         integer type they take (the statement's, or a bitwise operation's below it)."""
-        stack = [(root, 1, (typed[0], "the type the statement computes in") if typed else None)]
+        own = (typed[0], "the type the statement computes in") if typed else None
+        stack = [(root, 1, own)]
         while stack:
             expr, depth, context = stack.pop()
             if depth > MAX_EXPR_NESTING:
@@ -282,6 +283,8 @@ class _Validator:
                         f"{context[0].value} ({low}..{high}), {context[1]}",
                         expr.loc or loc,
                     )
+            if isinstance(expr, Compare) or (isinstance(expr, Call) and expr.fn.cast is not None):
+                context = own  # typed as outside any bitwise operation (``value_types``)
             stack.extend((child, depth + 1, context) for child in _children(expr))
 
     def bitwise_operands(self, expr: Binary, what: str, loc: SourceLoc | None, dtype_of) -> DType:

@@ -98,7 +98,9 @@ def bitwise_type(expr: Binary, dtype_of: Callable[[str], DType]) -> DType:
     """The type a bitwise operation (``& | ^ << >>``) computes in, and its literals and
     index values take in place of the statement's: the promotion of its operands' types
     with each literal counted as i32, the narrowest integer (``W[k] >> 4`` with a u8 ``W``
-    is i32 in an f32 statement too). A float here is a type error (``validate``)."""
+    is i32 in an f32 statement too). A float here is a type error (``validate``). Below a
+    conversion and inside a comparison, literals take the statement's type again (the
+    reference's ``_Eval.in_root``, the printer's and the oracle's ``root``)."""
     return promote(value_type(expr.lhs, DType.I32, dtype_of), value_type(expr.rhs, DType.I32, dtype_of))
 
 
