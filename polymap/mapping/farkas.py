@@ -443,11 +443,19 @@ def add_to_scip(
 
 
 # SCIP components switched off because they corrupt the process's heap on models polymap
-# builds. shiftandpropagate (SCIP 10.0.0 as shipped in PySCIPOpt 6.3.0) overruns a buffer it
-# reallocates when RINS runs it in a sub-SCIP: glibc aborts the process with "realloc(): invalid
-# next size" (the generated program of fuzz seed 2977; tests/test_solver_robust.py). It is a
-# primal heuristic: without it SCIP finds the same optimum, proved the same way.
-UNSAFE_SCIP_PARAMS: Mapping[str, Any] = {"heuristics/shiftandpropagate/freq": -1}
+# builds (SCIP 10.0.0 as shipped in PySCIPOpt 6.3.0; tests/test_solver_robust.py):
+# - shiftandpropagate overruns a buffer it reallocates when RINS runs it in a sub-SCIP: glibc
+#   aborts the process with "realloc(): invalid next size" (the generated program of fuzz
+#   seed 2977). It is a primal heuristic: without it SCIP finds the same optimum, proved the
+#   same way.
+# - the NLP relaxation, solved by Ipopt: in a RINS sub-SCIP, Ipopt's options were freed from
+#   a corrupted heap ("munmap_chunk(): invalid pointer", "malloc(): unaligned tcache chunk";
+#   a bitwise fuzz program of 2026-11-27). polymap's programs are integer programs with
+#   products of integers: SCIP bounds and proves them by its LP relaxation and branching; the
+#   NLP served only heuristics. Without it every model of models/ has the same optimum, in
+#   half of SCIP's time (43 s against 87 s over the models on a shared 2-core host), since
+#   every sub-SCIP built an Ipopt application.
+UNSAFE_SCIP_PARAMS: Mapping[str, Any] = {"heuristics/shiftandpropagate/freq": -1, "nlp/disable": True}
 
 
 def solve(model: Model, *, time_limit_s: float | None = None) -> SolveReport:
