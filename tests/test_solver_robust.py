@@ -469,10 +469,10 @@ def test_a_model_on_which_a_scip_heuristic_corrupts_the_heap_is_solved_in_a_live
     assert done.stdout.startswith("mapped")
 
 
-# Found by the fuzzer (a bitwise program of 2026-11-27, reduced): in a RINS sub-SCIP,
-# Ipopt's options were freed from a heap corrupted before ("munmap_chunk(): invalid
-# pointer"), between SCIP's nodes 1000 and 1500 of this kernel's model.
-IPOPT_CRASH = """
+# Found by the fuzzer (a bitwise program of 2026-11-27, reduced): inside a RINS sub-SCIP,
+# glibc found the heap corrupted where Ipopt registered or freed its options ("munmap_chunk():
+# invalid pointer"), between SCIP's nodes 1000 and 1500 of this kernel's model.
+RINS_CRASH = """
 param K, M
 out W12: bool[3 * 6, M, M + 2]
 in X13: bool[6, M + 2, 6]
@@ -491,20 +491,20 @@ par i9 + 1 i11 {
 """
 
 
-def test_a_model_on_which_scips_nlp_corrupts_the_heap_is_solved_in_a_live_process():
-    """SCIP's NLP relaxation (Ipopt) is off: the same kernel, stopped at 2000 nodes (past the
-    crash, in about 4 s), ends with a mapping in a live child process. A node limit, not a
-    time limit, so that the crash point is reached on any machine."""
+def test_a_model_on_which_a_rins_sub_scip_corrupts_the_heap_is_solved_in_a_live_process():
+    """RINS is off: the same kernel, stopped at 2000 nodes (past the crash, in about 4 s),
+    ends with a mapping in a live child process. A node limit, not a time limit, so that
+    the crash point is reached on any machine."""
     script = (
         "import sys, polymap\n"
         "import polymap.mapping.solve as s\n"
         "s.MAPPING_SCIP_PARAMS = {**s.MAPPING_SCIP_PARAMS, 'limits/nodes': 2000}\n"
-        "k = polymap.compile(polymap.parse(sys.stdin.read(), name='ipopt'))\n"
+        "k = polymap.compile(polymap.parse(sys.stdin.read(), name='rins'))\n"
         "assert k.mapping.solver[0].status in ('optimal', 'nodelimit'), k.mapping.solver[0].status\n"
         "print('mapped', k.mapping.solver[0].status)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], input=IPOPT_CRASH, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script], input=RINS_CRASH, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.startswith("mapped")
@@ -516,12 +516,14 @@ def test_every_model_is_solved_with_the_unsafe_components_switched_off(monkeypat
 
     def spy(model, *, time_limit_s=None):
         report = real(model, time_limit_s=time_limit_s)
-        seen.append((model.getParam("heuristics/shiftandpropagate/freq"), model.getParam("nlp/disable")))
+        seen.append(
+            (model.getParam("heuristics/shiftandpropagate/freq"), model.getParam("heuristics/rins/freq"))
+        )
         return report
 
     monkeypatch.setattr(solve_module, "solve", spy)
     optimize(_matmul(64))
-    assert seen and set(seen) == {(-1, True)}
+    assert seen and set(seen) == {(-1, -1)}
 
 
 # Found by the fuzzer (seed 4368): a folded triangular band with a local array and a

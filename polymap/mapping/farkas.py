@@ -448,14 +448,15 @@ def add_to_scip(
 #   aborts the process with "realloc(): invalid next size" (the generated program of fuzz
 #   seed 2977). It is a primal heuristic: without it SCIP finds the same optimum, proved the
 #   same way.
-# - the NLP relaxation, solved by Ipopt: in a RINS sub-SCIP, Ipopt's options were freed from
-#   a corrupted heap ("munmap_chunk(): invalid pointer", "malloc(): unaligned tcache chunk";
-#   a bitwise fuzz program of 2026-11-27). polymap's programs are integer programs with
-#   products of integers: SCIP bounds and proves them by its LP relaxation and branching; the
-#   NLP served only heuristics. Without it every model of models/ has the same optimum, in
-#   half of SCIP's time (43 s against 87 s over the models on a shared 2-core host), since
-#   every sub-SCIP built an Ipopt application.
-UNSAFE_SCIP_PARAMS: Mapping[str, Any] = {"heuristics/shiftandpropagate/freq": -1, "nlp/disable": True}
+# - RINS: on a kernel of a fuzz program (2026-11-27), glibc aborted the process inside a RINS
+#   sub-SCIP ("munmap_chunk(): invalid pointer", "malloc(): unaligned tcache chunk
+#   detected"), where Ipopt registered or freed its options between SCIP's nodes 1000 and
+#   1500; shiftandpropagate's overrun above was in a RINS sub-SCIP too. Ipopt is only where
+#   glibc noticed: switching the NLP off instead also ended the aborts, but a heap corrupted
+#   unnoticed is worse than an abort, and every crash seen was inside RINS. Over the models
+#   of models/, SCIP takes the same nodes to the same optima without RINS
+#   (docs/benchmarks/2026-11-27-scip-without-rins.md).
+UNSAFE_SCIP_PARAMS: Mapping[str, Any] = {"heuristics/shiftandpropagate/freq": -1, "heuristics/rins/freq": -1}
 
 
 def solve(model: Model, *, time_limit_s: float | None = None) -> SolveReport:
