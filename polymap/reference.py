@@ -86,6 +86,7 @@ from polymap.ir.nodes import (
 from polymap.ir.validate import check_program_argument
 from polymap.ir.value_types import (
     bitwise_type,
+    comparison_type,
     float_type,
     literal_type,
     predicate_type,
@@ -754,7 +755,7 @@ class _Eval:
             return np.where(cond, then.astype(common, copy=False), otherwise.astype(common, copy=False))
         if isinstance(e, Call):
             if e.fn.cast is not None:  # stored in the type, read back in its compute type
-                return _widened(to_dtype(self.in_root(self.value, e.args[0]), e.fn.cast.numpy))
+                return _widened(to_dtype(self.in_type(self.root, self.value, e.args[0]), e.fn.cast.numpy))
             args = [self.value(a) for a in e.args]
             if e.fn in _FLOAT_FNS:
                 x = args[0]
@@ -798,8 +799,9 @@ class _Eval:
     def condition(self, c) -> np.ndarray:
         """A condition's truth per lane (a bool array): comparisons in the promotion of
         their operands, as in C (NaN compares unequal to everything)."""
-        if isinstance(c, Compare):
-            a, b = self.in_root(self.value, c.lhs), self.in_root(self.value, c.rhs)
+        if isinstance(c, Compare):  # literals in the type of what it reads (``comparison_type``)
+            own = comparison_type(c, _dtype(self.root), self.ex.dtype_of).numpy
+            a, b = self.in_type(own, self.value, c.lhs), self.in_type(own, self.value, c.rhs)
             common = _promote(a.dtype, b.dtype)
             return np.asarray(c.op.holds(a.astype(common, copy=False), b.astype(common, copy=False)))
         if isinstance(c, Not):
@@ -809,11 +811,12 @@ class _Eval:
             return lhs & self.only_where(lhs, self.condition, c.rhs)
         return lhs | self.only_where(~lhs, self.condition, c.rhs)
 
-    def in_root(self, evaluate, e):
-        """``evaluate(e)`` with literals in the statement's own type: a conversion's argument
-        and a comparison's operands are typed as outside any bitwise operation around them
-        (``i64(d[i] * 0.3) << 0``: 0.3 is the f64 of an f64 statement, not an i64's f32)."""
-        outer, self.dtype = self.dtype, self.root
+    def in_type(self, dtype: np.dtype, evaluate, e):
+        """``evaluate(e)`` with literals and index values in ``dtype``: a conversion's
+        argument in the statement's own type, as outside any bitwise operation around it
+        (``i64(d[i] * 0.3) << 0``: 0.3 is the f64 of an f64 statement, not an i64's f32);
+        a comparison's operands in its ``comparison_type``."""
+        outer, self.dtype = self.dtype, dtype
         try:
             return evaluate(e)
         finally:

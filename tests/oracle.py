@@ -198,7 +198,8 @@ class Oracle:
         if stmt.guard is not None and not self.guard_holds(stmt.guard, env):
             return  # the if around it: this instance does not exist
         self.instances[stmt.name] = self.instances.get(stmt.name, 0) + 1
-        reads = [compute(self.dtypes[r.buffer]) for r in value_reads(stmt.value)]
+        # the reads whose values reach the result: a select's condition only chooses
+        reads = [compute(self.dtypes[r.buffer]) for r in _result_reads(stmt.value)]
         if reads:
             ctype = reads[0]
             for t in reads[1:]:
@@ -391,9 +392,13 @@ class Oracle:
     def holds(self, c, env, memory, ctype: DType, name: str) -> bool:
         if isinstance(c, Not):
             return not self.holds(c.operand, env, memory, ctype, name)
-        if isinstance(c, Compare):
-            a = self.value(c.lhs, env, memory, self.root, name)
-            b = self.value(c.rhs, env, memory, self.root, name)
+        if isinstance(c, Compare):  # literals: the type of the buffers it reads, else root
+            own = [compute(self.dtypes[r.buffer]) for r in value_reads(c)]
+            t = own[0] if own else self.root
+            for u in own[1:]:
+                t = wider(t, u)
+            a = self.value(c.lhs, env, memory, t, name)
+            b = self.value(c.rhs, env, memory, t, name)
             t = wider(dtype_of(a), dtype_of(b))
             return _compared(c.op, convert(a, t), convert(b, t))
         first = self.holds(c.lhs, env, memory, ctype, name)
@@ -424,6 +429,21 @@ class Oracle:
             return wider(*args) if len(args) > 1 else args[0]
         widest = wider(*args) if len(args) > 1 else args[0]
         return DType.F32 if widest in INTEGERS else widest
+
+
+def _result_reads(e) -> list:
+    """The reads of a value expression outside its selects' conditions (written here)."""
+    if isinstance(e, Read):
+        return [e]
+    if isinstance(e, Select):
+        return _result_reads(e.then) + _result_reads(e.otherwise)
+    if isinstance(e, Neg):
+        return _result_reads(e.operand)
+    if isinstance(e, Binary):
+        return _result_reads(e.lhs) + _result_reads(e.rhs)
+    if isinstance(e, Call):
+        return [r for a in e.args for r in _result_reads(a)]
+    return []
 
 
 BITWISE = (ValueOp.BITAND, ValueOp.BITOR, ValueOp.BITXOR, ValueOp.SHL, ValueOp.SHR)

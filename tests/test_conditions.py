@@ -287,3 +287,39 @@ def test_only_a_bool_value_stands_as_a_condition(body, message):
     with pytest.raises(polymap.errors.PolymapError, match=message) as info:
         polymap.parse(text, source="t.te")
     assert "t.te:7:" in str(info.value)
+
+
+def test_a_selects_condition_does_not_type_the_value_and_a_comparison_types_its_own_literals():
+    """An index past 2^24 chosen by a float comparison stayed an f32 on its way to an i32
+    (the statement's type took in the condition's f32 read): 16777217 became 16777216. And
+    a comparison's literals take the type of what it reads: ``k[i] == 16777217`` in i32,
+    ``d[i] > 0.1`` in f64, whatever the statement computes in."""
+    from everywhere import run_everywhere
+
+    x = np.array([1, 0, 0, 0], np.float32)
+    d = np.array([0.1, 0.10000000001, 0.2, 0.3])
+    k = np.array([16777217, 16777217, 16777216, 16777217], np.int32)
+    program = polymap.parse(
+        "param N = 4\nin x: f32[N]\nin d: f64[N]\nin k: i32[N]\ninout best: i32[1]\nout c: i32[N]\n"
+        "seq N i { best[0] = select(x[i] > 0, i + 16777217, best[0]) }\n"
+        "par N i { c[i] = select(d[i] > 0.1 and k[i] == 16777217, 1, 2) }",
+        name="typed",
+    ).bind_defaults()
+    runs, _ = run_everywhere(program, {"x": x, "d": d, "k": k, "best": np.zeros(1, np.int32)})
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["best"], [16777217], err_msg=name)
+        np.testing.assert_array_equal(run["c"], [2, 1, 2, 1], err_msg=name)
+
+
+def test_a_count_of_a_float_comparison_into_an_integer_is_an_integer_reduction_and_is_split():
+    """``s[0] += x[i] > 0`` computes in i32 (its value is 1 or 0): an exact integer sum in
+    any order, so the optimizer may split it over threads (it stayed one thread while the
+    statement computed in f32)."""
+    n = 1 << 20
+    x = np.random.default_rng(5).standard_normal(n).astype(np.float32)
+    program = polymap.parse(
+        f"param N = {n}\nin x: f32[N]\nout s: i32[1]\nseq N i {{ s[0] += x[i] > 0 }}", name="count"
+    ).bind_defaults()
+    kernel = polymap.compile(program)
+    assert len(kernel.mapping.kernels) > 1 or kernel.mapping.kernels[0].lanes > 1
+    np.testing.assert_array_equal(kernel.run_host(x=x)["s"], [(x > 0).sum()])

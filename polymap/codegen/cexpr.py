@@ -57,6 +57,7 @@ from polymap.ir.nodes import (
 )
 from polymap.ir.value_types import (
     bitwise_type,
+    comparison_type,
     float_type,
     literal_type,
     predicate_type,
@@ -244,8 +245,9 @@ class StatementPrinter:
     def condition(self, c, compute: DType) -> tuple[str, int]:
         """C text of a condition and its precedence: a comparison in the promotion of its
         operands; ``and``, ``or`` short-circuit (``&&``, ``||``), as the reference does."""
-        if isinstance(c, Compare):  # its literals in the statement's own type (``root``)
-            (lhs, lp), (rhs, rp), _ = self.promoted(c.lhs, c.rhs, self.root)
+        if isinstance(c, Compare):  # its literals in the type of what it reads, else ``root``
+            own = comparison_type(c, self.root, lambda name: self.decls[name].dtype)
+            (lhs, lp), (rhs, rp), _ = self.promoted(c.lhs, c.rhs, own)
             return f"{paren(lhs, lp, _CMP + 1)} {c.op.value} {paren(rhs, rp, _CMP + 1)}", _CMP
         if isinstance(c, Not):
             text, prec = self.condition(c.operand, compute)

@@ -87,8 +87,9 @@ def _integer_valued(e, dtype_of) -> bool:
 
 def _exact_integer_update(stmt: Assign, dtype: DType, dtype_of) -> bool:
     """Whether ``acc op= value`` on an integer accumulator gives the same result in any
-    order: the statement computes in an integer type (every buffer it reads, a select's
-    condition too, is an integer: ``statement_type``) and its value is an integer; for
+    order: the statement computes in an integer type (every buffer whose value reaches it
+    is an integer: ``statement_type``; a select's condition only chooses) and its value is
+    an integer; for
     ``max=``/``min=`` that type is no wider than the accumulator's (a value wider than it,
     truncated on each update, makes the order matter; ``+=`` and ``*=`` wrap alike)."""
     computes = statement_type(stmt, dtype_of)

@@ -666,6 +666,17 @@ def value_reads(expr: ValueExpr) -> tuple[Read, ...]:
     return tuple(leaf for leaf in leaves_of(expr) if isinstance(leaf, Read))
 
 
+def result_reads(expr: ValueExpr) -> tuple[Read, ...]:
+    """The reads whose values flow into ``expr``'s result, left to right: ``value_reads``
+    without those of a select's condition, which decide between two values but are not one
+    (``select(x[i] > m, j, best[i])`` computes j or best[i], whatever type x has)."""
+    if isinstance(expr, Select):
+        return result_reads(expr.then) + result_reads(expr.otherwise)
+    if isinstance(expr, Read):
+        return (expr,)
+    return tuple(read for child in value_children(expr) for read in result_reads(child))
+
+
 def operand_reads(stmt) -> tuple[Read, ...]:
     """The reads of a statement (Assign or Anchor) but its target's, in evaluation order:
     its predicate's (``Assign.predicate``), then its value's."""

@@ -70,6 +70,7 @@ from polymap.ir.nodes import (
 )
 from polymap.ir.value_types import (
     bitwise_type,
+    comparison_type,
     integer_range,
     predicate_type,
     statement_type,
@@ -283,7 +284,9 @@ class _Validator:
                         f"{context[0].value} ({low}..{high}), {context[1]}",
                         expr.loc or loc,
                     )
-            if isinstance(expr, Compare) or (isinstance(expr, Call) and expr.fn.cast is not None):
+            if isinstance(expr, Compare) and typed:  # the type of what it reads (``value_types``)
+                context = (comparison_type(expr, typed[0], typed[1]), "the type the comparison computes in")
+            elif isinstance(expr, Call) and expr.fn.cast is not None:
                 context = own  # typed as outside any bitwise operation (``value_types``)
             stack.extend((child, depth + 1, context) for child in _children(expr))
 

@@ -17,6 +17,7 @@ from polymap.ir.nodes import (
     Assign,
     Binary,
     Call,
+    Compare,
     Const,
     DType,
     Fn,
@@ -25,6 +26,7 @@ from polymap.ir.nodes import (
     Read,
     Select,
     ValueExpr,
+    result_reads,
     value_reads,
 )
 
@@ -37,14 +39,25 @@ def promote(*dtypes: DType) -> DType:
 
 
 def statement_type(stmt: Assign | Anchor, dtype_of: Callable[[str], DType]) -> DType:
-    """A statement's *computation type*: the promotion of the buffers its value reads (not
-    those a gathered index is read from), else
-    the compute type of the buffer it writes (f32 for an anchor that reads none). Literals
-    and index values take it."""
-    read = [dtype_of(r.buffer) for r in value_reads(stmt.value)]
+    """A statement's *computation type*: the promotion of the buffers whose values flow
+    into its value (``result_reads``: not those a gathered index is read from, nor those of
+    a select's condition), else the compute type of the buffer it writes (f32 for an anchor
+    that reads none). Literals and index values take it, except inside a comparison
+    (``comparison_type``) and a bitwise operation (``bitwise_type``)."""
+    read = [dtype_of(r.buffer) for r in result_reads(stmt.value)]
     if read:
         return promote(*read)
     return dtype_of(stmt.buffer).compute if isinstance(stmt, Assign) else DType.F32
+
+
+def comparison_type(cmp: Compare, outer: DType, dtype_of: Callable[[str], DType]) -> DType:
+    """The type a comparison's literals and index values take: the promotion of the buffers
+    it reads, else ``outer`` (the statement's or the predicate's type). So ``k[i] ==
+    16777217`` compares in i32 beside an f32 read elsewhere, and ``d[i] > 0.1`` with an f64
+    ``d`` in f64 in a statement that computes in i32. The comparison itself is made in the
+    promotion of its two operands."""
+    read = [dtype_of(r.buffer) for r in value_reads(cmp)]
+    return promote(*read) if read else outer
 
 
 def predicate_type(stmt: Assign | Anchor, dtype_of: Callable[[str], DType]) -> DType:
