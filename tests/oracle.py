@@ -393,7 +393,7 @@ class Oracle:
         if isinstance(c, Not):
             return not self.holds(c.operand, env, memory, ctype, name)
         if isinstance(c, Compare):  # literals: the type of the buffers it reads, else root
-            own = [compute(self.dtypes[r.buffer]) for r in value_reads(c)]
+            own = [compute(self.dtypes[r.buffer]) for r in _result_reads(c.lhs) + _result_reads(c.rhs)]
             t = own[0] if own else self.root
             for u in own[1:]:
                 t = wider(t, u)

@@ -323,3 +323,21 @@ def test_a_count_of_a_float_comparison_into_an_integer_is_an_integer_reduction_a
     kernel = polymap.compile(program)
     assert len(kernel.mapping.kernels) > 1 or kernel.mapping.kernels[0].lanes > 1
     np.testing.assert_array_equal(kernel.run_host(x=x)["s"], [(x > 0).sum()])
+
+
+def test_a_nested_selects_condition_does_not_type_the_comparison_around_it():
+    """A review's finding: ``select(x[i] > 0, k[i], 0) == 16777217`` compares two i32 values,
+    but the f32 read that only chooses between them made the comparison f32 (16777216
+    matched)."""
+    from everywhere import run_everywhere
+
+    x = np.array([1, 1, -1, 1], np.float32)
+    k = np.array([16777217, 16777216, 16777217, 0], np.int32)
+    program = polymap.parse(
+        "param N = 4\nin x: f32[N]\nin k: i32[N]\nout c: i32[N]\n"
+        "par N i { c[i] = select(select(x[i] > 0, k[i], 0) == 16777217, 1, 2) }",
+        name="nested",
+    ).bind_defaults()
+    runs, _ = run_everywhere(program, {"x": x, "k": k})
+    for name, run in runs.items():
+        np.testing.assert_array_equal(run["c"], [1, 2, 2, 2], err_msg=name)

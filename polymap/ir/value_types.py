@@ -52,11 +52,12 @@ def statement_type(stmt: Assign | Anchor, dtype_of: Callable[[str], DType]) -> D
 
 def comparison_type(cmp: Compare, outer: DType, dtype_of: Callable[[str], DType]) -> DType:
     """The type a comparison's literals and index values take: the promotion of the buffers
-    it reads, else ``outer`` (the statement's or the predicate's type). So ``k[i] ==
+    whose values reach its two operands (``result_reads``: a nested select's condition only
+    chooses), else ``outer`` (the statement's or the predicate's type). So ``k[i] ==
     16777217`` compares in i32 beside an f32 read elsewhere, and ``d[i] > 0.1`` with an f64
     ``d`` in f64 in a statement that computes in i32. The comparison itself is made in the
     promotion of its two operands."""
-    read = [dtype_of(r.buffer) for r in value_reads(cmp)]
+    read = [dtype_of(r.buffer) for r in (*result_reads(cmp.lhs), *result_reads(cmp.rhs))]
     return promote(*read) if read else outer
 
 
@@ -112,8 +113,9 @@ def bitwise_type(expr: Binary, dtype_of: Callable[[str], DType]) -> DType:
     index values take in place of the statement's: the promotion of its operands' types
     with each literal counted as i32, the narrowest integer (``W[k] >> 4`` with a u8 ``W``
     is i32 in an f32 statement too). A float here is a type error (``validate``). Below a
-    conversion and inside a comparison, literals take the statement's type again (the
-    reference's ``_Eval.in_root``, the printer's and the oracle's ``root``)."""
+    conversion literals take the statement's type again, and inside a comparison its
+    ``comparison_type`` (the reference's ``_Eval.in_type``, the printer's and the
+    oracle's ``root``)."""
     return promote(value_type(expr.lhs, DType.I32, dtype_of), value_type(expr.rhs, DType.I32, dtype_of))
 
 
