@@ -714,8 +714,9 @@ class _Eval:
         computation type; its predicate's has its own, ``predicate_type``)."""
         self.ex, self.stmt, self.env, self.lanes, self.buffers = ex, stmt, env, lanes, buffers
         self.dtype = ex.compute_dtype[stmt.name] if dtype is None else dtype
-        # the statement's (or predicate's) own type, which literals take again below a
-        # conversion and in a comparison inside a bitwise operation (``bitwise``)
+        # the statement's (or predicate's) own type: literals take it again below a
+        # conversion inside a bitwise operation (``bitwise``), and a comparison that reads
+        # no buffer gives it to its literals (``comparison_type``)
         self.root = self.dtype
         # the lanes for which the value being evaluated is the one C computes: all of them,
         # except inside a select's branch or the right side of and/or (C evaluates only the
@@ -781,12 +782,8 @@ class _Eval:
         its literals and index values take in place of the statement's. A shift by a count
         outside 0..bits-1 gives 0 (<<) or the sign (>>): written out here, not left to what
         NumPy does there."""
-        outer = self.dtype
-        self.dtype = bitwise_type(e, self.ex.dtype_of).numpy
-        try:
-            a, b = (x.astype(self.dtype, copy=False) for x in (self.value(e.lhs), self.value(e.rhs)))
-        finally:
-            self.dtype = outer
+        own = bitwise_type(e, self.ex.dtype_of).numpy
+        a, b = (self.in_type(own, self.value, x).astype(own, copy=False) for x in (e.lhs, e.rhs))
         if e.op in _BITWISE_OPS:
             return _BITWISE_OPS[e.op](a, b)
         bits = a.dtype.itemsize * 8
@@ -812,10 +809,11 @@ class _Eval:
         return lhs | self.only_where(~lhs, self.condition, c.rhs)
 
     def in_type(self, dtype: np.dtype, evaluate, e):
-        """``evaluate(e)`` with literals and index values in ``dtype``: a conversion's
-        argument in the statement's own type, as outside any bitwise operation around it
-        (``i64(d[i] * 0.3) << 0``: 0.3 is the f64 of an f64 statement, not an i64's f32);
-        a comparison's operands in its ``comparison_type``."""
+        """``evaluate(e)`` with literals and index values in ``dtype``: a bitwise operation's
+        operands in its ``bitwise_type``; a conversion's argument in the statement's own
+        type, as outside any bitwise operation around it (``i64(d[i] * 0.3) << 0``: 0.3 is
+        the f64 of an f64 statement, not an i64's f32); a comparison's operands in its
+        ``comparison_type``."""
         outer, self.dtype = self.dtype, dtype
         try:
             return evaluate(e)

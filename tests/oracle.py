@@ -218,8 +218,8 @@ class Oracle:
             self.root = ptype
             if not self.holds(stmt.predicate, env, memory, ptype, stmt.name):
                 return
-        # the type literals take again below a conversion and in a comparison, also inside a
-        # bitwise operation (which types the rest of its operands its own way)
+        # the type literals take again below a conversion inside a bitwise operation (which
+        # types the rest of its operands its own way), and in a comparison that reads none
         self.root = ctype
         value = self.value(stmt.value, env, memory, ctype, stmt.name)
         if isinstance(stmt, Anchor):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from oracle import run_oracle
+from everywhere import run_everywhere
 
 import polymap
 from polymap.errors import ArityError, NotAffineError, ParseError, ProgramError
@@ -130,15 +130,15 @@ def test_a_select_costs_one_operation_and_each_comparison_one():
 def _run_everywhere(text: str, **arrays) -> dict:
     """The program's outputs from the reference, checked against the scalar oracle and the
     emitted code on the host (and compiled by NVRTC)."""
-    program = parse(text).bind_defaults()
-    want = reference(program, **arrays)
-    oracle, _ = run_oracle(program, arrays)
-    kernel = polymap.compile(program)
-    host = kernel.run_host(**arrays)
-    kernel.ptx()  # NVRTC compiles it for sm_90
+    runs, _ = run_everywhere(parse(text).bind_defaults(), arrays)
+    want = runs["reference"]
     for name, value in want.items():
-        np.testing.assert_array_equal(value, oracle[name], err_msg=f"reference against the oracle: {name}")
-        np.testing.assert_array_equal(host[name], value, err_msg=f"host run against the reference: {name}")
+        np.testing.assert_array_equal(
+            value, runs["oracle"][name], err_msg=f"reference against the oracle: {name}"
+        )
+        np.testing.assert_array_equal(
+            runs["host"][name], value, err_msg=f"host run against the reference: {name}"
+        )
     return want
 
 
@@ -224,8 +224,6 @@ def test_masked_softmax_is_the_softmax_of_each_rows_unmasked_prefix():
 def test_a_condition_as_a_value_is_one_where_it_holds_and_zero_where_not():
     """As in C and Python: counted (``+=`` of a comparison), multiplied (a ReLU's mask), and
     converted; the printed program writes it as the select it is and reads back the same."""
-    from everywhere import run_everywhere
-
     n = 50
     rng = np.random.default_rng(7)
     k = rng.integers(-10, 10, n).astype(np.int32)
@@ -250,8 +248,6 @@ def test_a_condition_as_a_value_is_one_where_it_holds_and_zero_where_not():
 
 def test_a_bool_read_or_conversion_stands_as_a_condition_that_holds_where_it_is_not_zero():
     """A mask buffer in an if on data and in a select, a 0-d flag, ``bool(k[i])``."""
-    from everywhere import run_everywhere
-
     n = 40
     rng = np.random.default_rng(8)
     b = rng.integers(0, 2, n).astype(np.bool_)
@@ -294,8 +290,6 @@ def test_a_selects_condition_does_not_type_the_value_and_a_comparison_types_its_
     (the statement's type took in the condition's f32 read): 16777217 became 16777216. And
     a comparison's literals take the type of what it reads: ``k[i] == 16777217`` in i32,
     ``d[i] > 0.1`` in f64, whatever the statement computes in."""
-    from everywhere import run_everywhere
-
     x = np.array([1, 0, 0, 0], np.float32)
     d = np.array([0.1, 0.10000000001, 0.2, 0.3])
     k = np.array([16777217, 16777217, 16777216, 16777217], np.int32)
@@ -329,8 +323,6 @@ def test_a_nested_selects_condition_does_not_type_the_comparison_around_it():
     """A review's finding: ``select(x[i] > 0, k[i], 0) == 16777217`` compares two i32 values,
     but the f32 read that only chooses between them made the comparison f32 (16777216
     matched)."""
-    from everywhere import run_everywhere
-
     x = np.array([1, 1, -1, 1], np.float32)
     k = np.array([16777217, 16777216, 16777217, 0], np.int32)
     program = polymap.parse(

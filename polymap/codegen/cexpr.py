@@ -309,8 +309,9 @@ class StatementPrinter:
 
     def unpredicated(self, stmt: Assign | Anchor) -> str:
         compute = self.compute_type(stmt)
-        # the type literals take below a conversion and in a comparison, also inside a
-        # bitwise operation (which gives the rest of its operands its own type)
+        # the type literals take again below a conversion inside a bitwise operation (which
+        # gives the rest of its operands its own type), and in a comparison that reads no
+        # buffer (``comparison_type``)
         self.root = compute
         value, vtype, vprec = self.value(stmt.value, compute)
         if isinstance(stmt, Anchor):
