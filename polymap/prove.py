@@ -71,7 +71,7 @@ from polymap.poly.checks import shown_address
 from polymap.poly.deps import Dependence
 from polymap.poly.isl_text import access_tuple, evaluate_index
 from polymap.poly.model import Access, PolyModel, StatementModel, analyze
-from polymap.prove_lanes import across_lanes, check_lane_shape, one_copy_per_lane, prove_lane_order
+from polymap.prove_lanes import WARP, across_lanes, check_lane_shape, one_copy_per_lane, prove_lane_order
 from polymap.prove_split import prove_split
 from polymap.schedule.hardware import Executed, Frame, executed, frame_of, param_prefix
 from polymap.schedule.shared import SharedPlan, element_of, shared_plan, shared_reads
@@ -466,7 +466,13 @@ def _prove_race_free(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
             if clash.is_empty():
                 continue
             raise _race(model, frame, (e1, a1), (e2, a2), clash)
-    among = " of two warps (two lanes of one warp: lane order)" if frame.mapping.lanes > 1 else ""
+    among = ""
+    if frame.mapping.lanes > 1:  # a point is a warp, or a block of several
+        among = (
+            " of two warps (two lanes of one warp: lane order)"
+            if frame.mapping.lanes <= WARP
+            else " of two blocks (two lanes of one block: lane order)"
+        )
     return [
         Proved(
             Obligation.RACE_FREE,

@@ -4,19 +4,22 @@ The hardware relation already puts a spread loop's iteration j on lane ``j mod l
 everything else on lane 0 (``schedule/hardware.py``), so *exactly once*, *in bounds* and
 (for global buffers) *race free* are ``prove.py``'s own proofs. What lanes add:
 
-* **shape**: the lanes are a warp, threadIdx.x holds them (no band loop on x, at most two
-  band loops), nothing is staged and the points do not interleave; and every spread loop of
+* **shape**: the lanes are a warp, or 2 to 32 warps of a block that holds one band point
+  (no band loop has threads, so every thread of the block meets each barrier of a fork or
+  join), threadIdx.x holds them (no band loop on x, at most two band loops), nothing is
+  staged and the points do not interleave; and every spread loop of
   the mapping is one the analysis finds (``spread_loops``) with the same accumulators,
   operators and broadcasts, so the code's fork and join do what the program says;
 * **one copy of a local per lane**: a block-local buffer is a register of each thread, so
   two lanes never touch the same copy (the race proof pairs a local's accesses on one lane);
-* **lane order**: a dependence between two instances on different lanes of one warp is kept
-  when its source comes first in the warp's common order (every lane meets every fork and
-  join in the same order) with a fork or join between them, i.e. they are not inside one run
-  of one spread loop; on a local, the value must travel with the fork or join itself: into
-  a spread loop only as a broadcast local or an accumulator's start, out of it only as an
-  accumulator, and inside one run only between updates of an accumulator, which the join
-  combines (each partial once: the loop's instances ran exactly once, over all 32 lanes).
+* **lane order**: a dependence between two instances on different lanes of one point (one
+  warp, or the block of several) is kept when its source comes first in their common order
+  (every lane meets every fork and join in the same order) with a fork or join between
+  them, i.e. they are not inside one run of one spread loop; on a local, the value must
+  travel with the fork or join itself: into a spread loop only as a broadcast local or an
+  accumulator's start, out of it only as an accumulator, and inside one run only between
+  updates of an accumulator, which the join combines (each partial once: the loop's
+  instances ran exactly once, over all the lanes).
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ import islpy as isl
 from polymap.errors import VerificationError
 from polymap.mapping.lanes import spread_loops
 from polymap.mapping.proof import Obligation, Proved
-from polymap.mapping.space import Axis, KernelMapping, SpreadLoop
+from polymap.mapping.space import LANE_COUNTS, WARP_LANES, Axis, KernelMapping, SpreadLoop
 from polymap.poly.deps import Dependence, DepKind
 from polymap.poly.model import PolyModel
 from polymap.schedule.hardware import Executed, Frame
 
 _IN, _OUT = isl.dim_type.in_, isl.dim_type.out
-WARP = 32
+WARP = WARP_LANES
 
 
 def check_lane_shape(model: PolyModel, km: KernelMapping) -> None:
@@ -40,13 +43,18 @@ def check_lane_shape(model: PolyModel, km: KernelMapping) -> None:
     if km.lanes == 1 and not km.spread:
         return
     name = km.kernel.name
-    if km.lanes != WARP or not km.spread:
+    if km.lanes not in LANE_COUNTS or not km.spread:
         raise VerificationError(
-            f"{name}: lanes must be 1, or {WARP} (a warp) with loops to spread; got lanes={km.lanes} and "
-            f"{len(km.spread)} spread loops"
+            f"{name}: lanes must be 1, or {WARP} (a warp) or a power of two of warps up to "
+            f"{LANE_COUNTS[-1]} with loops to spread; got lanes={km.lanes} and {len(km.spread)} spread loops"
         )
     if any(lm.thread_axis is Axis.X for lm in km.loops) or len(km.loops) > 2:
         raise VerificationError(f"{name}: with lanes threadIdx.x holds the lanes; the band takes y and z")
+    if km.lanes > WARP and any(lm.threads > 1 for lm in km.loops):
+        raise VerificationError(
+            f"{name}: with {km.lanes} lanes (several warps) a block is one band point, so that every thread of "
+            "the block meets the barriers of the forks and joins; no band loop may have threads in the block"
+        )
     if km.staging is not None or km.interleaved:
         raise VerificationError(
             f"{name}: lanes stage nothing in shared memory and run the points one after another"
@@ -75,24 +83,24 @@ def one_copy_per_lane(pairs: isl.Map, frame: Frame, local: bool) -> isl.Map:
 
 
 def across_lanes(pairs: isl.Map, frame: Frame) -> tuple[isl.Map, isl.Map]:
-    """``pairs`` of hardware points split into (other lanes of one warp, other warps),
-    one thread's pairs left out."""
+    """``pairs`` of hardware points split into (other lanes of one point: of its warp, or of
+    its block where it has several warps; other points), one thread's pairs left out."""
     h = frame.host
     one_thread = pairs
     for dim in range(h, h + 6):
         one_thread = one_thread.equate(_IN, dim, _OUT, dim)
     if frame.mapping.lanes == 1:
         return pairs.subtract(pairs), pairs.subtract(one_thread)
-    one_warp = pairs
+    one_point = pairs  # the same block and band threads: the lanes alone differ
     for dim in (*range(h, h + 3), h + 4, h + 5):
-        one_warp = one_warp.equate(_IN, dim, _OUT, dim)
-    return one_warp.subtract(one_thread), pairs.subtract(one_warp)
+        one_point = one_point.equate(_IN, dim, _OUT, dim)
+    return one_point.subtract(one_thread), pairs.subtract(one_point)
 
 
 def prove_lane_order(
     model: PolyModel, frame: Frame, dep: Dependence, e1: Executed, e2: Executed, pairs: isl.Map, error
 ) -> Proved:
-    """A dependence's pairs on different lanes of one warp are kept (see the docstring);
+    """A dependence's pairs on different lanes of one point are kept (see the docstring);
     ``error(pairs, what)`` is the VerificationError of a pair that is not."""
     km = frame.mapping
     name = km.kernel.name
@@ -120,7 +128,7 @@ def prove_lane_order(
     return Proved(
         Obligation.LANE_ORDER,
         f"{dep.kind.value} {dep.source} -> {dep.sink} on {dep.buffer}",
-        f"R_{dep.source} ; dep ; R_{dep.sink}^-1 on two lanes of a warp: source first, {how}",
+        f"R_{dep.source} ; dep ; R_{dep.sink}^-1 on two lanes of a point: source first, {how}",
         f"{name}: {dep.kind.value} {dep.source} -> {dep.sink} on {dep.buffer} kept across lanes ({how})",
     )
 

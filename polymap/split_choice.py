@@ -238,11 +238,12 @@ def _extent_at(bound: Program, reduction) -> int:
 def _part_counts(fill: float, lanes: int, warp: int, extent: int) -> tuple[int, ...]:
     """The numbers of parts to try: the power of two that would fill the GPU as the
     unsplit kernel is mapped (1 / fill), and the one that would fill it with the other
-    choice of a thread or a warp per point (``lanes``: the unsplit kernel's); each capped
+    choice of a thread or lanes per point (``lanes``: the unsplit kernel's, a warp or a
+    block of warps; else a warp); each capped
     so that a part runs at least PART_ITERATIONS iterations, without repeats or counts
     below 2."""
     wanted = 1 << max(0, math.ceil(math.log2(1 / max(fill, 1e-12))))
-    other = wanted * warp if lanes > 1 else wanted // warp
+    other = wanted * lanes if lanes > 1 else wanted // warp
     cap = extent // PART_ITERATIONS
     most = 1 << (cap.bit_length() - 1) if cap >= 1 else 1
     return tuple(dict.fromkeys(c for c in (min(wanted, most), min(other, most)) if c >= 2))

@@ -75,11 +75,11 @@ def test_an_integer_division_under_its_condition_divides_only_where_it_holds():
     _everywhere(text, {"a": a, "d": d}, {"q": np.where(d != 0, quotient, 0).astype(np.int32)})
 
 
-def test_a_conditional_sum_is_still_an_accumulator_spread_over_a_warp():
+def test_a_conditional_sum_is_still_an_accumulator_spread_over_lanes():
     text = "param M = 64\nparam N = 300\nin A: f32[M, N]\nout s: f32[M]\npar M i { seq N j { if A[i, j] > 0 { s[i] += A[i, j] } } }"
     a = np.random.default_rng(4).standard_normal((64, 300)).astype(np.float32)
     kernel = _everywhere(text, {"A": a}, {"s": np.where(a > 0, a, 0).sum(1)}, rtol=1e-5, atol=1e-5)
-    assert kernel.mapping.kernels[0].lanes == 32
+    assert kernel.mapping.kernels[0].lanes >= 32  # 64 rows: a block of warps each
 
 
 def test_a_condition_that_reads_the_accumulator_keeps_the_sum_in_order():

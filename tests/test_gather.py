@@ -267,7 +267,8 @@ def test_an_embedding_and_layer_norm_on_the_lanes_matches_numpy():
     var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
     want = (x - mean) / np.sqrt(var + 1e-5) * args["gamma"] + args["beta"]
     kernel = polymap.compile(program)
-    assert kernel.mapping.kernels[0].lanes == 32  # a warp per token, its sums on the lanes
+    # 33 tokens: a block of 4 warps per token (one per 32 of its 100 columns), its sums on the lanes
+    assert kernel.mapping.kernels[0].lanes == 128
     got = kernel.run_host(**args)["Y"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 

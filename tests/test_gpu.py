@@ -272,3 +272,30 @@ par M i {
     np.testing.assert_array_equal(got["n"], n + (a > 0).sum(1))
     np.testing.assert_allclose(got["s"], np.where(a > 0, a, 0).sum(1), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(got["B"], np.where(b < 0, np.float32(0), b))
+
+
+def test_blocks_of_warps_on_the_gpu_hold_the_bounds_the_host_runs_are_held_to():
+    """Several warps per point on the device (issue 12): the shared-memory combine and the
+    block's barriers as CUDA runs them, at 64, 256 and 1024 lanes, against the expected
+    values of tests/test_lanes.py; the masked softmax as SCIP maps it (a block per row)."""
+    from test_lanes import INT_MAX_AND_SUM, ROW_SUM, _sum_bound
+
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((70, 1000)).astype(np.float32)
+    xi = rng.integers(-1000, 1000, (40, 77)).astype(np.int32)
+    for lanes in (64, 256, 1024):
+        pins = {"i": {"lanes": lanes}, "j": {"split": 1}}
+        row_sum = polymap.compile(polymap.parse(ROW_SUM, name="row_sum").bind_defaults(), pins=pins)
+        got = row_sum(X=x)["y"]
+        assert np.all(np.abs(got - x.astype(np.float64).sum(axis=1)) <= _sum_bound(x.astype(np.float64)))
+        ints = polymap.compile(
+            polymap.parse(INT_MAX_AND_SUM, name="ints").bind_defaults(), pins={"i": {"lanes": lanes}}
+        )
+        got = ints(X=xi)
+        np.testing.assert_array_equal(got["total"], (xi.astype(np.int64) * 3).sum(axis=1))
+        np.testing.assert_array_equal(got["top"], xi.max(axis=1))
+    program = polymap.load(Path(__file__).parent.parent / "models" / "masked_softmax.te").bind(N=300)
+    kernel = polymap.compile(program)
+    assert kernel.mapping.kernels[0].lanes > 32
+    inputs = random_inputs(program, seed=14)
+    assert_matches(kernel(**inputs), polymap.reference(program, **inputs), program)

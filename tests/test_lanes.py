@@ -146,13 +146,17 @@ def test_argmax_keeps_its_row_in_one_thread():
 # ------------------------------------------------------- SCIP's choice and the code
 
 
-def test_scip_gives_gemv_a_warp_per_row_and_predicts_a_tenth_of_the_time():
+def test_scip_gives_gemv_lanes_per_row_and_predicts_a_tenth_of_the_time():
     program = load("models/gemv.te")
     with_lanes = polymap.optimize(program)
+    warp = polymap.optimize(program, pins={"i": {"lanes": 32}})
     without = polymap.optimize(program, reassociate=False)
-    assert with_lanes.kernels[0].lanes == 32 and without.kernels[0].lanes == 1
+    # a warp per row fills 97% of the GPU, a block of 32 warps per row all of it
+    assert with_lanes.kernels[0].lanes == 1024 and without.kernels[0].lanes == 1
+    assert with_lanes.predicted_time_s < warp.predicted_time_s
     assert with_lanes.predicted_time_s * 10 < without.predicted_time_s
-    assert "a warp per point" in with_lanes.report() and "a warp per point" not in without.report()
+    assert "32 warps per point, a block each" in with_lanes.report()
+    assert "a warp per point" in warp.report() and "per point" not in without.report()
 
 
 def test_a_row_sum_on_the_lanes_matches_the_reference_within_the_reordered_sums_bound():
@@ -300,7 +304,7 @@ def test_the_json_mapping_and_the_command_line_say_what_the_lanes_do(capsys):
     from polymap.cli import main
 
     data = polymap.optimize(load("models/gemv.te")).to_json()["kernels"][0]
-    assert data["lanes"] == 32 and data["block"][0] == 32
+    assert data["lanes"] == 1024 and data["block"][0] == 1024
     assert data["spread"] == [
         {
             "index": "j",
@@ -318,11 +322,13 @@ def test_the_json_mapping_and_the_command_line_say_what_the_lanes_do(capsys):
     assert "a warp per point" in out and "partial sum" not in out
 
 
-def test_layer_norm_maps_to_a_warp_per_row_and_matches_numpy():
+def test_layer_norm_maps_to_warps_per_row_and_matches_numpy():
     program = load("models/layernorm.te").bind(M=33, N=100)
     kernel = polymap.compile(program)
     km = kernel.mapping.kernels[0]
-    assert km.lanes == 32 and len(km.spread) == 3
+    # 33 rows: a block of 4 warps each, one per 32 of its 100 columns (a fifth would idle)
+    assert km.lanes == 128 and len(km.spread) == 3
+    assert "__syncthreads();" in kernel.source and "__shfl_sync" not in kernel.source
     rng = np.random.default_rng(5)
     x = (rng.standard_normal((33, 100)) * 3 + 1).astype(np.float32)
     gamma, beta = rng.standard_normal(100).astype(np.float32), rng.standard_normal(100).astype(np.float32)
@@ -410,9 +416,9 @@ def test_the_header_names_only_the_float_reductions_a_loop_reorders():
     assert "reorders the float reduction g +=" in header and "s +=" not in header
 
 
-def test_a_lanes_pin_other_than_1_or_32_says_what_lanes_can_be():
-    for value in (0, 8, True):
-        with pytest.raises(polymap.ArgumentError, match=r"lanes is 1 \(a thread per point\) or 32"):
+def test_a_lanes_pin_other_than_1_or_32_times_a_power_of_two_says_what_lanes_can_be():
+    for value in (0, 8, 48, 2048, True):
+        with pytest.raises(polymap.ArgumentError, match=r"lanes is 1 \(a thread per point\), 32 \(a warp"):
             polymap.optimize(load("models/gemv.te"), pins={"i": {"lanes": value}})
 
 
@@ -449,3 +455,70 @@ def test_the_loops_lanes_may_run_are_found_for_every_size_the_proof_covers():
     want = np.zeros((9, 3))
     want[:, 1:] = x.astype(np.float64).sum(axis=1, keepdims=True) - 5 * np.arange(1, 3)
     np.testing.assert_allclose(kernel.run_host(X=x)["W"], want, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------- several warps per point: a block and its shared tree
+
+
+def test_a_row_sum_on_a_block_of_warps_combines_them_in_shared_memory_within_the_bound():
+    program = parse(ROW_SUM, name="row_sum").bind_defaults()
+    kernel = polymap.compile(program, pins={"i": {"lanes": 256}, "j": {"split": 1}})
+    km = kernel.mapping.kernels[0]
+    assert km.lanes == 256 and km.block_dim() == (256, 1, 1)
+    assert (
+        "y_acc_warps[tx / 32] = y_acc;" in kernel.source
+        and "__shared__ float y_acc_warps[8];" in kernel.source
+    )
+    assert "8 warps per point (a block each)" in kernel.source.split("extern")[0]
+    x = np.random.default_rng(7).standard_normal((70, 1000)).astype(np.float32)
+    got = kernel.run_host(X=x)["y"]
+    exact = x.astype(np.float64).sum(axis=1)
+    assert np.all(np.abs(got - exact) <= _sum_bound(x.astype(np.float64)))
+    ptx = kernel.ptx()
+    assert "bar.sync" in ptx and "shfl.sync.bfly" in ptx
+
+
+@pytest.mark.parametrize("lanes", [64, 1024])
+def test_integer_sums_and_maxima_on_a_block_of_warps_are_exact(lanes):
+    # the max starts from lane 0's value (X[i, 0]), shared through shared memory at the fork;
+    # at 1024 lanes 947 of them have no column and combine only their starts
+    program = parse(INT_MAX_AND_SUM, name="int_reduce").bind_defaults()
+    kernel = polymap.compile(program, pins={"i": {"lanes": lanes}})
+    assert kernel.mapping.kernels[0].lanes == lanes
+    assert "m_shared = m;" in kernel.source
+    x = np.random.default_rng(8).integers(-1000, 1000, (40, 77)).astype(np.int32)
+    x[3] = -5  # a row whose maximum is its first element, everywhere
+    got = kernel.run_host(X=x)
+    np.testing.assert_array_equal(got["total"], (x.astype(np.int64) * 3).sum(axis=1))
+    np.testing.assert_array_equal(got["top"], x.max(axis=1))
+
+
+def test_warps_per_point_take_a_block_each_so_the_band_has_no_threads():
+    program = parse(BATCHED_ROW_SUM, name="batched").bind_defaults()
+    kernel = polymap.compile(program, pins={"i": {"lanes": 64}})
+    km = kernel.mapping.kernels[0]
+    assert km.lanes == 64 and all(lm.threads == 1 for lm in km.loops)
+    x = np.random.default_rng(9).standard_normal((3, 5, 45))
+    np.testing.assert_allclose(kernel.run_host(X=x)["y"], (x * x).sum(axis=2), rtol=1e-13)
+
+
+def test_scip_gives_the_masked_softmax_a_block_per_row_and_fills_the_gpu():
+    # 1024 rows: a warp each fills 12% of the GPU's thread slots; a block of several fills it
+    program = load("models/masked_softmax.te")
+    mapping = polymap.optimize(program)
+    warp = polymap.optimize(program, pins={"i": {"lanes": 32}})
+    assert mapping.kernels[0].lanes > 32
+    assert mapping.costs[0].fill >= 0.9 > warp.costs[0].fill
+    assert mapping.predicted_time_s * 4 < warp.predicted_time_s
+
+
+def test_a_forged_block_of_warps_with_band_threads_or_an_odd_lane_count_is_refused():
+    mapping = polymap.optimize(
+        parse(BATCHED_ROW_SUM, name="batched").bind_defaults(), pins={"i": {"lanes": 32, "threads": 4}}
+    )
+    km = mapping.kernels[0]
+    assert any(lm.threads > 1 for lm in km.loops)
+    for lanes, why in ((64, "a block is one band point"), (96, "lanes must be 1")):
+        edited = dataclasses.replace(mapping, kernels=(dataclasses.replace(km, lanes=lanes),))
+        with pytest.raises(VerificationError, match=why):
+            polymap.compile(mapping.program, edited)

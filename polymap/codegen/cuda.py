@@ -26,7 +26,7 @@ from polymap.codegen.ast_c import AstPrinter
 from polymap.codegen.cexpr import C_TYPE, StatementPrinter, linear_offset, records_faults
 from polymap.codegen.cnames import CNames
 from polymap.codegen.comments import comment, comment_text
-from polymap.codegen.lanes_c import fork_lines, join_lines, lanes_header
+from polymap.codegen.lanes_c import BlockTree, fork_lines, join_lines, lanes_header
 from polymap.errors import CodegenError, InternalError
 from polymap.ir import walk
 from polymap.ir.gather_faults import MAX_GATHER_ORDINAL, statement_gathers
@@ -314,7 +314,21 @@ class _Emitter:
         for isl_name, hw in used_axes:
             lines.append(f"  const int {self.hw_names[isl_name]} = {hw};")
         self.shared_names = {}
-        if schedule.syncs:  # on the lane, threadIdx.x
+        self.trees = {}  # spread loop position -> its BlockTree, where a point has several warps
+        warp = self.mapping.target.warp_size
+        if schedule.syncs and km.lanes > warp:  # a block per point: no condition on any thread
+            self.check_unconditional(
+                schedule,
+                {x.name for x in schedule.syncs},
+                range(3),
+                "a fork or join under a condition on the thread; not every thread of the block would meet its "
+                "barriers",
+            )
+            locals_ = {d.name: d for d in declared_locals(kernel.body)}
+            for sp in km.spread:
+                tree = self.trees[sp.position] = BlockTree.of(sp, km.lanes // warp, self.cn.fresh)
+                lines += ["  " + line for line in tree.declarations(lambda n: C_TYPE[locals_[n].dtype])]
+        elif schedule.syncs:  # on the lane, threadIdx.x
             self.check_unconditional(
                 schedule,
                 {x.name for x in schedule.syncs},
@@ -502,11 +516,11 @@ class _Emitter:
             return ["__syncthreads();"]
         sync = next((x for x in schedule.syncs if x.name == tuple_name), None)
         if sync is not None:
+            lane = self.hw_names[schedule.frame.hw[schedule.frame.host + 3]]
+            tree = self.trees.get(sync.spread.position)
             if sync.joins:
-                return join_lines(sync.spread, self.cn.__getitem__)
-            return fork_lines(
-                sync.spread, self.hw_names[schedule.frame.hw[schedule.frame.host + 3]], self.cn.__getitem__
-            )
+                return join_lines(sync.spread, lane, self.cn.__getitem__, tree)
+            return fork_lines(sync.spread, lane, self.cn.__getitem__, tree)
         described = schedule.leaves.get(key)
         if isinstance(described, CopyLeaf):
             return self.copy_leaf(printer, described)

@@ -34,6 +34,9 @@ from polymap.ir.value_types import promote, statement_type
 
 COMBINABLE = (AssignOp.ADD, AssignOp.MUL, AssignOp.MAX, AssignOp.MIN)
 EXACT_IN_ANY_ORDER = (AssignOp.MAX, AssignOp.MIN)
+# x op x == x: every lane of a spread loop may start such an accumulator from lane 0's value
+# (the others start at the operator's identity, which only += and *= have among COMBINABLE)
+IDEMPOTENT = (AssignOp.MAX, AssignOp.MIN)
 COMBINED_TYPES = (DType.F32, DType.F64, DType.I32, DType.I64)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from polymap.ir.accumulators import IDEMPOTENT
 from polymap.ir.nodes import Loop, index_vars
 from polymap.ir.walk import walk_block
 from polymap.mapping.accesses import GlobalAccess
@@ -179,14 +180,18 @@ def shared_capacity(target: GpuTarget, threads_per_block: int) -> int:
     )
 
 
-def fill_fraction(target: GpuTarget, mapping: KernelMapping, extents: tuple[int, ...]) -> float:
+def fill_fraction(
+    target: GpuTarget, mapping: KernelMapping, extents: tuple[int, ...], busy_lanes: int | None = None
+) -> float:
     """The fraction of the GPU a launch keeps busy, in the model's form (``ScipModel._time``:
     prod N / prod S threads, or prod N independent points where they interleave, against the
     GPU's thread slots; prod N / prod T S blocks against its SMs; the thread slots that blocks
-    of this size can hold), whatever the rounding up."""
+    of this size can hold), whatever the rounding up. ``busy_lanes``: of a point's lanes,
+    those with work (``KernelProblem.busy_lanes``; all of them where None)."""
     work = math.prod(extents)
-    # with lanes a warp per point: ``lanes`` threads each
-    in_flight = (work if mapping.interleaved else work / mapping.points) * mapping.lanes
+    # with lanes a warp or a block per point: its busy lanes each
+    lanes = mapping.lanes if busy_lanes is None else busy_lanes
+    in_flight = (work if mapping.interleaved else work / mapping.points) * lanes
     span = math.prod(m.threads * m.seq for m in mapping.loops)
     return min(
         1.0,
@@ -293,20 +298,36 @@ def lane_instructions(
     strides: tuple[int | None, ...],
     spread: tuple[SpreadLoop, ...],
     points: int,
+    lanes: int | None = None,
 ) -> float:
     """Warp instructions lanes add to a kernel: lane 0's global accesses (``strides`` None)
     become a request per instance (a warp per band point), and per band point (``points``)
     and spread loop, the fork (a select of the identity, a shuffle per broadcast local, a
     ``__syncwarp``) and the join (a ``__syncwarp``, then per accumulator a shuffle and an
-    operation per step of the butterfly, log2(warp) steps)."""
+    operation per step of the butterfly, log2(warp) steps). With ``lanes`` of several warps
+    (a block per point, ``codegen/lanes_c.py``) every warp runs the fork and the join: the
+    fork a barrier and a select per accumulator that starts at the identity, and where lane 0
+    shares values (broadcasts, the start of a ``max=``/``min=``) a branch, its stores, a
+    second barrier and a load of each; the join each warp's butterfly, then a branch, a store
+    per accumulator, a barrier, and per accumulator a load and an operation per warp (every
+    lane combines the warps' partials in one order), or a barrier alone with no accumulator."""
     warp = target.warp_size
+    warps = max(1, (lanes or warp) // warp)
     extra = 0.0
     for a, stride in zip(accesses, strides):
         if stride is None:
             extra += a.instances - -(-a.instances // warp)
     steps = log2_floor(warp)
     for sp in spread:
-        extra += points * (3 + len(sp.broadcasts) + 2 * steps * len(sp.accumulators))
+        accumulators = len(sp.accumulators)
+        if warps == 1:
+            extra += points * (3 + len(sp.broadcasts) + 2 * steps * accumulators)
+            continue
+        starts = sum(op in IDEMPOTENT for _, op in sp.accumulators)  # from lane 0's value
+        shared = len(sp.broadcasts) + starts  # values lane 0 shares through shared memory
+        fork = 1 + (accumulators - starts) + (2 + 2 * shared if shared else 0)
+        join = 2 * steps * accumulators + (2 + accumulators + 2 * warps * accumulators if accumulators else 1)
+        extra += points * warps * (fork + join)
     return extra
 
 

@@ -11,7 +11,7 @@ from polymap.ir.printer import format_block
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.proof import Obligation
 from polymap.mapping.result import RANKING_WEIGHT, KernelCost, Mapping
-from polymap.mapping.space import KernelMapping
+from polymap.mapping.space import WARP_LANES, KernelMapping
 
 
 def solver_line(report: SolveReport, cost: KernelCost | None = None) -> str:
@@ -144,13 +144,18 @@ def format_lanes(mapped: KernelMapping) -> list[str]:
     combines (and whether that reorders a float sum)."""
     if mapped.lanes <= 1:
         return []
+    lanes = mapped.lanes
+    per_point = (
+        "a warp per point" if lanes <= WARP_LANES else f"{lanes // WARP_LANES} warps per point, a block each"
+    )
     lines = [
-        f"  a warp per point: threadIdx.x is the lane; lane 0 runs the body, and the {mapped.lanes} lanes "
-        "run each loop below together (its iteration n on lane n % 32)"
+        f"  {per_point}: threadIdx.x is the lane; lane 0 runs the body, and the {lanes} lanes "
+        f"run each loop below together (its iteration n on lane n % {lanes})"
     ]
+    how = "by shuffles" if lanes <= WARP_LANES else "by shuffles, then the warps' through shared memory"
     for sp in mapped.spread:
         combined = ", ".join(f"{name} {op.value}" for name, op in sp.accumulators)
-        what = f"partial {combined} combined by shuffles at its end" if combined else "no reduction"
+        what = f"partial {combined} combined {how} at its end" if combined else "no reduction"
         order = (
             "; reorders a float += or *= (reassociate=False keeps the program's order)"
             if sp.reassociates

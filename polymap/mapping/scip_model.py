@@ -20,8 +20,11 @@ has (binary unless said otherwise):
 * ``interleaved``: the thread's points run inside every step of the body (outer-product
   order, ``space.py``); 0 where the body has no loop (``cost_model.interleavable``);
 * ``lanes`` (w), only for a kernel whose body has a loop to spread (``lanes.py``): a warp
-  per band point. threadIdx.x then holds the lanes (no band loop on x, 32 times the threads
-  in the block, the fill and the first-load roof), a spread loop's access spans the warp
+  per band point, or 2^m warps (``lane_warps_log2=m``, one set where w is; m > 0 only where
+  the spread loops' iterations reach that many warps and a warp per point leaves thread
+  slots empty: a block per point, no band loop with threads). threadIdx.x then holds the
+  lanes (no band loop on x, warp 2^m times the threads in the block, and the busy ones
+  among them in the fill and the first-load roof), a spread loop's access spans the warp
   along the loop and lane 0's is a request of one sector per instance (``lane_sectors``),
   the forks and joins count in the issue time (``lane_instructions``), and nothing is
   staged or interleaved;
@@ -132,6 +135,7 @@ class ScipModel:
         self.certificates: list = []  # (access, Farkas system, its SCIP variables)
         pinned = {loop.index: merge_pins(pins.for_loop(problem.kernel.name, loop.index)) for loop in band}
         self.pinned = any(pins.for_loop(problem.kernel.name, loop.index) for loop in band)
+        self.loop_pins = pinned
         caps = [max(0, math.ceil(math.log2(n))) if n > 1 else 0 for n in problem.extents]
         for j, loop in enumerate(band):
             pin = pinned[loop.index]
@@ -235,12 +239,36 @@ class ScipModel:
         # a warp per band point (``lanes.py``): threadIdx.x holds the lanes, the band y and z
         # (the constant 0 where the body has no loop to spread: the model is then as before)
         self.w = scip.addVar("lanes", vtype="B") if self.p.spread else 0
+        # with lanes, 2^m warps per band point (``lane_warps_log2=m``, one set where w is):
+        # m > 0 is a block per band point whose warps combine through shared memory
+        self.uw, self.lw, self.tree = {}, 0, 0
+        if self.p.spread:
+            self.uw, self.lw = self._one_of(
+                "lane_warps_log2", range(self._most_lane_warps() + 1), total=self.w
+            )
+            self.tree = quicksum(var for m, var in self.uw.items() if m > 0)
         # threadIdx.x always holds a loop or the lanes: it decides which iterations are
         # neighbours in a warp
         scip.addCons(quicksum(self.ax[j, Axis.X] for j in range(self.n)) + self.w == 1)
         for a in Axis:
             scip.addCons(quicksum(self.ax[j, a] for j in range(self.n)) <= 1)
             scip.addCons(quicksum(self.bx[j, a] for j in range(self.n)) <= 1)
+
+    def _most_lane_warps(self) -> int:
+        """log2 of the most warps a point's lanes may have: as many as the block allows, but
+        none that the spread loops' iterations leave without work (they would only add
+        barriers), and more than one only where a warp per point leaves thread slots of the
+        GPU empty (where it fills them, more warps per point add waves of threads and
+        barriers but no work in flight: left out of the search, which they slowed, as a
+        grouped loop off x is), unless a pin asks for them."""
+        t, p = self.p.target, self.p
+        useful = -(-p.spread_iterations // t.warp_size)
+        most = max(0, (useful - 1).bit_length())  # the power of two at or above the busy warps
+        if math.prod(p.extents) * t.warp_size >= t.sm_count * t.max_threads_per_sm:
+            most = 0
+        for lanes in (pin.lanes for pin in self.loop_pins.values() if pin.lanes):
+            most = max(most, log2_floor(max(lanes, t.warp_size)) - self.log_warp)
+        return min(most, self.log_block - self.log_warp)
 
     def _loop_limits(self, caps: list[int], pinned: dict[str, LoopPin]) -> None:
         """Per loop: blockDim and gridDim of its axes within the target's limits, T_j S_j not
@@ -273,7 +301,9 @@ class ScipModel:
         ``max_threads_per_block`` threads; at most ``2^MAX_LOG_SEQ_TOTAL`` points per thread."""
         scip = self.scip
         self.total_lt = quicksum(self.lt[j] for j in range(self.n))
-        threads_log = self.total_lt + self.log_warp * self.w
+        threads_log = self.total_lt + self.log_warp * self.w + self.lw
+        for j in range(self.n):  # several warps per point: a block per point (no band threads)
+            scip.addCons(self.lt[j] <= self.log_block * (1 - self.tree))
         if self.tiny:
             scip.addCons(threads_log == self.log_warp)
         else:
@@ -439,7 +469,9 @@ class ScipModel:
         scip = self.scip
         block = {v: scip.addVar(f"block_log2={v}", vtype="B") for v in range(self.log_block + 1)}
         scip.addCons(quicksum(block.values()) == 1)
-        scip.addCons(quicksum(v * block[v] for v in block) == self.total_lt + self.log_warp * self.w)
+        scip.addCons(
+            quicksum(v * block[v] for v in block) == self.total_lt + self.log_warp * self.w + self.lw
+        )
         return block
 
     def _time(self, traffic: list, block: dict):
@@ -460,18 +492,20 @@ class ScipModel:
         u = scip.addVar("underfill", vtype="C", lb=1.0)
         extents = math.prod(p.extents)
         warp = t.warp_size
-        # a warp per band point with lanes: warp times the threads
-        if self.p.spread:
-            scip.addCons(
-                u >= capacity / extents - (capacity / extents - capacity / (warp * extents)) * self.w
+        # with lanes, 2^m warps per band point: warp 2^m times the threads
+        scip.addCons(
+            u
+            >= capacity / extents * (1 - self.w)
+            + quicksum(
+                capacity / (self.p.busy_lanes(warp * 2**m) * extents) * var for m, var in self.uw.items()
             )
-        else:
-            scip.addCons(u >= capacity / extents)
+        )
         # prod S threads fewer unless interleaved (a big-M of 64 points: prod S <= 64)
         # (lanes and interleaving exclude each other: one big-M serves both)
         scip.addCons(extents * u >= capacity * (prod_s - 2**MAX_LOG_SEQ_TOTAL * (self.inter + self.w)))
-        if self.p.spread:
-            scip.addCons(warp * extents * u >= capacity * (prod_s - 2**MAX_LOG_SEQ_TOTAL * (1 - self.w)))
+        for m, var in self.uw.items():
+            busy = self.p.busy_lanes(warp * 2**m)
+            scip.addCons(busy * extents * u >= capacity * (prod_s - 2**MAX_LOG_SEQ_TOTAL * (1 - var)))
         # a block runs on one SM: fewer blocks than SMs leave SMs idle
         logs = quicksum(self.lt[j] + self.ls[j] for j in range(self.n))
         top = self.log_block + MAX_LOG_SEQ_TOTAL
@@ -507,16 +541,17 @@ class ScipModel:
             # tripled SCIP's time on tests/test_fold.py's band; measured)
             scip.addCons(time >= t.memory_latency_s * 1e6)  # at least one wave
             c = t.memory_latency_s * 1e6 * extents / capacity
-            # with lanes a warp runs a thread's points: ``prod S / warp`` points per thread,
-            # prod S - z + z / warp with z = w prod S (exact: w is a binary, prod S bounded)
+            # with lanes 2^m warps run a thread's points: ``prod S / B`` points per busy lane
+            # (B = busy_lanes(warp 2^m)), prod S - sum_m z_m (1 - 1 / B) with z_m = [m] prod S
+            # (exact: [m] is a binary, prod S bounded)
             points = prod_s
-            if self.p.spread:
-                z = scip.addVar("lanes_points", vtype="C", lb=0.0, ub=2**MAX_LOG_SEQ_TOTAL)
-                scip.addCons(z <= 2**MAX_LOG_SEQ_TOTAL * self.w)
+            for m, var in self.uw.items():
+                z = scip.addVar(f"lanes_points[{m}]", vtype="C", lb=0.0, ub=2**MAX_LOG_SEQ_TOTAL)
+                scip.addCons(z <= 2**MAX_LOG_SEQ_TOTAL * var)
                 scip.addCons(z <= prod_s)
-                scip.addCons(z >= prod_s - 2**MAX_LOG_SEQ_TOTAL * (1 - self.w))
-                points = prod_s - z + z / warp
-            low = -log2_floor(warp) if self.p.spread else 0
+                scip.addCons(z >= prod_s - 2**MAX_LOG_SEQ_TOTAL * (1 - var))
+                points = points - z + z / self.p.busy_lanes(warp * 2**m)
+            low = -(log2_floor(warp) + max(self.uw, default=0)) if self.p.spread else 0
             tangents = [c / 2**k - c / 4**k * (points - 2**k) for k in range(low, MAX_LOG_SEQ_TOTAL + 1)]
             for tangent in tangents:
                 scip.addCons(time >= tangent)
@@ -545,12 +580,12 @@ class ScipModel:
         for scope in self.scope.values():
             scip.addCons(scope <= 1 - self.w)
         scip.addCons(self.inter <= 1 - self.w)
-        p = self.p
-        extra = lane_instructions(
-            p.target, p.accesses, p.lane_strides(p.spread), p.spread, math.prod(p.extents)
-        )
-        if extra:
-            self.instructions.append(extra * self.w)
+        p, warp = self.p, self.p.target.warp_size
+        strides, points = p.lane_strides(p.spread), math.prod(p.extents)
+        for m, var in self.uw.items():
+            extra = lane_instructions(p.target, p.accesses, strides, p.spread, points, warp * 2**m)
+            if extra:
+                self.instructions.append(extra * var)
 
     def _loop_steps(self):
         """The loops' own instructions (``cost_model.loop_step_instructions``): per warp
@@ -608,7 +643,7 @@ class ScipModel:
         # at any block size the occupancy allows): the fewest, (w * log2 threads, linearized)
         if self.p.spread:
             laned = scip.addVar("lanes_block_log2", vtype="C", lb=0.0)
-            scip.addCons(laned >= self.total_lt - self.log_block * (1 - self.w))
+            scip.addCons(laned >= self.total_lt + self.lw - self.log_block * (1 - self.w))
             tie += TIE_BREAK * 0.03 * laned
         scip.setObjective(time + RANKING_WEIGHT * traffic_time + tie, "minimize")
 
@@ -995,6 +1030,8 @@ class ScipModel:
             scip.addCons(self.inter == (1 if pin.interleave else 0))
         if pin.lanes is not None and self.p.spread:  # the kernel's too (``_check_lane_pins``)
             scip.addCons(self.w == (1 if pin.lanes > 1 else 0))
+            if pin.lanes > 1:
+                scip.addCons(self.lw == log2_floor(pin.lanes) - self.log_warp)
 
     def suggest_start(self) -> bool:
         """Hand SCIP one plain mapping as a partial solution, before it solves: the innermost
@@ -1041,6 +1078,8 @@ class ScipModel:
         self.scip.setSolVal(hint, self.inter, 0.0)
         if self.p.spread:
             self.scip.setSolVal(hint, self.w, 0.0)
+            for var in self.uw.values():
+                self.scip.setSolVal(hint, var, 0.0)
         self.scip.addSol(hint)
         # the hint fixes the decisions only; the multipliers and bounds (most of the
         # variables) are SCIP's to complete, beyond completesol's default share of unknowns
@@ -1105,7 +1144,8 @@ class ScipModel:
             staging = Staging(loop, tile, tuple(c.buffer for c in staged), turned, slots=slots)
         mapping = KernelMapping(self.p.kernel, tuple(loops), staging, scip.getVal(self.inter) > 0.5)
         if self.p.spread and scip.getVal(self.w) > 0.5:
-            mapping = replace(mapping, lanes=self.p.target.warp_size, spread=self.p.spread)
+            warps = 2 ** next(m for m, var in self.uw.items() if scip.getVal(var) > 0.5)
+            mapping = replace(mapping, lanes=self.p.target.warp_size * warps, spread=self.p.spread)
         if staging is not None:  # the widest copies the tiles allow (``staging.copy_vectors``)
             wide = replace(
                 staging, copy_vectors=copy_vectors(mapping, self.p.model.program, self.p.copy_width)

@@ -438,15 +438,17 @@ def _check_pin_keys(pins: Pins, all_kernels: tuple[Kernel, ...], program: Progra
 
 
 def _check_lane_pins(pins: Pins, problem: KernelProblem) -> None:
-    """A ``lanes`` pin is 1 or the warp, and the warp only where the kernel has a loop its
-    lanes may run together (``lanes.py``)."""
-    warp, kernel = problem.target.warp_size, problem.kernel
+    """A ``lanes`` pin is 1, the warp or a power of two of warps that a block holds, and more
+    than 1 only where the kernel has a loop its lanes may run together (``lanes.py``)."""
+    t, kernel = problem.target, problem.kernel
+    warp, most = t.warp_size, 1 << (t.max_threads_per_block.bit_length() - 1)
     for key, pin in pins.by_key:
         if pin.lanes is None or not any(key in (i, f"{kernel.name}.{i}") for i in kernel.indices):
             continue
-        if pin.lanes not in (1, warp):
+        if pin.lanes != 1 and not warp <= pin.lanes <= most:
             raise ArgumentError(
-                f"pin '{key}': lanes is 1 (a thread per point) or {warp} (a warp per point), got {pin.lanes}"
+                f"pin '{key}': lanes is 1 (a thread per point), {warp} (a warp per point) or a power of two up "
+                f"to {most} (several warps per point, a block each, {t.name}), got {pin.lanes}"
             )
         if pin.lanes > 1 and not problem.spread:
             why = (
@@ -627,6 +629,9 @@ class KernelProblem:
     # the thread body's loops a warp's lanes may run together (``lanes.py``): the lanes
     # decision is off where there are none
     spread: tuple[SpreadLoop, ...] = ()
+    # the most iterations one spread loop runs at one band point (at the cost sizes): the
+    # lanes beyond them have no work (``busy_lanes``)
+    spread_iterations: int = 0
     # per spread loops: each access's ``lane_stride``, computed by isl once
     _lane_strides: dict = field(default_factory=dict, repr=False)
     # the most atomic updates one element of a target takes per launch (``atomic`` updates
@@ -658,6 +663,7 @@ class KernelProblem:
         if written is not None and candidates:
             caps = copy_caps(next(k for k in kernels(written) if k.name == kernel.name), written)
         accesses = kernel_accesses(kernel, model, launches=launches)
+        spread = spread_loops(kernel, model, reassociate=reassociate) if spread is None else spread
         return cls(
             kernel,
             model,
@@ -677,7 +683,14 @@ class KernelProblem:
             _fragments(kernel, model, accesses),
             _loop_iterations(kernel, model) // max(1, launches),
             caps,
-            spread=spread_loops(kernel, model, reassociate=reassociate) if spread is None else spread,
+            spread=spread,
+            spread_iterations=max(
+                (
+                    _nest_extent(model, (*kernel.host_loops, *kernel.band, kernel.body[sp.position]))
+                    for sp in spread
+                ),
+                default=0,
+            ),
             atomic_updates_per_element=_atomic_updates_per_element(kernel, model) // max(1, launches),
         )
 
@@ -685,6 +698,15 @@ class KernelProblem:
     def atomic_s(self) -> float:
         """The atomics roof (``cost_model.atomic_time``): one element's updates one after another."""
         return atomic_time(self.target, self.atomic_updates_per_element)
+
+    def busy_lanes(self, lanes: int) -> int:
+        """The lanes of a band point that have work: all of a warp's (its requests serve
+        them together), but only as many warps of a point as the spread loops' iterations
+        reach; idle warps neither load nor fill the GPU (the fill and the first-load roof)."""
+        warp = self.target.warp_size
+        if lanes <= warp:
+            return lanes
+        return warp * min(lanes // warp, max(1, -(-self.spread_iterations // warp)))
 
     def lane_strides(self, spread: tuple[SpreadLoop, ...]) -> tuple[int | None, ...]:
         """Each access's ``cost_model.lane_stride`` under these spread loops (kept)."""
@@ -947,17 +969,18 @@ class KernelProblem:
             total_bytes += moved
         if mapping.lanes > 1:
             instructions += lane_instructions(
-                t, self.accesses, strides, mapping.spread, math.prod(self.extents)
+                t, self.accesses, strides, mapping.spread, math.prod(self.extents), mapping.lanes
             )
         threads = mapping.threads_per_block * mapping.blocks
-        fill = fill_fraction(t, mapping, self.extents)
+        busy = self.busy_lanes(mapping.lanes)
+        fill = fill_fraction(t, mapping, self.extents, busy)
         memory_s = total_bytes / t.dram_bandwidth
         compute_s = self.flops / t.peak_fp32_flops
         shared_s = wavefronts / shared_wavefront_rate(t)
         issue_s = instructions / issue_rate(t)
         latency_s = latency_time(  # with lanes a warp per point
             t,
-            math.prod(self.extents) * mapping.lanes,
+            math.prod(self.extents) * busy,
             mapping.points,
             self.reads_global,
             mapping.threads_per_block,

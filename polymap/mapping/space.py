@@ -51,6 +51,11 @@ from polymap.errors import ArgumentError
 from polymap.ir.nodes import AssignOp, IndexExpr, Loop, New, Program, Stmt
 
 MAX_BAND = 3  # one par loop per hardware axis
+# the lanes a band point may have beyond one thread: a warp, or 2 to 32 warps (a block per
+# point; a pin's text is checked before any target is known, the target's block limit after).
+# The lanes' code is written for warps of 32 (its shuffles' masks and butterflies)
+WARP_LANES = 32
+LANE_COUNTS = tuple(WARP_LANES << m for m in range(6))
 
 
 class Axis(enum.Enum):
@@ -268,7 +273,9 @@ class KernelMapping:
     staging: Staging | None = None  # None: every read from global memory
     interleaved: bool = False  # the thread's points run inside every step of the body
     # lanes > 1: a warp per band point: threadIdx.x is the lane, the band loops are on y and
-    # z, and the loops of ``spread`` run over the lanes (``SpreadLoop``)
+    # z, and the loops of ``spread`` run over the lanes (``SpreadLoop``); lanes of several
+    # warps: a block per band point (every band loop one thread), the warps' partial results
+    # combined through shared memory (``codegen/lanes_c.py``)
     lanes: int = 1
     spread: tuple[SpreadLoop, ...] = ()
 
@@ -352,7 +359,7 @@ class LoopPin:
     copy: int | None = None  # on a seq loop: the most elements one load of a tile's copy moves
     slots: int | None = None  # on a seq loop: the tiles held at once (2: double buffering)
     interleave: bool | None = None  # on a band loop: its kernel's points interleaved (or not)
-    lanes: int | None = None  # on a band loop: lanes of a warp per point of its kernel (1 or the warp)
+    lanes: int | None = None  # on a band loop: lanes per point of its kernel (1, the warp or warps)
     split: int | None = (
         None  # on a reduction loop: the parts it is split into (1: not split; transform.split)
     )
@@ -515,9 +522,10 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
             raise ArgumentError(
                 f"pin for '{key}': distribution must be cyclic, blocked or grouped, got {value!r}"
             ) from None
-    if name == "lanes" and (isinstance(value, bool) or value not in (1, 32)):
+    if name == "lanes" and (isinstance(value, bool) or value not in (1, *LANE_COUNTS)):
         raise ArgumentError(
-            f"pin for '{key}': lanes is 1 (a thread per point) or 32 (a warp per point), got {value!r}"
+            f"pin for '{key}': lanes is 1 (a thread per point), 32 (a warp per point) or 64, 128, .., 1024 "
+            f"(several warps per point, a block each), got {value!r}"
         )
     if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value & (value - 1):
         raise ArgumentError(f"pin for '{key}': {name} must be a power of two >= 1, got {value!r}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from polymap.errors import ArgumentError, InternalError
 from polymap.ir.nodes import Program
 from polymap.mapping.result import Mapping
-from polymap.mapping.space import KernelMapping, SpreadLoop
+from polymap.mapping.space import WARP_LANES, KernelMapping, SpreadLoop
 from polymap.poly.model import PolyModel, analyze
 
 
@@ -54,4 +54,4 @@ def schedule_program(mapping: Mapping, model: PolyModel | None = None) -> Schedu
     return ScheduledProgram(mapping, model)
 
 
-__all__ = ["KernelMapping", "Mapping", "ScheduledProgram", "SpreadLoop", "schedule_program"]
+__all__ = ["WARP_LANES", "KernelMapping", "Mapping", "ScheduledProgram", "SpreadLoop", "schedule_program"]
