@@ -282,6 +282,14 @@ def given(program: Program, mapping: Mapping, *, analyses: Analyses | None = Non
     sizes = cost_sizes(program, mapping.context)
     costs = cost_kernels(analyses(program.bind(**sizes)), mapping.target, mapping.kernels)
     for km, cost in zip(mapping.kernels, costs):
+        target = mapping.target
+        block, limits = km.block_dim(), target.block_dim_limits
+        if km.threads_per_block > target.max_threads_per_block or any(d > m for d, m in zip(block, limits)):
+            raise ArgumentError(
+                f"{km.kernel.name}: its block of {'x'.join(map(str, block))} threads is beyond what {target.name} "
+                f"launches ({target.max_threads_per_block} threads per block, at most "
+                f"{'x'.join(map(str, limits))} per axis)"
+            )
         if cost.shared_bytes > mapping.target.shared_memory_per_block:
             raise ArgumentError(
                 f"{km.kernel.name}: its tiles take {cost.shared_bytes} bytes of shared memory per block, more "

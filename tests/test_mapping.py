@@ -294,7 +294,8 @@ def _feasible(extents: tuple[int, ...], loops: tuple[tuple, ...], lanes: int = 0
     if lanes > 32 and any(lts):
         return False
     threads_log = sum(lts) + (int(math.log2(lanes)) if lanes else 0)
-    if tiny and (threads_log != 5 or any(lss)):
+    # a tiny band: a block of one warp, or with lanes the point's warps
+    if tiny and (sum(lts) + (5 if lanes else 0) != 5 or any(lss)):
         return False
     if not tiny and not 5 <= threads_log <= MAX_LOG_THREADS:
         return False
@@ -388,12 +389,15 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
     orders = (False, True) if interleavable(problem.kernel) else (False,)
     # with lanes (a warp per point, or 2 to 32 warps: a block) the band is on y and z,
     # nothing staged or interleaved; several warps only where the spread loops give each
-    # work (up to the power of two at or above the warps their iterations fill) and a warp
-    # per point leaves thread slots empty (the model's space: ``_most_lane_warps``)
+    # work (up to the power of two at or above the warps their iterations fill) and up to
+    # the first count that fills the GPU's thread slots (the model's space: ``_most_lane_warps``)
     busy = -(-problem.spread_iterations // 32)
-    if math.prod(problem.extents) * 32 >= H100.sm_count * H100.max_threads_per_sm:
-        busy = 1
-    warps = [w for w in (1, 2, 4, 8, 16, 32) if w == 1 or w // 2 < busy]
+    slots = H100.sm_count * H100.max_threads_per_sm
+    warps = [
+        w
+        for w in (1, 2, 4, 8, 16, 32)
+        if w == 1 or (w // 2 < busy and math.prod(problem.extents) * 32 * w // 2 < slots)
+    ]
     for lanes in (0, *(32 * w for w in warps)) if problem.spread else (0,):
         feasible = (
             combo

@@ -26,7 +26,7 @@ from polymap.codegen.ast_c import AstPrinter
 from polymap.codegen.cexpr import C_TYPE, StatementPrinter, linear_offset, records_faults
 from polymap.codegen.cnames import CNames
 from polymap.codegen.comments import comment, comment_text
-from polymap.codegen.lanes_c import BlockTree, fork_lines, join_lines, lanes_header
+from polymap.codegen.lanes_c import WARP_LANES, BlockTree, fork_lines, join_lines, lanes_header
 from polymap.errors import CodegenError, InternalError
 from polymap.ir import walk
 from polymap.ir.gather_faults import MAX_GATHER_ORDINAL, statement_gathers
@@ -315,8 +315,7 @@ class _Emitter:
             lines.append(f"  const int {self.hw_names[isl_name]} = {hw};")
         self.shared_names = {}
         self.trees = {}  # spread loop position -> its BlockTree, where a point has several warps
-        warp = self.mapping.target.warp_size
-        if schedule.syncs and km.lanes > warp:  # a block per point: no condition on any thread
+        if schedule.syncs and km.lanes > WARP_LANES:  # a block per point: no condition on any thread
             self.check_unconditional(
                 schedule,
                 {x.name for x in schedule.syncs},
@@ -326,7 +325,7 @@ class _Emitter:
             )
             locals_ = {d.name: d for d in declared_locals(kernel.body)}
             for sp in km.spread:
-                tree = self.trees[sp.position] = BlockTree.of(sp, km.lanes // warp, self.cn.fresh)
+                tree = self.trees[sp.position] = BlockTree.of(sp, km.lanes // WARP_LANES, self.cn.fresh)
                 lines += ["  " + line for line in tree.declarations(lambda n: C_TYPE[locals_[n].dtype])]
         elif schedule.syncs:  # on the lane, threadIdx.x
             self.check_unconditional(

@@ -257,15 +257,16 @@ class ScipModel:
     def _most_lane_warps(self) -> int:
         """log2 of the most warps a point's lanes may have: as many as the block allows, but
         none that the spread loops' iterations leave without work (they would only add
-        barriers), and more than one only where a warp per point leaves thread slots of the
-        GPU empty (where it fills them, more warps per point add waves of threads and
-        barriers but no work in flight: left out of the search, which they slowed, as a
-        grouped loop off x is), unless a pin asks for them."""
+        barriers), and no more than fill the GPU's thread slots with a thread's point each
+        (beyond, more warps per point add waves of threads and barriers but no work in
+        flight, and tie with the fewest under a roof, where SCIP's tolerance picked any:
+        gemv took 32 warps as readily as 2; left out of the search, which they also slowed,
+        as a grouped loop off x is), unless a pin asks for them."""
         t, p = self.p.target, self.p
         useful = -(-p.spread_iterations // t.warp_size)
         most = max(0, (useful - 1).bit_length())  # the power of two at or above the busy warps
-        if math.prod(p.extents) * t.warp_size >= t.sm_count * t.max_threads_per_sm:
-            most = 0
+        slots = t.sm_count * t.max_threads_per_sm
+        most = min(most, max(0, math.ceil(math.log2(slots / (math.prod(p.extents) * t.warp_size)))))
         for lanes in (pin.lanes for pin in self.loop_pins.values() if pin.lanes):
             most = max(most, log2_floor(max(lanes, t.warp_size)) - self.log_warp)
         return min(most, self.log_block - self.log_warp)
@@ -304,8 +305,8 @@ class ScipModel:
         threads_log = self.total_lt + self.log_warp * self.w + self.lw
         for j in range(self.n):  # several warps per point: a block per point (no band threads)
             scip.addCons(self.lt[j] <= self.log_block * (1 - self.tree))
-        if self.tiny:
-            scip.addCons(threads_log == self.log_warp)
+        if self.tiny:  # a warp, or with lanes the point's warps (a block per point)
+            scip.addCons(threads_log - self.lw == self.log_warp)
         else:
             scip.addCons(threads_log >= self.log_warp)
             scip.addCons(threads_log <= self.log_block)

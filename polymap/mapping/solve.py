@@ -24,6 +24,7 @@ from polymap.errors import (
     PolymapError,
     SolverError,
 )
+from polymap.ir.accumulators import IDEMPOTENT
 from polymap.ir.flops import statement_flops
 from polymap.ir.nodes import Anchor, Assign, Loop, Program, index_vars
 from polymap.ir.walk import declared_locals, walk_block
@@ -65,6 +66,7 @@ from polymap.mapping.result import RANKING_WEIGHT, AccessCost, KernelCost, Mappi
 from polymap.mapping.scip_model import CertificateError, ScipModel, merge_pins
 from polymap.mapping.solved import kernel_key
 from polymap.mapping.space import (
+    WARP_LANES,
     Axis,
     Distribution,
     Kernel,
@@ -445,6 +447,11 @@ def _check_lane_pins(pins: Pins, problem: KernelProblem) -> None:
     for key, pin in pins.by_key:
         if pin.lanes is None or not any(key in (i, f"{kernel.name}.{i}") for i in kernel.indices):
             continue
+        if pin.lanes > 1 and warp != WARP_LANES:
+            raise ArgumentError(
+                f"pin '{key}': lanes={pin.lanes}, but the lanes' code is written for warps of {WARP_LANES} lanes "
+                f"and {t.name} has warps of {warp}"
+            )
         if pin.lanes != 1 and not warp <= pin.lanes <= most:
             raise ArgumentError(
                 f"pin '{key}': lanes is 1 (a thread per point), {warp} (a warp per point) or a power of two up "
@@ -458,8 +465,9 @@ def _check_lane_pins(pins: Pins, problem: KernelProblem) -> None:
                 "through accumulators updated by one of += *= max= min= (a float += or *= only with "
                 "reassociation allowed)"
             )
+            what = "a warp" if pin.lanes == warp else f"{pin.lanes} lanes"
             raise ArgumentError(
-                f"pin '{key}': lanes={pin.lanes} asks for a warp per point of {kernel.name}, but {why}"
+                f"pin '{key}': lanes={pin.lanes} asks for {what} per point of {kernel.name}, but {why}"
             )
 
 
@@ -664,6 +672,8 @@ class KernelProblem:
             caps = copy_caps(next(k for k in kernels(written) if k.name == kernel.name), written)
         accesses = kernel_accesses(kernel, model, launches=launches)
         spread = spread_loops(kernel, model, reassociate=reassociate) if spread is None else spread
+        if target.warp_size != WARP_LANES:  # the lanes' shuffles and combines are written for 32
+            spread = ()
         return cls(
             kernel,
             model,
@@ -698,6 +708,21 @@ class KernelProblem:
     def atomic_s(self) -> float:
         """The atomics roof (``cost_model.atomic_time``): one element's updates one after another."""
         return atomic_time(self.target, self.atomic_updates_per_element)
+
+    def tree_bytes(self, mapping: KernelMapping) -> int:
+        """The shared memory of a block of warps' forks and joins: per spread loop, a partial
+        per warp of each accumulator, and one element per value lane 0 shares (a broadcast,
+        the start of a ``max=``/``min=``)."""
+        if mapping.lanes <= WARP_LANES:
+            return 0
+        size = {d.name: d.dtype.numpy.itemsize for d in declared_locals(self.kernel.body)}
+        warps = mapping.lanes // WARP_LANES
+        total = 0
+        for sp in mapping.spread:
+            total += sum(warps * size[name] for name, _ in sp.accumulators)
+            total += sum(size[name] for name, op in sp.accumulators if op in IDEMPOTENT)
+            total += sum(size[name] for name in sp.broadcasts)
+        return total
 
     def busy_lanes(self, lanes: int) -> int:
         """The lanes of a band point that have work: all of a warp's (its requests serve
@@ -967,6 +992,8 @@ class KernelProblem:
                 )
             )
             total_bytes += moved
+        if mapping.lanes > WARP_LANES:  # the block's shared combines (``codegen/lanes_c.BlockTree``)
+            shared += self.tree_bytes(mapping)
         if mapping.lanes > 1:
             instructions += lane_instructions(
                 t, self.accesses, strides, mapping.spread, math.prod(self.extents), mapping.lanes

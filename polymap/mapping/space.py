@@ -522,7 +522,9 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
             raise ArgumentError(
                 f"pin for '{key}': distribution must be cyclic, blocked or grouped, got {value!r}"
             ) from None
-    if name == "lanes" and (isinstance(value, bool) or value not in (1, *LANE_COUNTS)):
+    if name == "lanes" and (
+        not isinstance(value, int) or isinstance(value, bool) or value not in (1, *LANE_COUNTS)
+    ):
         raise ArgumentError(
             f"pin for '{key}': lanes is 1 (a thread per point), 32 (a warp per point) or 64, 128, .., 1024 "
             f"(several warps per point, a block each), got {value!r}"
