@@ -1035,19 +1035,24 @@ class ScipModel:
                 scip.addCons(self.lw == log2_floor(pin.lanes) - self.log_warp)
 
     def suggest_start(self) -> bool:
-        """Hand SCIP one plain mapping as a partial solution, before it solves: the innermost
+        """Hand SCIP plain mappings as partial solutions, before it solves: the innermost
         loop on x, the next on y, then z (the same axis for block and thread), about 256
         threads filled from x outwards, blocked, a point per thread unless the grid is too
-        short for the loop, nothing staged. SCIP completes the rest of the variables
-        (its completesol heuristic, before presolving) or drops the hint if it violates a
-        constraint; either way the optimization and its bounds stay SCIP's. Without it, SCIP
-        can search for seconds before its first feasible point on a folded triangular band
-        (fuzz seed 4368: 6300 nodes, 10 s), and a time limit then ends with no mapping at
-        all. Returns whether a hint was given: none for a pinned kernel (the pins decide)."""
+        short for the loop; one with nothing staged, and where a seq loop of the body can be
+        tiled, one with every candidate of the first such loop staged (its tile, slots,
+        layout and the points' order left open). SCIP completes the rest of the variables
+        (its completesol heuristic, before presolving) or drops a hint that violates a
+        constraint; either way the optimization and its bounds stay SCIP's. Without a hint,
+        SCIP can search for seconds before its first feasible point on a folded triangular
+        band (fuzz seed 4368: 6300 nodes, 10 s), and a time limit then ends with no mapping
+        at all; the staged hint gives a GEMM's search an incumbent near its optimum early
+        (nodes over the kernels: gpt3_attention_tiny 468 -> 296, fc_bias_relu 790 -> 368,
+        batched_matmul 81 -> 1; SCIP's time over models/ 44 -> 29 s on a busy host:
+        docs/benchmarks/2026-11-28-staged-hint.md). Returns whether a hint was given: none
+        for a pinned kernel (the pins decide)."""
         if self.pinned:
             return False
         t, n = self.p.target, self.n
-        axes = (Axis.X, Axis.Y, Axis.Z)
         limits = [log2_floor(most) for most in t.block_dim_limits]
         left = self.log_warp if self.tiny else min(self.log_warp + 3, self.log_block, sum(self.caps))
         lt, ls = {}, {}
@@ -1059,33 +1064,51 @@ class ScipModel:
             ls[j] = 0 if self.tiny else max(0, need - lt[j])
         if left or any(m > MAX_LOG_SEQ for m in ls.values()) or sum(ls.values()) > MAX_LOG_SEQ_TOTAL:
             return False
+        plain = self._hint(lt, ls)
+        for st in self.stage.values():
+            self.scip.setSolVal(plain, st, 0.0)
+        for var in self.kd.values():
+            self.scip.setSolVal(plain, var, 0.0)
+        self.scip.setSolVal(plain, self.inter, 0.0)
+        self.scip.addSol(plain)
+        tiled = next((loop for loop in self.scope if loop is not None), None)
+        if tiled is not None:  # the points per thread open too: a staged tile's reuse wants some
+            staged = self._hint(lt, None)
+            for loop, var in self.scope.items():
+                self.scip.setSolVal(staged, var, 1.0 if loop == tiled else 0.0)
+            for (_, loop), var in self.stage.items():
+                self.scip.setSolVal(staged, var, 1.0 if loop == tiled else 0.0)
+            self.scip.addSol(staged)
+        # the hints fix decisions only; the multipliers and bounds (most of the variables)
+        # are SCIP's to complete, beyond completesol's default share of unknowns
+        self.scip.setParam("heuristics/completesol/maxunknownrate", 1.0)
+        return True
+
+    def _hint(self, lt: dict[int, int], ls: dict[int, int] | None):
+        """A partial solution with each band loop's axes (the j-th innermost on the j-th
+        axis, block and thread alike), log2 T, and no lanes; with ``ls``, log2 S too, and
+        blocked."""
+        axes = (Axis.X, Axis.Y, Axis.Z)
         hint = self.scip.createPartialSol()
-        for place, j in enumerate(reversed(range(n))):
+        for place, j in enumerate(reversed(range(self.n))):
             for a in Axis:
                 self.scip.setSolVal(hint, self.ax[j, a], 1.0 if a is axes[place] else 0.0)
                 self.scip.setSolVal(hint, self.bx[j, a], 1.0 if a is axes[place] else 0.0)
             for k in range(self.log_block + 1):
                 self.scip.setSolVal(hint, self.ut[j, k], 1.0 if k == lt[j] else 0.0)
+            if ls is None:
+                continue
             for m in range(MAX_LOG_SEQ + 1):
                 self.scip.setSolVal(hint, self.us[j, m], 1.0 if m == ls[j] else 0.0)
             self.scip.setSolVal(hint, self.cyc[j], 0.0)
             self.scip.setSolVal(hint, self.blk[j], 1.0)
             for m in range(1, MAX_LOG_SEQ):
                 self.scip.setSolVal(hint, self.ug[j, m], 0.0)
-        for st in self.stage.values():
-            self.scip.setSolVal(hint, st, 0.0)
-        for var in self.kd.values():
-            self.scip.setSolVal(hint, var, 0.0)
-        self.scip.setSolVal(hint, self.inter, 0.0)
         if self.p.spread:
             self.scip.setSolVal(hint, self.w, 0.0)
             for var in self.uw.values():
                 self.scip.setSolVal(hint, var, 0.0)
-        self.scip.addSol(hint)
-        # the hint fixes the decisions only; the multipliers and bounds (most of the
-        # variables) are SCIP's to complete, beyond completesol's default share of unknowns
-        self.scip.setParam("heuristics/completesol/maxunknownrate", 1.0)
-        return True
+        return hint
 
     def check_certificates(self, scip: Model) -> int:
         """Check every Farkas certificate of SCIP's solution by exact substitution: the
