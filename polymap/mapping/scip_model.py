@@ -263,7 +263,7 @@ class ScipModel:
         gemv took 32 warps as readily as 2; left out of the search, which they also slowed,
         as a grouped loop off x is), unless a pin asks for them."""
         t, p = self.p.target, self.p
-        useful = -(-p.spread_iterations // t.warp_size)
+        useful = max(1, -(-p.spread_iterations // t.warp_size))  # an empty loop: one warp
         most = max(0, (useful - 1).bit_length())  # the power of two at or above the busy warps
         slots = t.sm_count * t.max_threads_per_sm
         most = min(most, max(0, math.ceil(math.log2(slots / (math.prod(p.extents) * t.warp_size)))))
