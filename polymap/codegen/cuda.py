@@ -315,25 +315,24 @@ class _Emitter:
             lines.append(f"  const int {self.hw_names[isl_name]} = {hw};")
         self.shared_names = {}
         self.trees = {}  # spread loop position -> its BlockTree, where a point has several warps
-        if schedule.syncs and km.lanes > WARP_LANES:  # a block per point: no condition on any thread
+        blocks = km.lanes > WARP_LANES  # a block per point: its barriers, on every thread
+        if schedule.syncs:  # under no condition on the lane (threadIdx.x), or on any thread
+            unmet = (
+                "not every thread of the block would meet its barriers"
+                if blocks
+                else "not every lane of a warp would meet its shuffles"
+            )
             self.check_unconditional(
                 schedule,
                 {x.name for x in schedule.syncs},
-                range(3),
-                "a fork or join under a condition on the thread; not every thread of the block would meet its "
-                "barriers",
+                range(3) if blocks else range(1),
+                f"a fork or join under a condition on the {'thread' if blocks else 'lane'}; {unmet}",
             )
+        if schedule.syncs and blocks:
             locals_ = {d.name: d for d in declared_locals(kernel.body)}
             for sp in km.spread:
                 tree = self.trees[sp.position] = BlockTree.of(sp, km.lanes // WARP_LANES, self.cn.fresh)
                 lines += ["  " + line for line in tree.declarations(lambda n: C_TYPE[locals_[n].dtype])]
-        elif schedule.syncs:  # on the lane, threadIdx.x
-            self.check_unconditional(
-                schedule,
-                {x.name for x in schedule.syncs},
-                range(1),
-                "a fork or join under a condition on the lane; not every lane of a warp would meet its shuffles",
-            )
         if plan is not None:
             self.check_unconditional(
                 schedule,

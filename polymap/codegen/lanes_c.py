@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from polymap.ir.accumulators import IDEMPOTENT
 from polymap.ir.nodes import AssignOp
 from polymap.schedule.program import WARP_LANES, KernelMapping, SpreadLoop
 
@@ -51,11 +50,10 @@ class BlockTree:
 
     @classmethod
     def of(cls, sp: SpreadLoop, warps: int, fresh: Callable[[str], str]) -> BlockTree:
-        shares = [*sp.broadcasts, *(name for name, op in sp.accumulators if op in IDEMPOTENT)]
         return cls(
             warps,
             tuple((name, fresh(f"{name}_warps")) for name, _ in sp.accumulators),
-            tuple((name, fresh(f"{name}_shared")) for name in shares),
+            tuple((name, fresh(f"{name}_shared")) for name in sp.from_lane0),
         )
 
     def declarations(self, c_type: Callable[[str], str]) -> list[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-from polymap.ir.accumulators import IDEMPOTENT
 from polymap.ir.nodes import Loop, index_vars
 from polymap.ir.walk import walk_block
 from polymap.mapping.accesses import GlobalAccess
@@ -323,8 +322,8 @@ def lane_instructions(
         if warps == 1:
             extra += points * (3 + len(sp.broadcasts) + 2 * steps * accumulators)
             continue
-        starts = sum(op in IDEMPOTENT for _, op in sp.accumulators)  # from lane 0's value
-        shared = len(sp.broadcasts) + starts  # values lane 0 shares through shared memory
+        shared = len(sp.from_lane0)  # values lane 0 shares through shared memory
+        starts = shared - len(sp.broadcasts)  # accumulators that start from lane 0's value
         fork = 1 + (accumulators - starts) + (2 + 2 * shared if shared else 0)
         join = 2 * steps * accumulators + (2 + accumulators + 2 * warps * accumulators if accumulators else 1)
         extra += points * warps * (fork + join)

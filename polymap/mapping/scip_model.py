@@ -302,7 +302,8 @@ class ScipModel:
         ``max_threads_per_block`` threads; at most ``2^MAX_LOG_SEQ_TOTAL`` points per thread."""
         scip = self.scip
         self.total_lt = quicksum(self.lt[j] for j in range(self.n))
-        threads_log = self.total_lt + self.log_warp * self.w + self.lw
+        # log2 of the block's threads: the band's, times the lanes (2^(log_warp + lw) or 1)
+        self.threads_log = threads_log = self.total_lt + self.log_warp * self.w + self.lw
         for j in range(self.n):  # several warps per point: a block per point (no band threads)
             scip.addCons(self.lt[j] <= self.log_block * (1 - self.tree))
         if self.tiny:  # a warp, or with lanes the point's warps (a block per point)
@@ -470,9 +471,7 @@ class ScipModel:
         scip = self.scip
         block = {v: scip.addVar(f"block_log2={v}", vtype="B") for v in range(self.log_block + 1)}
         scip.addCons(quicksum(block.values()) == 1)
-        scip.addCons(
-            quicksum(v * block[v] for v in block) == self.total_lt + self.log_warp * self.w + self.lw
-        )
+        scip.addCons(quicksum(v * block[v] for v in block) == self.threads_log)
         return block
 
     def _time(self, traffic: list, block: dict):

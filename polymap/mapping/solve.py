@@ -24,7 +24,6 @@ from polymap.errors import (
     PolymapError,
     SolverError,
 )
-from polymap.ir.accumulators import IDEMPOTENT
 from polymap.ir.flops import statement_flops
 from polymap.ir.nodes import Anchor, Assign, Loop, Program, index_vars
 from polymap.ir.walk import declared_locals, walk_block
@@ -443,7 +442,7 @@ def _check_lane_pins(pins: Pins, problem: KernelProblem) -> None:
     """A ``lanes`` pin is 1, the warp or a power of two of warps that a block holds, and more
     than 1 only where the kernel has a loop its lanes may run together (``lanes.py``)."""
     t, kernel = problem.target, problem.kernel
-    warp, most = t.warp_size, 1 << (t.max_threads_per_block.bit_length() - 1)
+    warp, most = t.warp_size, 2 ** log2_floor(t.max_threads_per_block)
     for key, pin in pins.by_key:
         if pin.lanes is None or not any(key in (i, f"{kernel.name}.{i}") for i in kernel.indices):
             continue
@@ -720,8 +719,7 @@ class KernelProblem:
         total = 0
         for sp in mapping.spread:
             total += sum(warps * size[name] for name, _ in sp.accumulators)
-            total += sum(size[name] for name, op in sp.accumulators if op in IDEMPOTENT)
-            total += sum(size[name] for name in sp.broadcasts)
+            total += sum(size[name] for name in sp.from_lane0)
         return total
 
     def busy_lanes(self, lanes: int) -> int:

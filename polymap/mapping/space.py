@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from polymap.errors import ArgumentError
+from polymap.ir.accumulators import IDEMPOTENT
 from polymap.ir.nodes import AssignOp, IndexExpr, Loop, New, Program, Stmt
 
 MAX_BAND = 3  # one par loop per hardware axis
@@ -264,6 +265,13 @@ class SpreadLoop:
     accumulators: tuple[tuple[str, AssignOp], ...]
     broadcasts: tuple[str, ...]
     reassociates: bool  # a float ``+=`` or ``*=`` among the accumulators: the sum's order changes
+
+    @property
+    def from_lane0(self) -> tuple[str, ...]:
+        """The locals whose value at the fork is lane 0's on every lane: the broadcasts, and
+        the ``max=``/``min=`` accumulators (idempotent: they start from it; the others start
+        at the identity)."""
+        return (*self.broadcasts, *(name for name, op in self.accumulators if op in IDEMPOTENT))
 
 
 @dataclass(frozen=True, slots=True)
