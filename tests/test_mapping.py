@@ -764,3 +764,41 @@ def test_a_grouped_loop_is_the_isl_relation_the_proof_uses():
     assert len(pairs) == 64
     assert all(lm.iteration(g, t, s) == value for g, t, s, value in pairs)
     assert sorted(value for *_, value in pairs) == list(range(64))
+
+
+# ------------------------------------------------------------ SCIP's start hints
+
+
+def test_a_staged_gemm_gets_start_hints_of_256_and_512_threads():
+    """suggest_start hands SCIP a plain mapping of about 256 threads and, where a seq loop
+    can be tiled, a staged one of about 512 (a staged tile's reuse grows with the block).
+    The threads fill x first: all of them, where x's limit and loop allow."""
+    from pyscipopt import Model
+
+    program = parse(MATMUL).bind(M=1024, N=1024, K=1024)
+    problem = KernelProblem.build(kernels(program)[0], analyze(program), H100, Pins(), None)
+    scip = Model()
+    scip.hideOutput()
+    v = scip_model_module.ScipModel(problem, scip, Pins())
+    hints = []
+
+    class Recording:  # SCIP's Model, its hints kept (a Cython attribute cannot be patched)
+        def __getattr__(self, name):
+            return getattr(scip, name)
+
+        def addSol(self, sol, **kw):  # noqa: N802 (SCIP's name)
+            hints.append(sol)
+
+    v.scip = Recording()
+    assert v.suggest_start()
+
+    def threads(sol):  # log2 of each band loop's threads (i, j)
+        return [
+            next(k for k in range(v.log_block + 1) if scip.getSolVal(sol, v.ut[j, k]) > 0.5)
+            for j in range(v.n)
+        ]
+
+    def staged(sol):
+        return any(scip.getSolVal(sol, var) > 0.5 for var in v.stage.values())
+
+    assert [(threads(h), staged(h)) for h in hints] == [([0, 8], False), ([0, 9], True)]

@@ -1038,8 +1038,8 @@ class ScipModel:
         loop on x, the next on y, then z (the same axis for block and thread), about 256
         threads filled from x outwards, blocked, a point per thread unless the grid is too
         short for the loop; one with nothing staged, and where a seq loop of the body can be
-        tiled, one with every candidate of the first such loop staged (its tile, slots,
-        layout and the points' order left open). SCIP completes the rest of the variables
+        tiled, one with every candidate of the first such loop staged, about 512 threads
+        (its tile, slots, layout, points per thread and their order left open). SCIP completes the rest of the variables
         (its completesol heuristic, before presolving) or drops a hint that violates a
         constraint; either way the optimization and its bounds stay SCIP's. Without a hint,
         SCIP can search for seconds before its first feasible point on a folded triangular
@@ -1047,21 +1047,21 @@ class ScipModel:
         at all; the staged hint gives a GEMM's search an incumbent near its optimum early
         (nodes over the kernels: gpt3_attention_tiny 468 -> 296, fc_bias_relu 790 -> 368,
         batched_matmul 81 -> 1; SCIP's time over models/ 44 -> 29 s on a busy host:
-        docs/benchmarks/2026-11-28-staged-hint.md). Returns whether a hint was given: none
+        docs/benchmarks/2026-11-28-staged-hint.md; with 512 threads instead of 256, nodes
+        3397 -> 2555 and SCIP's time unchanged over models/, gpt3_attention_tiny 296 -> 74
+        nodes: docs/benchmarks/2026-11-28-bigger-block-hint.md). Returns whether a hint was given: none
         for a pinned kernel (the pins decide)."""
         if self.pinned:
             return False
-        t, n = self.p.target, self.n
-        limits = [log2_floor(most) for most in t.block_dim_limits]
-        left = self.log_warp if self.tiny else min(self.log_warp + 3, self.log_block, sum(self.caps))
-        lt, ls = {}, {}
-        for place, j in enumerate(reversed(range(n))):
-            room = limits[place]
-            lt[j] = min(room, left) if self.tiny else min(self.caps[j], room, left)
-            left -= lt[j]
+        t = self.p.target
+        lt = self._thread_shares(self.log_warp if self.tiny else self.log_warp + 3)
+        if lt is None:
+            return False
+        ls = {}
+        for place, j in enumerate(reversed(range(self.n))):
             need = grid_need(self.p.extents[j], t.grid_dim_limits[place])
             ls[j] = 0 if self.tiny else max(0, need - lt[j])
-        if left or any(m > MAX_LOG_SEQ for m in ls.values()) or sum(ls.values()) > MAX_LOG_SEQ_TOTAL:
+        if any(m > MAX_LOG_SEQ for m in ls.values()) or sum(ls.values()) > MAX_LOG_SEQ_TOTAL:
             return False
         plain = self._hint(lt, ls)
         for st in self.stage.values():
@@ -1071,8 +1071,12 @@ class ScipModel:
         self.scip.setSolVal(plain, self.inter, 0.0)
         self.scip.addSol(plain)
         tiled = next((loop for loop in self.scope if loop is not None), None)
-        if tiled is not None:  # the points per thread open too: a staged tile's reuse wants some
-            staged = self._hint(lt, None)
+        if tiled is not None:
+            # the points per thread open too, and the block bigger: a staged tile's reuse
+            # grows with both (gpt3_attention_tiny's kernel1: 291 nodes from a 256-thread
+            # hint, 70 from this one)
+            bigger = None if self.tiny else self._thread_shares(self.log_warp + 4)
+            staged = self._hint(lt if bigger is None else bigger, None)
             for loop, var in self.scope.items():
                 self.scip.setSolVal(staged, var, 1.0 if loop == tiled else 0.0)
             for (_, loop), var in self.stage.items():
@@ -1082,6 +1086,19 @@ class ScipModel:
         # are SCIP's to complete, beyond completesol's default share of unknowns
         self.scip.setParam("heuristics/completesol/maxunknownrate", 1.0)
         return True
+
+    def _thread_shares(self, log_threads: int) -> dict[int, int] | None:
+        """log2 of each band loop's threads for a hint of ``2 ** log_threads`` threads (at
+        most the block's, and the loops' caps together), filled from the innermost loop (on
+        x) outwards within each axis's limit; a tiny band gets a warp on x first. None where
+        the limits leave some of them unplaced."""
+        limits = [log2_floor(most) for most in self.p.target.block_dim_limits]
+        left = log_threads if self.tiny else min(log_threads, self.log_block, sum(self.caps))
+        lt = {}
+        for place, j in enumerate(reversed(range(self.n))):
+            lt[j] = min(limits[place], left) if self.tiny else min(self.caps[j], limits[place], left)
+            left -= lt[j]
+        return None if left else lt
 
     def _hint(self, lt: dict[int, int], ls: dict[int, int] | None):
         """A partial solution with each band loop's axes (the j-th innermost on the j-th
