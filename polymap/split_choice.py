@@ -28,6 +28,9 @@ from polymap.transform.split import (
 
 MAX_LEVELS = 3  # a loop's parts, then its combine's, then theirs
 FILL_WANTED = 0.9  # a kernel that fills less of the GPU may be split
+# ... and so may one whose lanes read apart (lane stride beyond 1) for more than this share
+# of its DRAM bytes: a column sum spread over lanes reads a sector per lane
+SCATTERED_WANTED = 0.5
 # the fewest iterations a part runs: its store and its combine are <= 1/256 of its loads
 PART_ITERATIONS = 256
 GAIN_WANTED = 0.01  # a split is taken where it saves 1% of its kernel's objective at least
@@ -49,7 +52,8 @@ def choose_splits(
     program is mapped as written (``map_written(program, origins)``: rewritten, SCIP per
     kernel, deep bands chosen; ``origins``: per kernel, the number of the kernel as written
     it comes from, which ``kernelN.`` pins follow), then, for each reduction loop of a kernel
-    that fills less than FILL_WANTED of the GPU (or that a ``split`` pin names), the program
+    that fills less than FILL_WANTED of the GPU, or whose DRAM bytes are mostly read by
+    lanes apart (``scattered_share``), or that a ``split`` pin names, the program
     split into ``parts`` parts is mapped once per form (cyclic, blocked), for each count of
     ``_part_counts`` (the powers of two that would fill the GPU with a thread, and with a
     warp, per point; a pin gives the one count); the cheapest program by SCIP's objective
@@ -89,8 +93,13 @@ def choose_splits(
                     f"pin '{reduction.index}': split into {pin} parts, but loop '{reduction.index}' runs "
                     f"{extent} iterations at the cost sizes"
                 )
-            counts = (pin,) if pin is not None else _part_counts(cost.fill, mapped_kernel.lanes, warp, extent)
-            if pin is None and (cost.fill >= FILL_WANTED or not counts):
+            scattered = scattered_share(cost) > SCATTERED_WANTED
+            counts = (
+                (pin,)
+                if pin is not None
+                else _part_counts(cost.fill, mapped_kernel.lanes, warp, extent, scattered=scattered)
+            )
+            if pin is None and ((cost.fill >= FILL_WANTED and not scattered) or not counts):
                 continue
             unsplit = program_objective(current[1])
             own = cost.objective_s * cost.launches  # the kernel's part of it
@@ -235,18 +244,32 @@ def _extent_at(bound: Program, reduction) -> int:
     return extent.value
 
 
-def _part_counts(fill: float, lanes: int, warp: int, extent: int) -> tuple[int, ...]:
+def _part_counts(
+    fill: float, lanes: int, warp: int, extent: int, *, scattered: bool = False
+) -> tuple[int, ...]:
     """The numbers of parts to try: the power of two that would fill the GPU as the
     unsplit kernel is mapped (1 / fill), and the one that would fill it with the other
     choice of a thread or lanes per point (``lanes``: the unsplit kernel's, a warp or a
-    block of warps; else a warp); each capped
-    so that a part runs at least PART_ITERATIONS iterations, without repeats or counts
-    below 2."""
+    block of warps; else a warp); where the unsplit kernel's lanes read ``scattered``,
+    also a warp's worth of parts (the parts take the lanes' place, each reading along the
+    band); each capped so that a part runs at least PART_ITERATIONS iterations, without
+    repeats or counts below 2."""
     wanted = 1 << max(0, math.ceil(math.log2(1 / max(fill, 1e-12))))
     other = wanted * lanes if lanes > 1 else wanted // warp
     cap = extent // PART_ITERATIONS
     most = 1 << (cap.bit_length() - 1) if cap >= 1 else 1
-    return tuple(dict.fromkeys(c for c in (min(wanted, most), min(other, most)) if c >= 2))
+    tried = (wanted, other, warp) if scattered else (wanted, other)
+    return tuple(dict.fromkeys(c for c in (min(t, most) for t in tried) if c >= 2))
+
+
+def scattered_share(cost) -> float:
+    """The share of a kernel's DRAM bytes that accesses whose neighbouring lanes are more
+    than one element apart move (0 for a kernel that moves none): reads a split could make
+    coalesced, where parts over the band's threads take the place of lanes along a
+    non-contiguous dimension (a column sum)."""
+    moved = sum(a.bytes for a in cost.accesses)
+    apart = sum(a.bytes for a in cost.accesses if abs(a.lane_stride) > 1)
+    return apart / moved if moved else 0.0
 
 
 def program_objective(solved) -> float:

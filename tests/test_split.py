@@ -472,3 +472,32 @@ def test_a_mapping_with_atomic_parts_given_to_a_max_program_is_an_argument_error
     other = polymap.parse(INT_SUM.replace("n[0] += c[i]", "n[0] max= c[i]"), name="z")
     with pytest.raises(ArgumentError, match="another program named 'z'.*splits of reductions do not apply"):
         polymap.compile(other, mapping)
+
+
+COLUMN_SUM = """
+param M = 8192
+param N = 8192
+in  X: f32[M, N]
+out c: f32[N]
+par N j { seq M i { c[j] += X[i, j] } }
+"""
+
+
+def test_a_column_sum_read_across_lanes_is_split_so_its_reads_coalesce():
+    """A column sum fills the GPU with lanes over i (2 warps per column), but neighbouring
+    lanes read rows apart: a sector each. SCIP's costs choose the split instead (parts of i
+    over blocks, threads along j, reads coalesced), though the unsplit kernel fills the GPU."""
+    program = polymap.parse(COLUMN_SUM)
+    mapping = polymap.optimize(program)
+    (choice,) = mapping.splits
+    assert choice.loop == "i" and choice.split is not None, mapping.report()
+    unsplit, taken = choice.options[0][1], choice.options[choice.chosen][1]
+    assert taken < unsplit / 4, mapping.report()  # a sector per lane against 4 per warp
+    reads = [a for c in mapping.costs for a in c.accesses if a.access.startswith("X[") and not a.is_write]
+    assert reads and all(abs(a.lane_stride) <= 1 for a in reads), mapping.report()
+    x = np.random.default_rng(5).random((600, 300)).astype(np.float32)
+    kernel = polymap.compile(program, mapping)
+    exact = x.astype(np.float64).sum(axis=0)
+    bound = np.array([_reassociation_bound(x[:, j], 600) for j in range(300)])  # per column
+    for name, out in {"reference": reference(program, X=x), "host": kernel.run_host(X=x)}.items():
+        assert np.all(np.abs(out["c"] - exact) <= bound), name
