@@ -124,7 +124,7 @@ def _matmul_kernel():
 def test_accumulator_lives_in_a_register():
     mapping = polymap.optimize(load(ROOT / "models" / "matmul_1024.te"), staging=False)
     source = polymap.compile(mapping.program, mapping).source
-    assert re.search(r"\n  float C_acc;\n", source), "a 0-d block-local buffer is a C variable"
+    assert re.search(r"\n *float C_acc;\n", source), "a 0-d block-local buffer is a C variable"
     assert "C_acc += A[" in source
     loop = source[source.index("for (int k") :]
     loop = loop[: loop.index("}")]
@@ -137,7 +137,7 @@ def test_staged_accumulator_is_held_per_point_of_the_thread():
     points = km.loops[0].seq * km.loops[1].seq
     assert km.staging is not None
     if points > 1:
-        assert re.search(rf"\n  float C_acc\[{points}\];", kernel.source)
+        assert re.search(rf"\n *float C_acc\[{points}\];", kernel.source)
     # the body's k loop, inside a tile (the tile copies' own loops come first)
     loop = kernel.source[re.search(r"for \(int k = \d+ \* kt;", kernel.source).start() :]
     loop = loop[: loop.index("}")]
@@ -252,10 +252,12 @@ def test_mapping_with_all_three_axes_and_a_blocked_sequential_part():
     # a guard, which the compiler unrolls; the other blocks run the same loop with isl's
     # bound on the points as a guard inside
     body = kernel.source[kernel.source.index("__global__") :]
-    full = body[body.index("// a full block: every point in range") : body.index(EDGE_BLOCK_LINE)]
-    edge = body[body.index(EDGE_BLOCK_LINE) :]
-    loop = "POLYMAP_UNROLL\n    for (int s_c = 0; s_c <= 1; ++s_c) {"
-    assert loop in full and loop.replace("\n", "\n  ") in edge  # under the edge's guard
+    edge_line = EDGE_BLOCK_LINE.strip()  # (indented inside the loops over y's and z's blocks)
+    full = body[body.index("// a full block: every point in range") : body.index(edge_line)]
+    edge = body[body.index(edge_line) :]
+    loop = re.compile(r"POLYMAP_UNROLL\n( *)for \(int s_c = 0; s_c <= 1; \+\+s_c\) \{")
+    in_full, in_edge = loop.search(full), loop.search(edge)
+    assert in_full and in_edge and len(in_edge[1]) == len(in_full[1]) + 2  # under the edge's guard
     assert full.count("// S0: y[a, b, c] =") == 1 and "if (" not in full
     assert (
         edge.count("// S0: y[a, b, c] =") == 1 and "if (s_c <= pm_min(1, C - 16 * bx - 2 * tx - 1)) {" in edge

@@ -121,7 +121,7 @@ def test_the_order_is_proved_and_compiles_to_outer_product_code():
     assert any("flow dependence S1 -> S1 on C_acc kept in one thread" in p for p in mapping.proofs)
     kernel = compile(mapping.program, mapping)
     source = kernel.source
-    assert re.search(r"\n  float C_acc\[16\];  // one per point of the thread", source)
+    assert re.search(r"\n *float C_acc\[16\];  // one per point of the thread", source)
     full, edge = source.split("// a full block: every point in range", 1)[1].split(EDGE_BLOCK_LINE, 1)
     body = full[re.search(r"for \(int k = 16 \* kt;", full).start() :]
     body = body[: body.index("C_acc[(4 * s_i + s_j)] +=")]
@@ -186,7 +186,7 @@ def test_every_local_is_held_per_point_where_points_interleave():
     pins = {"i": {"threads": 4, "seq": 4, "interleave": True}, "j": {"threads": 32, "seq": 2}}
     mapping = optimize(program, pins=pins)
     kernel = compile(mapping.program, mapping)
-    assert re.search(r"\n  float t\[8\];  // one per point of the thread", kernel.source)
+    assert re.search(r"\n *float t\[8\];  // one per point of the thread", kernel.source)
     arrays = random_inputs(program, {}, seed=2)
     got = kernel.run_host(**arrays)
     np.testing.assert_allclose(got["C"], reference(program, **arrays)["C"], rtol=1e-5, atol=1e-5)

@@ -119,6 +119,9 @@ class KernelLaunch:
     host_params: tuple[str, ...]  # isl names of the host indices in ``grid``
     # meets at __syncthreads or shuffles between lanes (the host emulation runs its threads as fibers)
     sync: bool
+    # the axes (1: y, 2: z) whose blocks may outnumber the hardware's grid (GRID_YZ_MAX): the
+    # launch clamps them, and each block runs its index, then every gridDim-th one after it
+    looped: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -311,8 +314,15 @@ class _Emitter:
             "    " + ", ".join(map(str, arguments)) + ") {",
         ]
         plan = schedule.shared
+        host_params = tuple(self.model.names[loop.index] for loop in kernel.host_loops)
+        grid = self.checked_grid(km, grid_dims(self.model, km, host_params), host_params)
+        looped = _looped_axes(grid)
+        grid_texts = self.grid_texts(km, grid, host_params) if looped else ()
         for isl_name, hw in used_axes:
+            if hw.startswith("blockIdx.") and "xyz".index(hw[-1]) in looped:
+                continue  # the block loop declares it (``block_loops``)
             lines.append(f"  const int {self.hw_names[isl_name]} = {hw};")
+        opened = len(lines)  # where the block loops begin (they wrap the rest of the body)
         self.shared_names = {}
         self.trees = {}  # spread loop position -> its BlockTree, where a point has several warps
         blocks = km.lanes > WARP_LANES  # a block per point: its barriers, on every thread
@@ -369,18 +379,62 @@ class _Emitter:
             lines.append(EDGE_BLOCK_LINE)
             lines += printer.node(schedule.ast, 2)
             lines.append("  }")
+        if looped:
+            lines = lines[:opened] + self.block_loops(
+                lines[opened:], looped, grid_texts, shared=plan is not None or blocks
+            )
         lines.append("}")
-        host_params = tuple(self.model.names[loop.index] for loop in kernel.host_loops)
         launch = KernelLaunch(
             km,
             function,
             arguments,
             km.block_dim(),
-            self.checked_grid(km, grid_dims(self.model, km, host_params), host_params),
+            grid,
             host_params,
             plan is not None or km.lanes > 1,  # shuffles: the host runs the threads as fibers
+            looped,
         )
         return "\n".join(lines), launch
+
+    def block_loops(
+        self, body: list[str], looped: tuple[int, ...], grid: list[str], *, shared: bool
+    ) -> list[str]:
+        """``body`` inside a loop per axis of ``looped`` (z outside y): the block's index on
+        the axis steps from blockIdx's by gridDim's up to the axis' blocks (``grid``, as the
+        launcher computes them), so a launch clamped to GRID_YZ_MAX blocks on the axis runs
+        every block the proof covers. Blocks of one launch are independent (the proof: no
+        dependence between two blocks of a launch, no element one writes that another
+        touches), so one block may run several in turn; where blocks share memory
+        (``shared``: tiles, a block's combine), a barrier ends each, so no thread starts the
+        next one's copies while another still reads this one's tiles."""
+        out, depth = [], 0
+        for axis in sorted(looped, reverse=True):
+            name, builtin = self.coordinates[axis], "xyz"[axis]
+            pad = "  " * (depth + 1)
+            out.append(
+                f"{pad}for (int {name} = blockIdx.{builtin}; {name} < ({grid[axis]}); {name} += gridDim.{builtin}) {{"
+                f"  {comment(f'more blocks on {builtin} than the hardware launches run in turn')}"
+            )
+            depth += 1
+        out += ["  " * depth + line for line in body]
+        if shared:
+            out.append(
+                "  " * (depth + 1) + "__syncthreads();  " + comment("the next block reuses the shared memory")
+            )
+        for k in range(depth, 0, -1):
+            out.append("  " * k + "}")
+        return out
+
+    def grid_texts(self, km: KernelMapping, grid: tuple, host_params: tuple[str, ...]) -> list[str]:
+        """The blocks per axis as C expressions of the sizes and host indices, printed by isl
+        as the launcher prints them (``launch_lines``)."""
+        context = host_context(self.model, km.kernel.host_loops, host_params)
+        build = isl.AstBuild.from_context(context)
+        sizes = tuple(self.model.names[p] for p in self.model.params)
+        printer = AstPrinter(self.isl_to_c, _no_leaf, ranges=set_ranges(size_box(sizes, context)))
+        for loop, isl_name in zip(km.kernel.host_loops, host_params):
+            self.hw_names[isl_name] = self.cn[loop.index]
+        return [str(g) if isinstance(g, int) else printer.expr(build.expr_from_pw_aff(g)) for g in grid]
 
     def checked_grid(self, km: KernelMapping, grid: tuple, host_params: tuple[str, ...]) -> tuple:
         """The launch's grid, checked against the one the proof assumed where both are
@@ -859,24 +913,25 @@ class _Emitter:
         context = host_context(self.model, km.kernel.host_loops, launch.host_params)
         if context.is_empty():  # its host loops never iterate at any size of the context
             return [f"{pad}{comment(km.kernel.name + ': never launched (its host loops are empty)')}"]
-        build = isl.AstBuild.from_context(context)
-        sizes = tuple(self.model.names[p] for p in self.model.params)
-        printer = AstPrinter(self.isl_to_c, _no_leaf, ranges=set_ranges(size_box(sizes, context)))
-        for loop, isl_name in zip(km.kernel.host_loops, launch.host_params):
-            self.hw_names[isl_name] = self.cn[loop.index]
-        grid = [
-            str(g) if isinstance(g, int) else printer.expr(build.expr_from_pw_aff(g)) for g in launch.grid
-        ]
+        grid = self.grid_texts(km, launch.grid, launch.host_params)
         args = ", ".join(a.c_name for a in launch.arguments)
         block = ", ".join(map(str, launch.block))
-        gx, gy, gz = self.grid_names
+        names = self.grid_names
+        gx, gy, gz = names
+        limits = (GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX)
+        # a looped axis launches at most the hardware's blocks; its kernel runs the rest in turn
+        checked = " || ".join(f"{names[a]} > {limits[a]}" for a in range(3) if a not in launch.looped)
+        launched = [
+            f"({names[a]} > {limits[a]} ? {limits[a]} : {names[a]})" if a in launch.looped else names[a]
+            for a in range(3)
+        ]
         return [
             f"{pad}{{  {comment(km.kernel.name)}",
             f"{pad}  const long long {gx} = {grid[0]}, {gy} = {grid[1]}, {gz} = {grid[2]};",
-            f"{pad}  if ({gx} > {GRID_X_MAX} || {gy} > {GRID_YZ_MAX} || {gz} > {GRID_YZ_MAX}) return {ERROR_GRID};",
+            f"{pad}  if ({checked}) return {ERROR_GRID};",
             f"{pad}  if ({gx} > 0 && {gy} > 0 && {gz} > 0) {{",
             (
-                f"{pad}    POLYMAP_LAUNCH({launch.function}, dim3({gx}, {gy}, {gz}), dim3({block}), "
+                f"{pad}    POLYMAP_LAUNCH({launch.function}, dim3({', '.join(launched)}), dim3({block}), "
                 f"{'true' if launch.sync else 'false'}, {args});"
             ),
             f"{pad}    POLYMAP_CHECK_LAUNCH();",
@@ -891,6 +946,20 @@ ASYNC_COPY_BYTES = (4, 8, 16)  # the sizes one cp.async moves
 def _guarded(condition: str, statement: str) -> str:
     """``statement`` under ``if (condition)``, or alone where isl printed the condition as 1."""
     return statement if condition == "1" else f"if ({condition}) {statement}"
+
+
+def _looped_axes(grid: tuple) -> tuple[int, ...]:
+    """The y and z axes whose blocks may outnumber GRID_YZ_MAX at some size of the context
+    (a number of blocks known to fit needs no loop)."""
+    looped = []
+    for axis in (1, 2):
+        blocks = grid[axis]
+        if isinstance(blocks, int):
+            continue
+        most = blocks.max_val()
+        if most.is_infty() or most.is_nan() or most.to_python() > GRID_YZ_MAX:
+            looped.append(axis)
+    return tuple(looped)
 
 
 def _no_leaf(name: str, args: list, key=None) -> list[str]:

@@ -56,7 +56,7 @@ def launcher_header(cuda: CudaProgram, source_name: str = "the emitted .cu file"
         "// Buffers are device pointers to row-major arrays of the declared shapes; input",
         "// scalars are passed by value (16-bit floats as their bits). The launcher",
         "// returns 0, POLYMAP_ERROR_CONTEXT when the sizes are outside those proved for,",
-        "// POLYMAP_ERROR_GRID when a grid dimension exceeds the hardware limit,",
+        "// POLYMAP_ERROR_GRID when x's blocks exceed the hardware limit (y and z run in turn),",
         "// POLYMAP_ERROR_FAULT when a statement divided an i32 value by zero, or the CUDA error",
         "// of a failed launch or allocation.",
         *_scratch_lines(cuda),

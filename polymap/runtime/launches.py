@@ -19,7 +19,7 @@ from polymap.poly.isl_text import evaluate_index
 @dataclass(frozen=True, slots=True)
 class Launch:
     kernel: KernelLaunch
-    grid: tuple[int, int, int]
+    grid: tuple[int, int, int]  # as launched: a looped axis at most the hardware's limit
     host: dict[str, int]  # host-loop index values by the program's names
 
 
@@ -67,11 +67,16 @@ def _at(cuda: CudaProgram, launch: KernelLaunch, env: dict) -> Launch:
         (isl_name, env[loop.index])
         for loop, isl_name in zip(launch.mapping.kernel.host_loops, launch.host_params)
     )
-    grid = tuple(g if isinstance(g, int) else evaluate(g, values) for g in launch.grid)
-    if grid[0] > GRID_X_MAX or grid[1] > GRID_YZ_MAX or grid[2] > GRID_YZ_MAX:
+    blocks = tuple(g if isinstance(g, int) else evaluate(g, values) for g in launch.grid)
+    limits = (GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX)
+    if any(b > limit for axis, (b, limit) in enumerate(zip(blocks, limits)) if axis not in launch.looped):
         raise ArgumentError(
-            f"{launch.function}: grid {grid} exceeds the hardware's grid limits at sizes {env}"
+            f"{launch.function}: grid {blocks} exceeds the hardware's grid limits at sizes {env}"
         )
+    # a looped axis is clamped, as the C launcher clamps it: its blocks run the rest in turn
+    grid = tuple(
+        min(b, limit) if axis in launch.looped else b for axis, (b, limit) in enumerate(zip(blocks, limits))
+    )
     host = {loop.index: env[loop.index] for loop in launch.mapping.kernel.host_loops}
     return Launch(launch, grid, host)
 

@@ -582,9 +582,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) jacobi1d_kernel1(
 // was proved for, then launches the kernels in order (inside the host loops). Buffers are
 // device pointers, row-major, of the declared shapes; ``out`` buffers must be zeroed by the
 // caller; input scalars come by value; the temporaries are allocated here, on the stream.
-// Returns 0, -1 when the sizes are outside the context, -2 when a grid dimension exceeds
-// the hardware limit, -3 (POLYMAP_ERROR_FAULT) when a statement divided an i32 value by
-// zero, or the CUDA error of a failed launch, copy or allocation. It does not wait for the stream.
+// Returns 0, -1 when the sizes are outside the context, -2 when x's blocks exceed the
+// hardware limit (the blocks beyond y's or z's limit run in turn), -3 (POLYMAP_ERROR_FAULT)
+// when a statement divided an i32 value by zero, or the CUDA error of a failed launch, copy or allocation. It does not wait for the stream.
 extern "C" int run_jacobi1d(float* __restrict__ A, float* __restrict__ B, int T, int N, cudaStream_t stream) {
   if (!(T >= 1 && N >= 1)) return -1;  // outside the sizes proved for
   for (int t = 0; t < T; ++t) {
