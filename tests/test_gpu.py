@@ -299,3 +299,15 @@ def test_blocks_of_warps_on_the_gpu_hold_the_bounds_the_host_runs_are_held_to():
     assert kernel.mapping.kernels[0].lanes > 32
     inputs = random_inputs(program, seed=14)
     assert_matches(kernel(**inputs), polymap.reference(program, **inputs), program)
+
+
+def test_rows_beyond_the_grid_limit_run_in_turn_on_the_gpu():
+    """75000 blocks of rows on y (the hardware holds 65535): CuPy's launch and the C
+    launcher both clamp the axis, and the kernel runs the blocks beyond in turn
+    (``codegen.cuda.block_loops``); both equal 2 X."""
+    from test_block_loops import SCALE
+
+    kernel = polymap.compile(polymap.parse(SCALE))
+    x = np.random.default_rng(0).random((300000, 64)).astype(np.float32)
+    np.testing.assert_array_equal(kernel(X=x)["Y"], x * 2)
+    np.testing.assert_array_equal(kernel.run_host(X=x)["Y"], x * 2)
