@@ -207,6 +207,28 @@ def test_argmax_rows_is_numpys_argmax_first_of_equals_and_rows_of_minus_infinity
     np.testing.assert_array_equal(polymap.compile(program).run_host(X=x)["best"], got)
 
 
+def test_argmax_written_as_three_reductions_is_argmax_rows_for_every_input():
+    """models/argmax_rows_spread.te gives argmax_rows.te's position on rows of ties, -inf,
+    +inf and NaN anywhere (where argmax_rows' position freezes at the first NaN), in the
+    reference and on the host, where its three scans run on the lanes of a block."""
+    written = polymap.load(ROOT / "models/argmax_rows.te").bind(M=64, N=45)
+    spread = polymap.load(ROOT / "models/argmax_rows_spread.te").bind(M=64, N=45)
+    rng = np.random.default_rng(11)
+    x = rng.integers(-3, 4, size=(64, 45)).astype(np.float32)  # many ties
+    specials = np.array([np.nan, np.inf, -np.inf], np.float32)
+    where = rng.random(x.shape) < 0.08
+    x[where] = rng.choice(specials, where.sum())
+    x[0], x[1], x[2, :7] = -np.inf, np.nan, -np.inf  # a row of -inf, of NaN, -inf then a NaN
+    x[2, 7] = np.nan
+    x[3], x[3, 5], x[3, 9] = 1, np.nan, 2  # a larger value after the first NaN: not taken
+    expected = reference(written, X=x)["best"]
+    assert expected[3] == 0 and expected[1] == 0 and expected[2] == 0
+    np.testing.assert_array_equal(reference(spread, X=x)["best"], expected)
+    kernel = polymap.compile(spread)
+    assert kernel.mapping.kernels[0].lanes > 1, kernel.mapping.report()
+    np.testing.assert_array_equal(kernel.run_host(X=x)["best"], expected)
+
+
 def test_masked_softmax_is_the_softmax_of_each_rows_unmasked_prefix():
     program = polymap.load(ROOT / "models/masked_softmax.te").bind(N=33)
     x = np.random.default_rng(3).standard_normal((33, 33)).astype(np.float32)

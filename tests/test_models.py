@@ -200,6 +200,7 @@ NUMERIC = {
     "embedding_layernorm": ({"V": 300, "T": 6, "D": 7}, _embedding_layernorm),
     "syrk_lower": ({"N": 6, "M": 4}, _syrk_lower),
     "argmax_rows": ({"M": 5, "N": 7}, lambda i, s: {"best": np.argmax(i["X"], axis=1)}),
+    "argmax_rows_spread": ({"M": 5, "N": 7}, lambda i, s: {"best": np.argmax(i["X"], axis=1)}),
     "masked_softmax": ({"N": 7}, _masked_softmax),
     "conv2d_padded": ({"H": 6, "W": 5}, _conv2d_padded),
     "matmul_f16": ({"M": 7, "N": 9, "K": 6}, lambda i, s: {"C": i["A"] @ i["B"]}),
