@@ -21,7 +21,7 @@ out Y: f32[M, N]
 par M i { par N j { Y[i, j] = X[i, j] * 2 } }
 """
 
-LOOP = "for (int by = blockIdx.y;"  # the loop over y's blocks
+LOOP = "const int by = (int)by_run;"  # the loop over y's blocks
 
 MATMUL = """
 param M = 1024
@@ -81,6 +81,20 @@ def test_blocks_known_to_fit_are_not_looped():
     the kernel reads blockIdx as before."""
     kernel = polymap.compile(polymap.parse(SCALE).bind(M=4096, N=64))
     assert LOOP not in kernel.source and "const int by = blockIdx.y;" in kernel.source
+
+
+def test_a_kernel_never_launched_needs_no_block_loop():
+    """A kernel inside a host loop of no iterations at any size: no loop, and it compiles
+    (the launcher says it is never launched)."""
+    text = """
+param T
+param N
+in X: f32[N, 32]
+out Y: f32[N, 32]
+seq T t { seq t - t u { par N i { par 32 j { Y[i, j] = X[i, j] + f32(u) } } } }
+"""
+    kernel = polymap.compile(polymap.parse(text))
+    assert "never launched" in kernel.source and LOOP not in kernel.source
     kernel = polymap.compile(polymap.parse(SCALE), context="M <= 100000")
     assert LOOP not in kernel.source
     kernel = polymap.compile(polymap.parse(SCALE), context="M <= 300000")

@@ -411,10 +411,14 @@ class _Emitter:
         for axis in sorted(looped, reverse=True):
             name, builtin = self.coordinates[axis], "xyz"[axis]
             pad = "  " * (depth + 1)
+            # counted in long long: the step past the last block may pass INT_MAX
+            counter = self.cn.fresh(f"{name}_run")
             out.append(
-                f"{pad}for (int {name} = blockIdx.{builtin}; {name} < ({grid[axis]}); {name} += gridDim.{builtin}) {{"
+                f"{pad}for (long long {counter} = blockIdx.{builtin}; {counter} < ({grid[axis]}); "
+                f"{counter} += gridDim.{builtin}) {{"
                 f"  {comment(f'more blocks on {builtin} than the hardware launches run in turn')}"
             )
+            out.append(f"{pad}  const int {name} = (int){counter};")
             depth += 1
         out += ["  " * depth + line for line in body]
         if shared:
@@ -956,8 +960,8 @@ def _looped_axes(grid: tuple) -> tuple[int, ...]:
         blocks = grid[axis]
         if isinstance(blocks, int):
             continue
-        most = blocks.max_val()
-        if most.is_infty() or most.is_nan() or most.to_python() > GRID_YZ_MAX:
+        most = blocks.max_val()  # NaN where the kernel is never launched (empty host loops)
+        if most.is_infty() or (not most.is_nan() and most.to_python() > GRID_YZ_MAX):
             looped.append(axis)
     return tuple(looped)
 

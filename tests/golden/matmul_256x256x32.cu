@@ -560,7 +560,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_256x256x32_kernel0(
   const int bx = blockIdx.x;
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
-  for (int by = blockIdx.y; by < ((M - 1) / 32 + 1); by += gridDim.y) {  // more blocks on y than the hardware launches run in turn
+  for (long long by_run = blockIdx.y; by_run < ((M - 1) / 32 + 1); by_run += gridDim.y) {  // more blocks on y than the hardware launches run in turn
+    const int by = (int)by_run;
     __shared__ __align__(16) float A_sh[32][36];  // A's tile
     __shared__ __align__(16) float B_sh[32][65];  // B's tile
     const bool A_vectors = pm_aligned(A, 16) && (K % 4 == 0);  // A's copy loads 4 elements at once

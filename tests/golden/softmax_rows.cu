@@ -557,7 +557,8 @@ extern "C" __global__ void __launch_bounds__(64) softmax_rows_kernel0(
     const float* __restrict__ X, float* __restrict__ Y, int M, int N) {
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
-  for (int by = blockIdx.y; by < (((long long)M + 1) / 2); by += gridDim.y) {  // more blocks on y than the hardware launches run in turn
+  for (long long by_run = blockIdx.y; by_run < (((long long)M + 1) / 2); by_run += gridDim.y) {  // more blocks on y than the hardware launches run in turn
+    const int by = (int)by_run;
     float mx;
     float sum;
     if (tx == 0 && M >= (long long)(2 * by + ty) + 1) {
