@@ -28,8 +28,8 @@ from polymap.transform.split import (
 
 MAX_LEVELS = 3  # a loop's parts, then its combine's, then theirs
 FILL_WANTED = 0.9  # a kernel that fills less of the GPU may be split
-# ... and so may one whose lanes read apart (lane stride beyond 1) for more than this share
-# of its DRAM bytes: a column sum spread over lanes reads a sector per lane
+# ... and so may one whose accesses with lanes apart (lane stride beyond 1) move more than
+# this share of its DRAM bytes: a column sum spread over lanes reads a sector per lane
 SCATTERED_WANTED = 0.5
 # the fewest iterations a part runs: its store and its combine are <= 1/256 of its loads
 PART_ITERATIONS = 256
@@ -52,8 +52,8 @@ def choose_splits(
     program is mapped as written (``map_written(program, origins)``: rewritten, SCIP per
     kernel, deep bands chosen; ``origins``: per kernel, the number of the kernel as written
     it comes from, which ``kernelN.`` pins follow), then, for each reduction loop of a kernel
-    that fills less than FILL_WANTED of the GPU, or whose DRAM bytes are mostly read by
-    lanes apart (``scattered_share``), or that a ``split`` pin names, the program
+    that fills less than FILL_WANTED of the GPU, or whose DRAM bytes are mostly moved by
+    accesses with lanes apart (``scattered_share``), or that a ``split`` pin names, the program
     split into ``parts`` parts is mapped once per form (cyclic, blocked), for each count of
     ``_part_counts`` (the powers of two that would fill the GPU with a thread, and with a
     warp, per point; a pin gives the one count); the cheapest program by SCIP's objective
@@ -264,9 +264,9 @@ def _part_counts(
 
 def scattered_share(cost) -> float:
     """The share of a kernel's DRAM bytes that accesses whose neighbouring lanes are more
-    than one element apart move (0 for a kernel that moves none): reads a split could make
-    coalesced, where parts over the band's threads take the place of lanes along a
-    non-contiguous dimension (a column sum)."""
+    than one element apart move (0 for a kernel that moves none), reads and writes alike:
+    accesses a split could make coalesced, where parts over the band's threads take the
+    place of lanes along a non-contiguous dimension (a column sum)."""
     moved = sum(a.bytes for a in cost.accesses)
     apart = sum(a.bytes for a in cost.accesses if abs(a.lane_stride) > 1)
     return apart / moved if moved else 0.0

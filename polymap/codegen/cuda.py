@@ -76,6 +76,7 @@ def _templates_folder() -> Path:
 
 TEMPLATES = _templates_folder()
 GRID_X_MAX, GRID_YZ_MAX = 2**31 - 1, 65535
+GRID_LIMITS = (GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX)  # blocks per grid axis x, y, z
 ERROR_CONTEXT, ERROR_GRID = -1, -2  # the launcher's own return codes (CUDA errors are > 0)
 ERROR_FAULT = -3  # its code for a recorded i32 division by zero (POLYMAP_ERROR_FAULT, the helpers)
 
@@ -318,8 +319,9 @@ class _Emitter:
         grid = self.checked_grid(km, grid_dims(self.model, km, host_params), host_params)
         looped = _looped_axes(grid)
         grid_texts = self.grid_texts(km, grid, host_params) if looped else ()
+        looped_names = {self.coordinates[axis] for axis in looped}
         for isl_name, hw in used_axes:
-            if hw.startswith("blockIdx.") and "xyz".index(hw[-1]) in looped:
+            if self.hw_names[isl_name] in looped_names:
                 continue  # the block loop declares it (``block_loops``)
             lines.append(f"  const int {self.hw_names[isl_name]} = {hw};")
         opened = len(lines)  # where the block loops begin (they wrap the rest of the body)
@@ -922,7 +924,7 @@ class _Emitter:
         block = ", ".join(map(str, launch.block))
         names = self.grid_names
         gx, gy, gz = names
-        limits = (GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX)
+        limits = GRID_LIMITS
         # a looped axis launches at most the hardware's blocks; its kernel runs the rest in turn
         checked = " || ".join(f"{names[a]} > {limits[a]}" for a in range(3) if a not in launch.looped)
         launched = [

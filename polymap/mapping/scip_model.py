@@ -1039,7 +1039,8 @@ class ScipModel:
         threads filled from x outwards, blocked, a point per thread unless the grid is too
         short for the loop; one with nothing staged, and where a seq loop of the body can be
         tiled, one with every candidate of the first such loop staged, about 512 threads
-        (its tile, slots, layout, points per thread and their order left open). SCIP completes the rest of the variables
+        (its tile, slots, layout, points per thread and their order left open). SCIP
+        completes the rest of the variables
         (its completesol heuristic, before presolving) or drops a hint that violates a
         constraint; either way the optimization and its bounds stay SCIP's. Without a hint,
         SCIP can search for seconds before its first feasible point on a folded triangular
@@ -1049,8 +1050,8 @@ class ScipModel:
         batched_matmul 81 -> 1; SCIP's time over models/ 44 -> 29 s on a busy host:
         docs/benchmarks/2026-11-28-staged-hint.md; with 512 threads instead of 256, nodes
         3397 -> 2555 and SCIP's time unchanged over models/, gpt3_attention_tiny 296 -> 74
-        nodes: docs/benchmarks/2026-11-28-bigger-block-hint.md). Returns whether a hint was given: none
-        for a pinned kernel (the pins decide)."""
+        nodes: docs/benchmarks/2026-11-28-bigger-block-hint.md). Returns whether a hint was
+        given: none for a pinned kernel (the pins decide)."""
         if self.pinned:
             return False
         t = self.p.target

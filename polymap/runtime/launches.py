@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from polymap.codegen.cuda import GRID_X_MAX, GRID_YZ_MAX, CudaProgram, KernelLaunch
+from polymap.codegen.cuda import GRID_LIMITS, CudaProgram, KernelLaunch
 from polymap.errors import ArgumentError
 from polymap.ir.nodes import Loop
 from polymap.poly.isl_text import evaluate_index
@@ -68,7 +68,7 @@ def _at(cuda: CudaProgram, launch: KernelLaunch, env: dict) -> Launch:
         for loop, isl_name in zip(launch.mapping.kernel.host_loops, launch.host_params)
     )
     blocks = tuple(g if isinstance(g, int) else evaluate(g, values) for g in launch.grid)
-    limits = (GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX)
+    limits = GRID_LIMITS
     if any(b > limit for axis, (b, limit) in enumerate(zip(blocks, limits)) if axis not in launch.looped):
         raise ArgumentError(
             f"{launch.function}: grid {blocks} exceeds the hardware's grid limits at sizes {env}"
