@@ -301,11 +301,10 @@ def test_blocks_of_warps_on_the_gpu_hold_the_bounds_the_host_runs_are_held_to():
     assert_matches(kernel(**inputs), polymap.reference(program, **inputs), program)
 
 
-def test_rows_beyond_the_grid_limit_run_in_turn_on_the_gpu():
-    """75000 blocks of rows on y (the hardware holds 65535): CuPy's launch and the C
-    launcher both clamp the axis, and the kernel runs the blocks beyond in turn
-    (``codegen.cuda.block_loops``); both equal 2 X."""
-    from test_block_loops import SCALE
+def test_rows_beyond_the_grid_limit_run_in_parts_on_the_gpu():
+    """75000 blocks of rows on y (a launch holds 65535): CuPy's launches and the C
+    launcher both launch them in two parts (``KernelLaunch.parts``); both equal 2 X."""
+    from test_grid_parts import SCALE
 
     kernel = polymap.compile(polymap.parse(SCALE))
     x = np.random.default_rng(0).random((300000, 64)).astype(np.float32)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import string
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,7 @@ def _templates_folder() -> Path:
 TEMPLATES = _templates_folder()
 GRID_X_MAX, GRID_YZ_MAX = 2**31 - 1, 65535
 GRID_LIMITS = (GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX)  # blocks per grid axis x, y, z
+PARTED_MAX = 2**31 - 1  # a parted axis' blocks at most: its kernel reads the index as an int
 ERROR_CONTEXT, ERROR_GRID = -1, -2  # the launcher's own return codes (CUDA errors are > 0)
 ERROR_FAULT = -3  # its code for a recorded i32 division by zero (POLYMAP_ERROR_FAULT, the helpers)
 
@@ -93,8 +95,8 @@ class Argument:
     """A parameter of a kernel or of the launcher: a buffer (device pointer), an input
     scalar (by value: ``BufferDecl.by_value``), a size, or a host-loop index, with its C type and name."""
 
-    kind: str  # "buffer", "scalar", "size" or "host"
-    name: str  # the program's name for it
+    kind: str  # "buffer", "scalar", "size", "host" or "first" (``KernelLaunch.parted``)
+    name: str  # the program's name for it; for "first", the grid axis ("y" or "z")
     c_type: str
     c_name: str
 
@@ -120,9 +122,29 @@ class KernelLaunch:
     host_params: tuple[str, ...]  # isl names of the host indices in ``grid``
     # meets at __syncthreads or shuffles between lanes (the host emulation runs its threads as fibers)
     sync: bool
-    # the axes (1: y, 2: z) whose blocks may outnumber the hardware's grid (GRID_YZ_MAX): the
-    # launch clamps them, and each block runs its index, then every gridDim-th one after it
-    looped: tuple[int, ...] = ()
+    # the axes (1: y, 2: z) whose blocks may outnumber the hardware's grid (GRID_YZ_MAX): they
+    # launch in parts of at most that many blocks, the kernel taking each part's first block
+    # as an argument (kind "first") and adding it to blockIdx
+    parted: tuple[int, ...] = ()
+
+    @property
+    def most_blocks(self) -> tuple[int, int, int]:
+        """The most blocks per axis this launch can run: the hardware's grid, and on a parted
+        axis the int its kernel reads a block's index as."""
+        return tuple(PARTED_MAX if axis in self.parted else GRID_LIMITS[axis] for axis in range(3))
+
+    def parts(self, blocks: tuple[int, int, int]) -> Iterator[tuple[dict[str, int], tuple[int, int, int]]]:
+        """The launches that run ``blocks`` (per axis), in the C launcher's order (z's parts
+        outside y's): each one's first block per parted axis (by the axis' letter), and its grid."""
+        starts = [range(0, blocks[a], GRID_LIMITS[a]) if a in self.parted else (0,) for a in range(3)]
+        for z0 in starts[2]:
+            for y0 in starts[1]:
+                first = (0, y0, z0)
+                grid = tuple(
+                    min(b - f, GRID_LIMITS[a]) if a in self.parted else b
+                    for a, (b, f) in enumerate(zip(blocks, first))
+                )
+                yield {"xyz"[a]: first[a] for a in self.parted}, grid
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -185,6 +207,7 @@ class _Emitter:
         self.printer = StatementPrinter(lambda n: self.cn[n], decls, registers)
         self.prefix = self.cn.fresh(self.program.name)
         self.grid_names = tuple(self.cn.fresh(f"g{a}") for a in "xyz")
+        self.part_names = tuple(self.cn.fresh(f"{a}0") for a in "xyz")  # a part's first block
         # the functions' names too: a launcher parameter must never hide a kernel
         self.function_names = {
             km.kernel.name: self.cn.fresh(f"{self.prefix}_{km.kernel.name}") for km in mapping.kernels
@@ -308,23 +331,28 @@ class _Emitter:
         schedule = schedule_kernel(self.model, km, self.iterators)
         frame = schedule.frame
         used_axes = self.bind_hardware(frame)
-        arguments = self.kernel_arguments(km, schedule)
+        plan = schedule.shared
+        host_params = tuple(self.model.names[loop.index] for loop in kernel.host_loops)
+        grid = self.checked_grid(km, grid_dims(self.model, km, host_params), host_params)
+        parted = _parted_axes(grid)
+        # a parted axis' first block of the launch, added to blockIdx (a loop over blocks
+        # instead would cost registers: the compiler keeps a block's invariants live across it)
+        firsts = {
+            self.coordinates[axis]: Argument(
+                "first", "xyz"[axis], "int", self.cn.fresh(f"{self.coordinates[axis]}_first")
+            )
+            for axis in parted
+        }
+        arguments = self.kernel_arguments(km, schedule) + tuple(firsts.values())
         lines = [
             *self.one_wave_note(km),
             f'extern "C" __global__ void __launch_bounds__({self.launch_bounds(km)}) {function}(',
             "    " + ", ".join(map(str, arguments)) + ") {",
         ]
-        plan = schedule.shared
-        host_params = tuple(self.model.names[loop.index] for loop in kernel.host_loops)
-        grid = self.checked_grid(km, grid_dims(self.model, km, host_params), host_params)
-        looped = _looped_axes(grid)
-        grid_texts = self.grid_texts(km, grid, host_params) if looped else ()
-        looped_names = {self.coordinates[axis] for axis in looped}
         for isl_name, hw in used_axes:
-            if self.hw_names[isl_name] in looped_names:
-                continue  # the block loop declares it (``block_loops``)
-            lines.append(f"  const int {self.hw_names[isl_name]} = {hw};")
-        opened = len(lines)  # where the block loops begin (they wrap the rest of the body)
+            name = self.hw_names[isl_name]
+            first = f" + {firsts[name].c_name}" if name in firsts else ""
+            lines.append(f"  const int {name} = {hw}{first};")
         self.shared_names = {}
         self.trees = {}  # spread loop position -> its BlockTree, where a point has several warps
         blocks = km.lanes > WARP_LANES  # a block per point: its barriers, on every thread
@@ -381,10 +409,6 @@ class _Emitter:
             lines.append(EDGE_BLOCK_LINE)
             lines += printer.node(schedule.ast, 2)
             lines.append("  }")
-        if looped:
-            lines = lines[:opened] + self.block_loops(
-                lines[opened:], looped, grid_texts, shared=plan is not None or blocks
-            )
         lines.append("}")
         launch = KernelLaunch(
             km,
@@ -394,42 +418,9 @@ class _Emitter:
             grid,
             host_params,
             plan is not None or km.lanes > 1,  # shuffles: the host runs the threads as fibers
-            looped,
+            parted,
         )
         return "\n".join(lines), launch
-
-    def block_loops(
-        self, body: list[str], looped: tuple[int, ...], grid: list[str], *, shared: bool
-    ) -> list[str]:
-        """``body`` inside a loop per axis of ``looped`` (z outside y): the block's index on
-        the axis steps from blockIdx's by gridDim's up to the axis' blocks (``grid``, as the
-        launcher computes them), so a launch clamped to GRID_YZ_MAX blocks on the axis runs
-        every block the proof covers. Blocks of one launch are independent (the proof: no
-        dependence between two blocks of a launch, no element one writes that another
-        touches), so one block may run several in turn; where blocks share memory
-        (``shared``: tiles, a block's combine), a barrier ends each, so no thread starts the
-        next one's copies while another still reads this one's tiles."""
-        out, depth = [], 0
-        for axis in sorted(looped, reverse=True):
-            name, builtin = self.coordinates[axis], "xyz"[axis]
-            pad = "  " * (depth + 1)
-            # counted in long long: the step past the last block may pass INT_MAX
-            counter = self.cn.fresh(f"{name}_run")
-            out.append(
-                f"{pad}for (long long {counter} = blockIdx.{builtin}; {counter} < ({grid[axis]}); "
-                f"{counter} += gridDim.{builtin}) {{"
-                f"  {comment(f'more blocks on {builtin} than the hardware launches run in turn')}"
-            )
-            out.append(f"{pad}  const int {name} = (int){counter};")
-            depth += 1
-        out += ["  " * depth + line for line in body]
-        if shared:
-            out.append(
-                "  " * (depth + 1) + "__syncthreads();  " + comment("the next block reuses the shared memory")
-            )
-        for k in range(depth, 0, -1):
-            out.append("  " * k + "}")
-        return out
 
     def grid_texts(self, km: KernelMapping, grid: tuple, host_params: tuple[str, ...]) -> list[str]:
         """The blocks per axis as C expressions of the sizes and host indices, printed by isl
@@ -920,30 +911,57 @@ class _Emitter:
         if context.is_empty():  # its host loops never iterate at any size of the context
             return [f"{pad}{comment(km.kernel.name + ': never launched (its host loops are empty)')}"]
         grid = self.grid_texts(km, launch.grid, launch.host_params)
-        args = ", ".join(a.c_name for a in launch.arguments)
         block = ", ".join(map(str, launch.block))
         names = self.grid_names
         gx, gy, gz = names
-        limits = GRID_LIMITS
-        # a looped axis launches at most the hardware's blocks; its kernel runs the rest in turn
-        checked = " || ".join(f"{names[a]} > {limits[a]}" for a in range(3) if a not in launch.looped)
-        launched = [
-            f"({names[a]} > {limits[a]} ? {limits[a]} : {names[a]})" if a in launch.looped else names[a]
-            for a in range(3)
-        ]
-        return [
+        most = launch.most_blocks
+        checked = " || ".join(f"{names[a]} > {most[a]}" for a in range(3))
+        lines = [
             f"{pad}{{  {comment(km.kernel.name)}",
             f"{pad}  const long long {gx} = {grid[0]}, {gy} = {grid[1]}, {gz} = {grid[2]};",
             f"{pad}  if ({checked}) return {ERROR_GRID};",
             f"{pad}  if ({gx} > 0 && {gy} > 0 && {gz} > 0) {{",
+        ]
+        # a parted axis launches in parts of at most the hardware's blocks (z's outside y's,
+        # as ``KernelLaunch.parts``), each part's first block passed to the kernel
+        inner = pad + "    "
+        dims = list(names)
+        for axis in sorted(launch.parted, reverse=True):
+            at, limit = self.part_names[axis], GRID_LIMITS[axis]
+            note = comment(f"{'xyz'[axis]}'s blocks in launches of at most {limit}")
+            lines.append(f"{inner}for (long long {at} = 0; {at} < {names[axis]}; {at} += {limit}) {{  {note}")
+            dims[axis] = f"({names[axis]} - {at} > {limit} ? {limit} : {names[axis]} - {at})"
+            inner += "  "
+        firsts = {
+            a.c_name: f"(int){self.part_names['xyz'.index(a.name)]}"
+            for a in launch.arguments
+            if a.kind == "first"
+        }
+        args = ", ".join(firsts.get(a.c_name, a.c_name) for a in launch.arguments)
+        lines += [
             (
-                f"{pad}    POLYMAP_LAUNCH({launch.function}, dim3({', '.join(launched)}), dim3({block}), "
+                f"{inner}POLYMAP_LAUNCH({launch.function}, dim3({', '.join(dims)}), dim3({block}), "
                 f"{'true' if launch.sync else 'false'}, {args});"
             ),
-            f"{pad}    POLYMAP_CHECK_LAUNCH();",
-            f"{pad}  }}",
-            f"{pad}}}",
+            f"{inner}POLYMAP_CHECK_LAUNCH();",
         ]
+        for depth in range(len(launch.parted), 0, -1):
+            lines.append(pad + "  " * (depth + 1) + "}")
+        return lines + [f"{pad}  }}", f"{pad}}}"]
+
+
+def _parted_axes(grid: tuple) -> tuple[int, ...]:
+    """The y and z axes whose blocks may outnumber GRID_YZ_MAX at some size of the context
+    (a number of blocks known to fit needs no parts)."""
+    parted = []
+    for axis in (1, 2):
+        blocks = grid[axis]
+        if isinstance(blocks, int):
+            continue
+        most = blocks.max_val()  # NaN where the kernel is never launched (empty host loops)
+        if most.is_infty() or (not most.is_nan() and most.to_python() > GRID_YZ_MAX):
+            parted.append(axis)
+    return tuple(parted)
 
 
 ASYNC_COPY_BYTES = (4, 8, 16)  # the sizes one cp.async moves
@@ -952,20 +970,6 @@ ASYNC_COPY_BYTES = (4, 8, 16)  # the sizes one cp.async moves
 def _guarded(condition: str, statement: str) -> str:
     """``statement`` under ``if (condition)``, or alone where isl printed the condition as 1."""
     return statement if condition == "1" else f"if ({condition}) {statement}"
-
-
-def _looped_axes(grid: tuple) -> tuple[int, ...]:
-    """The y and z axes whose blocks may outnumber GRID_YZ_MAX at some size of the context
-    (a number of blocks known to fit needs no loop)."""
-    looped = []
-    for axis in (1, 2):
-        blocks = grid[axis]
-        if isinstance(blocks, int):
-            continue
-        most = blocks.max_val()  # NaN where the kernel is never launched (empty host loops)
-        if most.is_infty() or (not most.is_nan() and most.to_python() > GRID_YZ_MAX):
-            looped.append(axis)
-    return tuple(looped)
 
 
 def _no_leaf(name: str, args: list, key=None) -> list[str]:

@@ -184,7 +184,6 @@ def full_block_lines(source: str, function: str) -> range | None:
         if "__global__" in text[k]:
             return None
         if text[k].endswith(FULL_BLOCK_NOTE):
-            # (indented further inside the loops over a grid axis's blocks, ``block_loops``)
             edge = EDGE_BLOCK_LINE.strip()
             end = next((e for e in range(k + 1, len(text)) if text[e].strip() == edge), None)
             return None if end is None else range(k + 2, end + 1)

@@ -149,6 +149,8 @@ def planned_launches(cuda: CudaProgram, storage: dict, sizes: dict[str, int]) ->
                 args.append(values[a.name])
             elif a.kind == "size":
                 args.append(np.int32(sizes[a.name]))
+            elif a.kind == "first":
+                args.append(np.int32(launch.first[a.name]))
             else:
                 args.append(np.int32(launch.host[a.name]))
         planned.append(

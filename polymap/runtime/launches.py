@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from polymap.codegen.cuda import GRID_LIMITS, CudaProgram, KernelLaunch
+from polymap.codegen.cuda import CudaProgram, KernelLaunch
 from polymap.errors import ArgumentError
 from polymap.ir.nodes import Loop
 from polymap.poly.isl_text import evaluate_index
@@ -19,8 +19,9 @@ from polymap.poly.isl_text import evaluate_index
 @dataclass(frozen=True, slots=True)
 class Launch:
     kernel: KernelLaunch
-    grid: tuple[int, int, int]  # as launched: a looped axis at most the hardware's limit
+    grid: tuple[int, int, int]  # as launched: a parted axis at most the hardware's limit
     host: dict[str, int]  # host-loop index values by the program's names
+    first: dict[str, int]  # a parted axis' first block in this launch, by the axis' letter
 
 
 def launches(cuda: CudaProgram, sizes: dict[str, int]) -> Iterator[Launch]:
@@ -42,9 +43,8 @@ def _walk(
         launch = pending[k]
         host = launch.mapping.kernel.host_loops
         if len(host) == depth:
-            at = _at(cuda, launch, env)
-            if min(at.grid) > 0:  # an empty nest launches nothing (as in the C launcher)
-                yield at
+            # an empty nest launches nothing (as in the C launcher)
+            yield from (at for at in _at(cuda, launch, env) if min(at.grid) > 0)
             k += 1
             continue
         loop = host[depth]  # the kernels of this host loop come one after another
@@ -60,7 +60,7 @@ def _walk(
             yield from _walk(cuda, group, outer + (loop,), {**env, loop.index: value})
 
 
-def _at(cuda: CudaProgram, launch: KernelLaunch, env: dict) -> Launch:
+def _at(cuda: CudaProgram, launch: KernelLaunch, env: dict) -> list[Launch]:
     names = cuda.model.names
     values = {names[p]: env[p] for p in cuda.program.param_names}
     values.update(
@@ -68,17 +68,13 @@ def _at(cuda: CudaProgram, launch: KernelLaunch, env: dict) -> Launch:
         for loop, isl_name in zip(launch.mapping.kernel.host_loops, launch.host_params)
     )
     blocks = tuple(g if isinstance(g, int) else evaluate(g, values) for g in launch.grid)
-    limits = GRID_LIMITS
-    if any(b > limit for axis, (b, limit) in enumerate(zip(blocks, limits)) if axis not in launch.looped):
+    if any(b > most for b, most in zip(blocks, launch.most_blocks)):
         raise ArgumentError(
             f"{launch.function}: grid {blocks} exceeds the hardware's grid limits at sizes {env}"
         )
-    # a looped axis is clamped, as the C launcher clamps it: its blocks run the rest in turn
-    grid = tuple(
-        min(b, limit) if axis in launch.looped else b for axis, (b, limit) in enumerate(zip(blocks, limits))
-    )
     host = {loop.index: env[loop.index] for loop in launch.mapping.kernel.host_loops}
-    return Launch(launch, grid, host)
+    # a parted axis launches in parts of at most the hardware's blocks, as the C launcher does
+    return [Launch(launch, grid, host, first) for first, grid in launch.parts(blocks)]
 
 
 def evaluate(pa: isl.PwAff, values: dict[str, int]) -> int:

@@ -556,46 +556,119 @@ struct pm_scratch {
 #endif  // POLYMAP_HELPERS
 // 32 blocks at the cost sizes, at most one per SM (132 SMs): registers cannot limit the occupancy
 extern "C" __global__ void __launch_bounds__(128, 1) matmul_256x256x32_kernel0(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K) {
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K, int by_first) {
   const int bx = blockIdx.x;
+  const int by = blockIdx.y + by_first;
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
-  for (long long by_run = blockIdx.y; by_run < ((M - 1) / 32 + 1); by_run += gridDim.y) {  // more blocks on y than the hardware launches run in turn
-    const int by = (int)by_run;
-    __shared__ __align__(16) float A_sh[32][36];  // A's tile
-    __shared__ __align__(16) float B_sh[32][65];  // B's tile
-    const bool A_vectors = pm_aligned(A, 16) && (K % 4 == 0);  // A's copy loads 4 elements at once
-    const bool B_vectors = pm_aligned(B, 16) && (N % 4 == 0);  // B's copy loads 4 elements at once
-    float C_acc[16];  // one per point of the thread
-    if (N >= (long long)(64 * bx) + 64 && M >= (long long)(32 * by) + 32) {  // a full block: every point in range
+  __shared__ __align__(16) float A_sh[32][36];  // A's tile
+  __shared__ __align__(16) float B_sh[32][65];  // B's tile
+  const bool A_vectors = pm_aligned(A, 16) && (K % 4 == 0);  // A's copy loads 4 elements at once
+  const bool B_vectors = pm_aligned(B, 16) && (N % 4 == 0);  // B's copy loads 4 elements at once
+  float C_acc[16];  // one per point of the thread
+  if (N >= (long long)(64 * bx) + 64 && M >= (long long)(32 * by) + 32) {  // a full block: every point in range
+    POLYMAP_UNROLL
+    for (int s_i = 0; s_i <= 7; ++s_i) {
       POLYMAP_UNROLL
-      for (int s_i = 0; s_i <= 7; ++s_i) {
-        POLYMAP_UNROLL
-        for (int s_j = 0; s_j <= 1; ++s_j) {
-          // S0: C_acc = C[i, j]
-          C_acc[(2 * s_i + s_j)] = C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j];
-        }
+      for (int s_j = 0; s_j <= 1; ++s_j) {
+        // S0: C_acc = C[i, j]
+        C_acc[(2 * s_i + s_j)] = C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j];
       }
-      for (int kt = 0; kt <= (K - 1) / 32; ++kt) {
-        if (K >= 4 * (tx % 8) + 32 * kt + 1) {
-          for (int k = 0; k <= 1; ++k) {
-            {  // copy of A's tile, 4 elements
-              pm_vec<float, 4> pm_v;
-              if (A_vectors) {
-                pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt]);
-              } else {
-                pm_v.e[0] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt];
-                if (K >= 4 * (tx % 8) + 32 * kt + 2) pm_v.e[1] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 1];
-                if (K >= 4 * (tx % 8) + 32 * kt + 3) pm_v.e[2] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 2];
-                if (K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) pm_v.e[3] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 3];
-              }
-              A_sh[4 * (tx % 8)][4 * ty + 16LL * k + tx / 8] = pm_v.e[0];
-              if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 2) A_sh[4 * (tx % 8) + 1][4 * ty + 16LL * k + tx / 8] = pm_v.e[1];
-              if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 3) A_sh[4 * (tx % 8) + 2][4 * ty + 16LL * k + tx / 8] = pm_v.e[2];
-              if (A_vectors || K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) A_sh[4 * (tx % 8) + 3][4 * ty + 16LL * k + tx / 8] = pm_v.e[3];
+    }
+    for (int kt = 0; kt <= (K - 1) / 32; ++kt) {
+      if (K >= 4 * (tx % 8) + 32 * kt + 1) {
+        for (int k = 0; k <= 1; ++k) {
+          {  // copy of A's tile, 4 elements
+            pm_vec<float, 4> pm_v;
+            if (A_vectors) {
+              pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt]);
+            } else {
+              pm_v.e[0] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt];
+              if (K >= 4 * (tx % 8) + 32 * kt + 2) pm_v.e[1] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 1];
+              if (K >= 4 * (tx % 8) + 32 * kt + 3) pm_v.e[2] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 2];
+              if (K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) pm_v.e[3] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 3];
             }
+            A_sh[4 * (tx % 8)][4 * ty + 16LL * k + tx / 8] = pm_v.e[0];
+            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 2) A_sh[4 * (tx % 8) + 1][4 * ty + 16LL * k + tx / 8] = pm_v.e[1];
+            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 3) A_sh[4 * (tx % 8) + 2][4 * ty + 16LL * k + tx / 8] = pm_v.e[2];
+            if (A_vectors || K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) A_sh[4 * (tx % 8) + 3][4 * ty + 16LL * k + tx / 8] = pm_v.e[3];
           }
         }
+      }
+      for (int k = 0; k <= pm_min(3LL, -4 * kt + pm_floord(16LL * K - tx - 32 * ty - 1, 128LL)); ++k) {
+        {  // copy of B's tile, 4 elements
+          pm_vec<float, 4> pm_v;
+          if (B_vectors) {
+            pm_v = pm_load_vec<4>(&B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx]);
+          } else {
+            pm_v.e[0] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx];
+            pm_v.e[1] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
+            pm_v.e[2] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
+            pm_v.e[3] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
+          }
+          B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16)] = pm_v.e[0];
+          B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 1] = pm_v.e[1];
+          B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 2] = pm_v.e[2];
+          B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 3] = pm_v.e[3];
+        }
+      }
+      __syncthreads();
+      for (int k = 32 * kt; k <= pm_min(K - 1, 32 * kt + 31); ++k) {
+        POLYMAP_UNROLL
+        for (int s_i = 0; s_i <= 7; ++s_i) {
+          POLYMAP_UNROLL
+          for (int s_j = 0; s_j <= 1; ++s_j) {
+            // S1: C_acc += A[i, k] * B[k, j]
+            C_acc[(2 * s_i + s_j)] += A_sh[-32 * kt + k][8 * ty + s_i] * B_sh[-32 * kt + k][tx + 32 * s_j];
+          }
+        }
+      }
+      if (K >= (long long)(32 * kt) + 33) {
+        __syncthreads();
+      }
+    }
+    POLYMAP_UNROLL
+    for (int s_i = 0; s_i <= 7; ++s_i) {
+      POLYMAP_UNROLL
+      for (int s_j = 0; s_j <= 1; ++s_j) {
+        // S2: C[i, j] = C_acc
+        C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
+      }
+    }
+  } else {  // a block at an edge: its points guarded
+    POLYMAP_UNROLL
+    for (int s_i = 0; s_i <= 7; ++s_i) {
+      if (s_i <= pm_min(7, M - 32 * by - 8 * ty - 1)) {
+        POLYMAP_UNROLL
+        for (int s_j = 0; s_j <= 1; ++s_j) {
+          if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
+            // S0: C_acc = C[i, j]
+            C_acc[(2 * s_i + s_j)] = C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j];
+          }
+        }
+      }
+    }
+    for (int kt = 0; kt <= (K - 1) / 32; ++kt) {
+      if (K >= 4 * (tx % 8) + 32 * kt + 1) {
+        for (int k = 0; k <= pm_min(1LL, -2 * by + pm_floord(8LL * M - tx - 32 * ty - 1, 128LL)); ++k) {
+          {  // copy of A's tile, 4 elements
+            pm_vec<float, 4> pm_v;
+            if (A_vectors) {
+              pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt]);
+            } else {
+              pm_v.e[0] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt];
+              if (K >= 4 * (tx % 8) + 32 * kt + 2) pm_v.e[1] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 1];
+              if (K >= 4 * (tx % 8) + 32 * kt + 3) pm_v.e[2] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 2];
+              if (K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) pm_v.e[3] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 3];
+            }
+            A_sh[4 * (tx % 8)][4 * ty + 16LL * k + tx / 8] = pm_v.e[0];
+            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 2) A_sh[4 * (tx % 8) + 1][4 * ty + 16LL * k + tx / 8] = pm_v.e[1];
+            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 3) A_sh[4 * (tx % 8) + 2][4 * ty + 16LL * k + tx / 8] = pm_v.e[2];
+            if (A_vectors || K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) A_sh[4 * (tx % 8) + 3][4 * ty + 16LL * k + tx / 8] = pm_v.e[3];
+          }
+        }
+      }
+      if (N >= 4 * (tx % 16) + 64 * bx + 1) {
         for (int k = 0; k <= pm_min(3LL, -4 * kt + pm_floord(16LL * K - tx - 32 * ty - 1, 128LL)); ++k) {
           {  // copy of B's tile, 4 elements
             pm_vec<float, 4> pm_v;
@@ -603,124 +676,48 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_256x256x32_kernel0(
               pm_v = pm_load_vec<4>(&B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx]);
             } else {
               pm_v.e[0] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx];
-              pm_v.e[1] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
-              pm_v.e[2] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
-              pm_v.e[3] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
+              if (N >= 4 * (tx % 16) + 64 * bx + 2) pm_v.e[1] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
+              if (N >= 4 * (tx % 16) + 64 * bx + 3) pm_v.e[2] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
+              if (N >= (long long)(4 * (tx % 16) + 64 * bx) + 4) pm_v.e[3] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
             }
             B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16)] = pm_v.e[0];
-            B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 1] = pm_v.e[1];
-            B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 2] = pm_v.e[2];
-            B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 3] = pm_v.e[3];
+            if (B_vectors || N >= 4 * (tx % 16) + 64 * bx + 2) B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 1] = pm_v.e[1];
+            if (B_vectors || N >= 4 * (tx % 16) + 64 * bx + 3) B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 2] = pm_v.e[2];
+            if (B_vectors || N >= (long long)(4 * (tx % 16) + 64 * bx) + 4) B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 3] = pm_v.e[3];
           }
         }
-        __syncthreads();
-        for (int k = 32 * kt; k <= pm_min(K - 1, 32 * kt + 31); ++k) {
-          POLYMAP_UNROLL
-          for (int s_i = 0; s_i <= 7; ++s_i) {
+      }
+      __syncthreads();
+      for (int k = 32 * kt; k <= pm_min(K - 1, 32 * kt + 31); ++k) {
+        POLYMAP_UNROLL
+        for (int s_i = 0; s_i <= 7; ++s_i) {
+          if (s_i <= pm_min(7, M - 32 * by - 8 * ty - 1)) {
             POLYMAP_UNROLL
             for (int s_j = 0; s_j <= 1; ++s_j) {
-              // S1: C_acc += A[i, k] * B[k, j]
-              C_acc[(2 * s_i + s_j)] += A_sh[-32 * kt + k][8 * ty + s_i] * B_sh[-32 * kt + k][tx + 32 * s_j];
+              if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
+                // S1: C_acc += A[i, k] * B[k, j]
+                C_acc[(2 * s_i + s_j)] += A_sh[-32 * kt + k][8 * ty + s_i] * B_sh[-32 * kt + k][tx + 32 * s_j];
+              }
             }
           }
         }
-        if (K >= (long long)(32 * kt) + 33) {
-          __syncthreads();
-        }
       }
-      POLYMAP_UNROLL
-      for (int s_i = 0; s_i <= 7; ++s_i) {
+      if (K >= (long long)(32 * kt) + 33) {
+        __syncthreads();
+      }
+    }
+    POLYMAP_UNROLL
+    for (int s_i = 0; s_i <= 7; ++s_i) {
+      if (s_i <= pm_min(7, M - 32 * by - 8 * ty - 1)) {
         POLYMAP_UNROLL
         for (int s_j = 0; s_j <= 1; ++s_j) {
-          // S2: C[i, j] = C_acc
-          C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
-        }
-      }
-    } else {  // a block at an edge: its points guarded
-      POLYMAP_UNROLL
-      for (int s_i = 0; s_i <= 7; ++s_i) {
-        if (s_i <= pm_min(7, M - 32 * by - 8 * ty - 1)) {
-          POLYMAP_UNROLL
-          for (int s_j = 0; s_j <= 1; ++s_j) {
-            if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
-              // S0: C_acc = C[i, j]
-              C_acc[(2 * s_i + s_j)] = C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j];
-            }
-          }
-        }
-      }
-      for (int kt = 0; kt <= (K - 1) / 32; ++kt) {
-        if (K >= 4 * (tx % 8) + 32 * kt + 1) {
-          for (int k = 0; k <= pm_min(1LL, -2 * by + pm_floord(8LL * M - tx - 32 * ty - 1, 128LL)); ++k) {
-            {  // copy of A's tile, 4 elements
-              pm_vec<float, 4> pm_v;
-              if (A_vectors) {
-                pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt]);
-              } else {
-                pm_v.e[0] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt];
-                if (K >= 4 * (tx % 8) + 32 * kt + 2) pm_v.e[1] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 1];
-                if (K >= 4 * (tx % 8) + 32 * kt + 3) pm_v.e[2] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 2];
-                if (K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) pm_v.e[3] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 3];
-              }
-              A_sh[4 * (tx % 8)][4 * ty + 16LL * k + tx / 8] = pm_v.e[0];
-              if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 2) A_sh[4 * (tx % 8) + 1][4 * ty + 16LL * k + tx / 8] = pm_v.e[1];
-              if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 3) A_sh[4 * (tx % 8) + 2][4 * ty + 16LL * k + tx / 8] = pm_v.e[2];
-              if (A_vectors || K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) A_sh[4 * (tx % 8) + 3][4 * ty + 16LL * k + tx / 8] = pm_v.e[3];
-            }
-          }
-        }
-        if (N >= 4 * (tx % 16) + 64 * bx + 1) {
-          for (int k = 0; k <= pm_min(3LL, -4 * kt + pm_floord(16LL * K - tx - 32 * ty - 1, 128LL)); ++k) {
-            {  // copy of B's tile, 4 elements
-              pm_vec<float, 4> pm_v;
-              if (B_vectors) {
-                pm_v = pm_load_vec<4>(&B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx]);
-              } else {
-                pm_v.e[0] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx];
-                if (N >= 4 * (tx % 16) + 64 * bx + 2) pm_v.e[1] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
-                if (N >= 4 * (tx % 16) + 64 * bx + 3) pm_v.e[2] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
-                if (N >= (long long)(4 * (tx % 16) + 64 * bx) + 4) pm_v.e[3] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
-              }
-              B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16)] = pm_v.e[0];
-              if (B_vectors || N >= 4 * (tx % 16) + 64 * bx + 2) B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 1] = pm_v.e[1];
-              if (B_vectors || N >= 4 * (tx % 16) + 64 * bx + 3) B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 2] = pm_v.e[2];
-              if (B_vectors || N >= (long long)(4 * (tx % 16) + 64 * bx) + 4) B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 3] = pm_v.e[3];
-            }
-          }
-        }
-        __syncthreads();
-        for (int k = 32 * kt; k <= pm_min(K - 1, 32 * kt + 31); ++k) {
-          POLYMAP_UNROLL
-          for (int s_i = 0; s_i <= 7; ++s_i) {
-            if (s_i <= pm_min(7, M - 32 * by - 8 * ty - 1)) {
-              POLYMAP_UNROLL
-              for (int s_j = 0; s_j <= 1; ++s_j) {
-                if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
-                  // S1: C_acc += A[i, k] * B[k, j]
-                  C_acc[(2 * s_i + s_j)] += A_sh[-32 * kt + k][8 * ty + s_i] * B_sh[-32 * kt + k][tx + 32 * s_j];
-                }
-              }
-            }
-          }
-        }
-        if (K >= (long long)(32 * kt) + 33) {
-          __syncthreads();
-        }
-      }
-      POLYMAP_UNROLL
-      for (int s_i = 0; s_i <= 7; ++s_i) {
-        if (s_i <= pm_min(7, M - 32 * by - 8 * ty - 1)) {
-          POLYMAP_UNROLL
-          for (int s_j = 0; s_j <= 1; ++s_j) {
-            if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
-              // S2: C[i, j] = C_acc
-              C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
-            }
+          if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
+            // S2: C[i, j] = C_acc
+            C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
           }
         }
       }
     }
-    __syncthreads();  // the next block reuses the shared memory
   }
 }
 #ifndef __CUDACC_RTC__
@@ -735,10 +732,12 @@ extern "C" int run_matmul_256x256x32(const float* __restrict__ A, const float* _
   if (!(M >= 1 && N >= 1 && K >= 1)) return -1;  // outside the sizes proved for
   {  // kernel0
     const long long gx = (N - 1) / 64 + 1, gy = (M - 1) / 32 + 1, gz = 1;
-    if (gx > 2147483647 || gz > 65535) return -2;
+    if (gx > 2147483647 || gy > 2147483647 || gz > 65535) return -2;
     if (gx > 0 && gy > 0 && gz > 0) {
-      POLYMAP_LAUNCH(matmul_256x256x32_kernel0, dim3(gx, (gy > 65535 ? 65535 : gy), gz), dim3(32, 4, 1), true, A, B, C, M, N, K);
-      POLYMAP_CHECK_LAUNCH();
+      for (long long y0 = 0; y0 < gy; y0 += 65535) {  // y's blocks in launches of at most 65535
+        POLYMAP_LAUNCH(matmul_256x256x32_kernel0, dim3(gx, (gy - y0 > 65535 ? 65535 : gy - y0), gz), dim3(32, 4, 1), true, A, B, C, M, N, K, (int)y0);
+        POLYMAP_CHECK_LAUNCH();
+      }
     }
   }
   return 0;

@@ -554,55 +554,53 @@ struct pm_scratch {
 
 #endif  // POLYMAP_HELPERS
 extern "C" __global__ void __launch_bounds__(64) softmax_rows_kernel0(
-    const float* __restrict__ X, float* __restrict__ Y, int M, int N) {
+    const float* __restrict__ X, float* __restrict__ Y, int M, int N, int by_first) {
+  const int by = blockIdx.y + by_first;
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
-  for (long long by_run = blockIdx.y; by_run < (((long long)M + 1) / 2); by_run += gridDim.y) {  // more blocks on y than the hardware launches run in turn
-    const int by = (int)by_run;
-    float mx;
-    float sum;
-    if (tx == 0 && M >= (long long)(2 * by + ty) + 1) {
-      // S0: mx = X[i, 0]
-      mx = X[(long long)(2 * by + ty) * N + 0];
+  float mx;
+  float sum;
+  if (tx == 0 && M >= (long long)(2 * by + ty) + 1) {
+    // S0: mx = X[i, 0]
+    mx = X[(long long)(2 * by + ty) * N + 0];
+  }
+  if (M >= (long long)(2 * by + ty) + 1) {
+    // fork: loop 'j' runs on the 32 lanes, iteration j on lane j % 32
+    __syncwarp(0xffffffffu);
+    mx = __shfl_sync(0xffffffffu, mx, 0);
+    for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 32); ++j_step) {
+      // S1: mx max= X[i, j]
+      mx = pm_max(mx, X[(long long)(2 * by + ty) * N + tx + 32 * j_step]);
     }
-    if (M >= (long long)(2 * by + ty) + 1) {
-      // fork: loop 'j' runs on the 32 lanes, iteration j on lane j % 32
-      __syncwarp(0xffffffffu);
-      mx = __shfl_sync(0xffffffffu, mx, 0);
-      for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 32); ++j_step) {
-        // S1: mx max= X[i, j]
-        mx = pm_max(mx, X[(long long)(2 * by + ty) * N + tx + 32 * j_step]);
-      }
-      // join: the lanes' partial results of loop 'j'
-      __syncwarp(0xffffffffu);
-      mx = pm_lanes_max(mx);
-      if (tx == 0) {
-        // S2: sum = 0
-        sum = 0.0f;
-      }
-      // fork: loop 'j' runs on the 32 lanes, iteration j on lane j % 32
-      __syncwarp(0xffffffffu);
-      if (tx != 0) sum = 0;
-      mx = __shfl_sync(0xffffffffu, mx, 0);
-      for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 32); ++j_step) {
-        // S3: Y[i, j] = exp(X[i, j] - mx)
-        Y[(long long)(2 * by + ty) * N + tx + 32 * j_step] = expf(X[(long long)(2 * by + ty) * N + tx + 32 * j_step] - mx);
-        // S4: sum += Y[i, j]
-        sum += Y[(long long)(2 * by + ty) * N + tx + 32 * j_step];
-      }
-      // join: the lanes' partial results of loop 'j'
-      __syncwarp(0xffffffffu);
-      sum = pm_lanes_add(sum);
-      // fork: loop 'j' runs on the 32 lanes, iteration j on lane j % 32
-      __syncwarp(0xffffffffu);
-      sum = __shfl_sync(0xffffffffu, sum, 0);
-      for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 32); ++j_step) {
-        // S5: Y[i, j] = Y[i, j] / sum
-        Y[(long long)(2 * by + ty) * N + tx + 32 * j_step] = Y[(long long)(2 * by + ty) * N + tx + 32 * j_step] / sum;
-      }
-      // join: every lane's writes seen, the end of loop 'j'
-      __syncwarp(0xffffffffu);
+    // join: the lanes' partial results of loop 'j'
+    __syncwarp(0xffffffffu);
+    mx = pm_lanes_max(mx);
+    if (tx == 0) {
+      // S2: sum = 0
+      sum = 0.0f;
     }
+    // fork: loop 'j' runs on the 32 lanes, iteration j on lane j % 32
+    __syncwarp(0xffffffffu);
+    if (tx != 0) sum = 0;
+    mx = __shfl_sync(0xffffffffu, mx, 0);
+    for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 32); ++j_step) {
+      // S3: Y[i, j] = exp(X[i, j] - mx)
+      Y[(long long)(2 * by + ty) * N + tx + 32 * j_step] = expf(X[(long long)(2 * by + ty) * N + tx + 32 * j_step] - mx);
+      // S4: sum += Y[i, j]
+      sum += Y[(long long)(2 * by + ty) * N + tx + 32 * j_step];
+    }
+    // join: the lanes' partial results of loop 'j'
+    __syncwarp(0xffffffffu);
+    sum = pm_lanes_add(sum);
+    // fork: loop 'j' runs on the 32 lanes, iteration j on lane j % 32
+    __syncwarp(0xffffffffu);
+    sum = __shfl_sync(0xffffffffu, sum, 0);
+    for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 32); ++j_step) {
+      // S5: Y[i, j] = Y[i, j] / sum
+      Y[(long long)(2 * by + ty) * N + tx + 32 * j_step] = Y[(long long)(2 * by + ty) * N + tx + 32 * j_step] / sum;
+    }
+    // join: every lane's writes seen, the end of loop 'j'
+    __syncwarp(0xffffffffu);
   }
 }
 #ifndef __CUDACC_RTC__
@@ -617,10 +615,12 @@ extern "C" int run_softmax_rows(const float* __restrict__ X, float* __restrict__
   if (!(M >= 1 && N >= 1)) return -1;  // outside the sizes proved for
   {  // kernel0
     const long long gx = 1, gy = ((long long)M + 1) / 2, gz = 1;
-    if (gx > 2147483647 || gz > 65535) return -2;
+    if (gx > 2147483647 || gy > 2147483647 || gz > 65535) return -2;
     if (gx > 0 && gy > 0 && gz > 0) {
-      POLYMAP_LAUNCH(softmax_rows_kernel0, dim3(gx, (gy > 65535 ? 65535 : gy), gz), dim3(32, 2, 1), true, X, Y, M, N);
-      POLYMAP_CHECK_LAUNCH();
+      for (long long y0 = 0; y0 < gy; y0 += 65535) {  // y's blocks in launches of at most 65535
+        POLYMAP_LAUNCH(softmax_rows_kernel0, dim3(gx, (gy - y0 > 65535 ? 65535 : gy - y0), gz), dim3(32, 2, 1), true, X, Y, M, N, (int)y0);
+        POLYMAP_CHECK_LAUNCH();
+      }
     }
   }
   return 0;
