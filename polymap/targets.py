@@ -61,7 +61,8 @@ _RATE_RANGES = {
     "dram_bandwidth": (1e9, 1e16),
     "peak_fp32_flops": (1e9, 1e17),
     "clock_hz": (1e7, 1e11),
-    "memory_latency_s": (1e-8, 1e-4),  # 10 ns to 100 us: DRAM latencies are near 0.5-2 us
+    "memory_latency_s": (1e-8, 1e-4),
+    "cache_bandwidth": (1e9, 1e17),  # 10 ns to 100 us: DRAM latencies are near 0.5-2 us
 }
 
 
@@ -149,6 +150,15 @@ class GpuTarget:
     bandwidth). Calibrated on an H100 80GB HBM3 from pinned axpy and transpose mappings whose
     time fell as their threads took more points each (docs/benchmarks/2026-11-24-h100.md,
     run 6); not measured on the other targets, which take the same value."""
+    cache_bandwidth: float = 8.2e12
+    """Bytes per second the caches (L2, and L1 in front of it) serve to reads that hit: the
+    roof of a buffer small enough to stay in L2 (``cost_model.cached_buffers``), whose reads
+    after the first come from there. Calibrated on an H100 80GB HBM3 from polymap's own
+    naive SGEMM (step 1 of docs/calibration.md's ladder): the model's 2269 GB of sector
+    traffic ran in 275.9 ms, 8.2 TB/s, where nearly every read hits a cache (each element of
+    an operand is read 4096 times, by neighbouring threads); the coalesced step 2 ran faster
+    (14 TB/s), so the figure is the lower of the two. Not measured on the other targets,
+    which take the same value."""
 
     def __post_init__(self) -> None:
         self.check()

@@ -457,7 +457,9 @@ def test_a_warp_that_wraps_is_charged_a_wavefront_per_read():
     of A's tile where a full warp would broadcast one; each read takes one wavefront at
     least, in SCIP and in the model."""
     program = parse(MATMUL, name="mm").bind(M=256, N=16, K=64)
-    mapping = optimize(program)
+    # a thread per output, A staged (at this size A and B stay in L2, and SCIP would read
+    # them from there on a block of lanes per output)
+    mapping = optimize(program, pins={"i": {"lanes": 1}, "k": {"stage": ["A", "B"]}})
     km = mapping.kernels[0]
     assert next(m for m in km.loops if m.thread_axis is Axis.X).threads < 32
     cost = mapping.costs[0]

@@ -206,9 +206,11 @@ def test_a_hand_made_mapping_is_proved_and_costed_as_itself():
     model = analyze(program)
     problem = KernelProblem.build(kernels(program)[0], model, H100, parse_pins(None), None)
     assert cost == problem.cost(hand.kernels[0])
-    # B's lanes 256 floats apart move more bytes; at this size both wait one memory latency
-    # (the first-load roof), so the predicted times may tie
-    assert cost.memory_s > optimized.costs[0].memory_s
+    # A's rows 1 KiB apart move more bytes; A stays in L2 (256 KiB), so they are the
+    # caches' (DRAM moves A once either way); at this size both wait one memory latency (the
+    # first-load roof), so the predicted times may tie
+    assert cost.cached == (("A", 256 * 256 * 4),) and cost.memory_s == optimized.costs[0].memory_s
+    assert cost.cache_s > optimized.costs[0].cache_s
     assert mapping.predicted_time_s == cost.time_s >= optimized.predicted_time_s
     # the report says the decisions were given
     assert [r.outcome for r in mapping.solver] == [Outcome.GIVEN]

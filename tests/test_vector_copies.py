@@ -20,6 +20,10 @@ from polymap.runtime.arguments import random_inputs
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
 # B's rows start one element in: no vector of B's tile can start at a multiple of 4
+# at 64^3 A and B stay in L2, and SCIP reads them from there: the copies these tests are
+# about need their tiles pinned
+STAGED = {"k": {"stage": ["A", "B"]}}
+
 SHIFTED = """
 param M
 param N
@@ -34,7 +38,7 @@ par M i { par N j { seq K k { C[i, j] += A[i, k] * B[k, j + 1] } } }
 def _candidates(source: str, **sizes):
     program = parse(source, name="mm").bind(**sizes)
     # a thread per point: a small GEMM's k loop may run on a block's lanes, which stage nothing
-    mapping = optimize(program, pins={"i": {"lanes": 1}})
+    mapping = optimize(program, pins={"i": {"lanes": 1}, **STAGED})
     km = mapping.kernels[0]
     return program, {c.buffer: c for c in stage_candidates(km.kernel, program)}, mapping
 
@@ -110,7 +114,7 @@ def test_f64_tiles_copy_two_elements_at_once():
 
 def test_verify_rejects_a_misaligned_vector_copy():
     program = parse(SHIFTED, name="mm").bind(M=64, N=64, K=64)
-    mapping = optimize(program)
+    mapping = optimize(program, pins=STAGED)
     km = mapping.kernels[0]
     assert "B" in km.staging.buffers
     bad = dataclasses.replace(km, staging=dataclasses.replace(km.staging, copy_vectors=(("B", 4),)))
@@ -131,7 +135,7 @@ def test_verify_rejects_a_misaligned_vector_copy():
 )
 def test_verify_rejects_copy_vectors_no_tile_can_have(vectors, message):
     program = parse(MATMUL, name="mm").bind(M=64, N=64, K=64)
-    mapping = optimize(program)
+    mapping = optimize(program, pins=STAGED)
     km = mapping.kernels[0]
     bad = dataclasses.replace(km, staging=dataclasses.replace(km.staging, copy_vectors=vectors))
     with pytest.raises(VerificationError, match=message):
@@ -205,11 +209,11 @@ def test_a_tile_not_transposed_goes_into_shared_memory_in_one_store():
 
 def test_the_copy_pin_keeps_the_copies_element_wise():
     program = parse(MATMUL, name="mm").bind(M=64, N=64, K=64)
-    mapping = optimize(program, pins={"k": {"copy": 1}})
+    mapping = optimize(program, pins={"k": {"copy": 1, "stage": ["A", "B"]}})
     assert mapping.kernels[0].staging.copy_vectors == ()
     source = compile(program, mapping).source
     assert "pm_load_vec" not in source.split("__global__", 1)[1]
-    narrow = optimize(program, pins={"k": {"copy": 2}})
+    narrow = optimize(program, pins={"k": {"copy": 2, "stage": ["A", "B"]}})
     assert dict(narrow.kernels[0].staging.copy_vectors) == {"A": 2, "B": 2}
     # the copies' loads are part of the cost: the element-wise ones issue more
     assert mapping.costs[0].issue_s > narrow.costs[0].issue_s

@@ -139,7 +139,12 @@ def kernel_accesses(kernel: Kernel, model: PolyModel, *, launches: int = 1) -> t
         if stmt.name not in names:
             continue
         instances = model.instance_count(stmt.name) // max(1, launches)
+        read = set()  # a statement's reads of one element: the compiler loads it once
         for k, access in enumerate(stmt.accesses):
+            if not access.is_write:
+                if access.text in read:
+                    continue  # ``(X[i, j] - m) * (X[i, j] - m)``: one load, no store between
+                read.add(access.text)
             if access.buffer in local:
                 continue  # registers or per-thread memory, not global traffic
             decl = model.program.buffer(access.buffer)

@@ -26,7 +26,7 @@ def solver_line(report: SolveReport, cost: KernelCost | None = None) -> str:
         model_us = cost.objective_s * 1e6
         split = (
             f"predicted {cost.time_s * 1e6:.6g} us + {cost.ranking_s * 1e6:.4g} us: "
-            f"{RANKING_WEIGHT:.0%} of the DRAM and shared-memory times, which ranks mappings under the same roof"
+            f"{RANKING_WEIGHT:.0%} of the memory and shared-memory times, which ranks mappings under the same roof"
         )
         if math.isclose(report.objective, model_us, rel_tol=1e-4, abs_tol=1e-6):
             obj += f" ({split})" if cost.ranking_s > 0 else ""
@@ -210,7 +210,9 @@ def format_cost(cost: KernelCost) -> list[str]:
     headers = ("access", "stmt", "lane stride", "sectors/req", "requests", "bytes")
     rows = [
         (
-            f"{'write' if a.is_write else 'read'} {a.access}" + (" (shared)" if a.from_shared else ""),
+            f"{'write' if a.is_write else 'read'} {a.access}"
+            + (" (shared)" if a.from_shared else "")
+            + (" (L2)" if a.cached and not a.from_shared else ""),
             a.statement,
             str(a.lane_stride),
             str(a.sectors_per_request),
@@ -220,6 +222,19 @@ def format_cost(cost: KernelCost) -> list[str]:
         for a in cost.accesses
     ]
     lines = _table(headers, rows, left=2)
+    if cost.cached:
+        held = ", ".join(f"{buffer} ({size} bytes)" for buffer, size in cost.cached)
+        lines.append(
+            f"  in L2: {held}; DRAM moves {'it' if len(cost.cached) == 1 else 'each'} once, and the (L2) "
+            "reads' bytes are the caches' (docs/mapping.md, 'Buffers that stay in L2')"
+        )
+    if cost.reused:
+        merged = any(label.startswith("write") for label in cost.reused)
+        lines.append(
+            f"  touched before by their band point: {', '.join(cost.reused)}; the caches serve "
+            + ("them, and a write merges with the one before" if merged else "them")
+            + " (docs/mapping.md, 'What a band point touched before')"
+        )
     lines.append(
         f"  {cost.flops} flops; {cost.roofs_text()}, "
         + f"GPU filled {100 * cost.fill:.3g}% -> predicted {cost.time_s * 1e6:.4g} us ({cost.bound_by} bound)"

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # The roofline time is the largest roof only, so every mapping under the same binding roof
 # costs the same however much DRAM or shared-memory traffic it adds (matmul_1024 under its
 # shared-memory roof: j or i on x, 64 or 90 us of DRAM time). SCIP's objective adds this share
-# of the DRAM and shared-memory times to rank such mappings; the report prints both numbers.
+# of the memory and shared-memory times to rank such mappings; the report prints both numbers.
 # 1% of a roof's time is a hundred times SCIP's relative gap (1e-4), so the ranking survives it.
 RANKING_WEIGHT = 0.01
 
@@ -42,6 +42,9 @@ class AccessCost:
     requests: int  # warp requests (instances / 32; a shared read: per value points share)
     bytes: int  # sectors_per_request * 32 * requests (0 for a read served from shared memory)
     from_shared: bool = False  # a staged read: served from the shared-memory tile
+    # a read of a buffer that stays in L2 (``caching``): its bytes are the caches', and DRAM
+    # moves the buffer's footprint once
+    cached: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +65,8 @@ class KernelCost:
     registers: int = 0  # the model's estimate of registers per thread
     shared_s: float = 0.0  # shared-memory wavefronts (staged reads, tile stores) at the SMs' rate
     # what SCIP's objective adds to time_s to rank mappings under the same roof:
-    # RANKING_WEIGHT (1%) of the DRAM and shared-memory times, divided by the fill
+    # RANKING_WEIGHT (1%) of the memory time (DRAM, or the caches' where higher) and the
+    # shared-memory time, divided by the fill
     ranking_s: float = 0.0
     # warp instructions issued (an FMA per two flops, a load or store per warp request, the
     # copies' loads and stores) at the GPU's issue rate: one per scheduler and clock
@@ -76,6 +80,14 @@ class KernelCost:
     tile_loads_overlap: bool = False
     # the atomics roof (cost_model.atomic_time): one element's atomic updates in a row
     atomic_s: float = 0.0
+    # the caches' roof, where the kernel reads a buffer that stays in L2 (``caching``): all
+    # its global traffic at ``GpuTarget.cache_bandwidth``; 0 where it reads none
+    cache_s: float = 0.0
+    # (buffer, bytes) of each buffer read that stays in L2: DRAM moves these bytes once
+    cached: tuple[tuple[str, int], ...] = ()
+    # the accesses (``read Y[i, j] (S4)``) the caches serve because their band point touched the
+    # elements before (``caching.touched_before``); a write among them merges with the one before
+    reused: tuple[str, ...] = ()
 
     @property
     def objective_s(self) -> float:
@@ -85,9 +97,12 @@ class KernelCost:
         return self.time_s + self.ranking_s
 
     def roofs(self) -> list[tuple[str, float]]:
-        """The roofs in seconds, as the report and the emitted header list them: memory,
-        compute and issue, then shared memory and the first loads where the kernel has them."""
+        """The roofs in seconds, as the report and the emitted header list them: memory (DRAM),
+        compute and issue, then the caches, shared memory and the first loads where the kernel
+        has them."""
         named = [("memory", self.memory_s), ("compute", self.compute_s), ("issue", self.issue_s)]
+        if self.cache_s:
+            named.append(("caches", self.cache_s))
         if self.shared_s:
             named.append(("shared memory", self.shared_s))
         if self.latency_s:

@@ -32,6 +32,15 @@ from polymap.mapping.accesses import (
     kernel_accesses,
     kernel_statements,
 )
+from polymap.mapping.caching import (
+    ADJACENT,
+    AGAIN,
+    FIRST,
+    cached_footprints,
+    in_flight_fits,
+    point_bytes,
+    touched_before,
+)
 from polymap.mapping.cost_model import (
     MAX_LOG_SEQ,
     REGISTERS_BASE,
@@ -644,6 +653,13 @@ class KernelProblem:
     # the most atomic updates one element of a target takes per launch (``atomic`` updates
     # with a known element; a scatter's elements are known only from the data: not counted)
     atomic_updates_per_element: int = 0
+    # (buffer, bytes) of the buffers read from the caches after their first read
+    # (``caching.cached_footprints``): DRAM moves their footprint once per launch
+    cached: tuple[tuple[str, int], ...] = ()
+    # per access, what its band point touched before (``caching.touched_before``): FIRST,
+    # AGAIN (in L2 where the band points in flight fit: ``reuse_fits``) or ADJACENT
+    reuse: tuple[str, ...] = ()
+    point_bytes: float = 0.0  # the mean global bytes one band point touches (``caching.point_bytes``)
 
     @classmethod
     def build(
@@ -670,6 +686,7 @@ class KernelProblem:
         if written is not None and candidates:
             caps = copy_caps(next(k for k in kernels(written) if k.name == kernel.name), written)
         accesses = kernel_accesses(kernel, model, launches=launches)
+        kinds = touched_before(kernel, model)
         spread = spread_loops(kernel, model, reassociate=reassociate) if spread is None else spread
         if target.warp_size != WARP_LANES:  # the lanes' shuffles and combines are written for 32
             spread = ()
@@ -701,7 +718,37 @@ class KernelProblem:
                 default=0,
             ),
             atomic_updates_per_element=_atomic_updates_per_element(kernel, model) // max(1, launches),
+            cached=cached_footprints(kernel, model, target),
+            reuse=tuple(kinds.get((a.statement, a.text, a.is_write), FIRST) for a in accesses),
+            point_bytes=point_bytes(kernel, model, math.prod(_max_extents(kernel, model))),
         )
+
+    @property
+    def cached_buffers(self) -> frozenset[str]:
+        return frozenset(buffer for buffer, _ in self.cached)
+
+    def reuse_fits(self, lanes: int) -> bool:
+        """Whether what the band points in flight touch fits in the L2's cached share, so
+        that a re-read of what its band point touched before (``AGAIN``) hits: a band point
+        per resident thread, or per ``lanes`` of them, at most every band point
+        (``caching.in_flight_fits``)."""
+        return in_flight_fits(self.target, self.point_bytes, math.prod(self.extents), lanes)
+
+    def from_caches(self, lanes: int) -> tuple[bool, ...]:
+        """Per access, whether the caches serve it under ``lanes`` (1: a thread per band point):
+        a read of a cached buffer, or one its band point touched before (``reuse``), and a write
+        that merges with the one before."""
+        fits = self.reuse_fits(lanes)
+        cached = self.cached_buffers
+        return tuple(
+            a.buffer in cached or kind == ADJACENT or (kind == AGAIN and fits)
+            for a, kind in zip(self.accesses, self.reuse or (FIRST,) * len(self.accesses))
+        )
+
+    @property
+    def cached_bytes(self) -> int:
+        """DRAM bytes of the cached buffers: each footprint once (``caching``)."""
+        return sum(size for _, size in self.cached)
 
     @property
     def atomic_s(self) -> float:
@@ -916,13 +963,16 @@ class KernelProblem:
         staged = self._staged(mapping)
         spans = {m.index: m.threads * m.seq for m in mapping.loops}
         rows, total_bytes, shared, wavefronts = [], 0.0, 0, 0.0
+        cached = self.cached_buffers
+        from_l2 = self.from_caches(mapping.lanes)
+        cached_traffic = 0.0  # of total_bytes: what the caches serve (reads) or merge (writes)
         instructions = fma_instructions(t, self.flops)
         instructions += loop_step_instructions(
             t, self.loop_iterations, mapping.points if mapping.interleaved else 1
         )
         lanes = mapping.lanes > 1
         strides = self.lane_strides(mapping.spread)
-        for a, along in zip(self.accesses, strides):
+        for k, (a, along) in enumerate(zip(self.accesses, strides)):
             stride = (0 if along is None else along) if lanes else a.exact_stride(delta)
             if lanes:
                 sectors = lane_sectors(t, a, along)
@@ -961,12 +1011,24 @@ class KernelProblem:
                 moved = t.sector_bytes * requests  # a sector per request
                 sectors = 1
             rows.append(
-                AccessCost(a.statement, a.text, a.is_write, stride, sectors, shown, moved, from_shared)
+                AccessCost(
+                    a.statement,
+                    a.text,
+                    a.is_write,
+                    stride,
+                    sectors,
+                    shown,
+                    moved,
+                    from_shared,
+                    from_l2[k],
+                )
             )
             if lanes:  # the model's bytes (``lane_sectors``): no tile with lanes
-                total_bytes += a.instances * lane_sectors(t, a, along)
+                traffic = a.instances * lane_sectors(t, a, along)
             else:
-                total_bytes += 0 if from_shared else a.instances * sectors
+                traffic = 0 if from_shared else a.instances * sectors
+            total_bytes += traffic
+            cached_traffic += traffic if from_l2[k] else 0
         for sb in staged:
             c = sb.candidate
             moved = self.staged_bytes(c, spans)
@@ -987,9 +1049,11 @@ class KernelProblem:
                     math.ceil(moved / t.sector_bytes),
                     math.ceil(moved),
                     False,
+                    c.buffer in cached,
                 )
             )
             total_bytes += moved
+            cached_traffic += moved if c.buffer in cached else 0
         if mapping.lanes > WARP_LANES:  # the block's shared combines (``codegen/lanes_c.BlockTree``)
             shared += self.tree_bytes(mapping)
         if mapping.lanes > 1:
@@ -999,7 +1063,9 @@ class KernelProblem:
         threads = mapping.threads_per_block * mapping.blocks
         busy = self.busy_lanes(mapping.lanes)
         fill = fill_fraction(t, mapping, self.extents, busy)
-        memory_s = total_bytes / t.dram_bandwidth
+        # every byte passes through the caches; DRAM moves the cached buffers' footprints once
+        memory_s = (total_bytes - cached_traffic + self.cached_bytes) / t.dram_bandwidth
+        cache_s = total_bytes / t.cache_bandwidth if any(from_l2) or cached else 0.0
         compute_s = self.flops / t.peak_fp32_flops
         shared_s = wavefronts / shared_wavefront_rate(t)
         issue_s = instructions / issue_rate(t)
@@ -1019,7 +1085,7 @@ class KernelProblem:
             overlapped = staging.double_buffered and all(
                 sb.candidate.element_bytes in ASYNC_ELEMENT_BYTES for sb in staged
             )
-        roofs_s = max(memory_s, compute_s, shared_s, issue_s) / fill
+        roofs_s = max(memory_s, compute_s, shared_s, issue_s, cache_s) / fill
         return KernelCost(
             self.kernel.name,
             tuple(rows),
@@ -1035,12 +1101,19 @@ class KernelProblem:
             shared,
             self.registers(mapping),
             shared_s,
-            RANKING_WEIGHT * (memory_s + shared_s) / fill,
+            RANKING_WEIGHT * (max(memory_s, cache_s) + shared_s) / fill,
             issue_s,
             latency_s,
             tile_s,
             overlapped,
             self.atomic_s,
+            cache_s,
+            self.cached,
+            tuple(
+                f"{'write' if a.is_write else 'read'} {a.text} ({a.statement})"
+                for a, from_caches in zip(self.accesses, from_l2)
+                if from_caches and a.buffer not in cached
+            ),
         )
 
     def _staged(self, mapping: KernelMapping) -> list[StagedBuffer]:

@@ -8,7 +8,7 @@
 //   j = blockIdx.x*64 + s_j*32 + threadIdx.x  (T=32, S=2, cyclic; j < N)
 //   the 16 points of a thread interleaved (outer-product order)
 //   A, B staged in shared memory over loop 'k' in tiles of 32, A stored transposed, copies of A in vectors of 4, B in vectors of 4 (12928 bytes per block)
-//   predicted 1.3 us per launch (memory 0.2739 us, compute 0.0626 us, issue 0.129 us, shared memory 0.0862 us, first loads 1.3 us) at M = 256, N = 256, K = 32
+//   predicted 1.3 us per launch (memory 0.1761 us, compute 0.0626 us, issue 0.129 us, caches 0.1119 us, shared memory 0.0862 us, first loads 1.3 us) at M = 256, N = 256, K = 32
 //   proved: in bounds (S0, S1, S2, A_sh, B_sh); race free (C_acc, C); exactly once (S0, S1, S2); dependences kept (8); staging coverage (A read by S1, B read by S1); barriers (A, B); vector copies (A, B)
 // proved by isl for every size >= 1
 // polymap helpers: integer division and modulo that are right for negative operands, an

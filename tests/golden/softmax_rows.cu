@@ -3,11 +3,11 @@
 // program softmax_rows (softmax_rows.te)
 // target NVIDIA H100 SXM5
 // sizes as arguments: M, N; proved for every size >= 1
-// softmax_rows_kernel0: block (32, 2, 1), 64 threads
-//   i = blockIdx.y*2 + threadIdx.y  (T=2, S=1, blocked; i < M)
-//   a warp per point: loops 'j' at 24:3, 'j' at 28:3, 'j' at 32:3 run on its 32 lanes, the rest on lane 0
+// softmax_rows_kernel0: block (64, 1, 1), 64 threads
+//   i = blockIdx.y  (T=1, S=1, blocked; i < M)
+//   2 warps per point (a block each): loops 'j' at 24:3, 'j' at 28:3, 'j' at 32:3 run on its 64 lanes, the rest on lane 0
 //   loop 'j' at 28:3 reorders the float reduction sum += (reassociate=False keeps the program's order)
-//   predicted 180.8 us per launch (memory 180.8 us, compute 1.878 us, issue 9.496 us, first loads 7.564 us) at M = 49152, N = 512
+//   predicted 73.85 us per launch (memory 60.57 us, compute 1.878 us, issue 12.83 us, caches 73.85 us, first loads 15.13 us) at M = 49152, N = 512
 //   proved: in bounds (S0, S1, S2, S3, S4, S5); race free (mx, sum, Y); exactly once (S0, S1, S2, S3, S4, S5); dependences kept (18); lane order (flow S0 -> S1 on mx, flow S0 -> S3 on mx, flow S1 -> S1 on mx, flow S1 -> S3 on mx, flow S2 -> S4 on sum, flow S2 -> S5 on sum, flow S4 -> S4 on sum, flow S4 -> S5 on sum, anti S1 -> S1 on mx, anti S4 -> S4 on sum, output S0 -> S1 on mx, output S1 -> S1 on mx, output S2 -> S4 on sum, output S4 -> S4 on sum)
 // proved by isl for every size >= 1
 // polymap helpers: integer division and modulo that are right for negative operands, an
@@ -558,50 +558,65 @@ extern "C" __global__ void __launch_bounds__(64) softmax_rows_kernel0(
   const int by = blockIdx.y + by_first;
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
+  __shared__ float mx_warps[2];
+  __shared__ float mx_shared;
+  __shared__ float sum_warps[2];
+  __shared__ float mx_shared_1;
+  __shared__ float sum_shared;
   float mx;
   float sum;
-  if (tx == 0 && M >= (long long)(2 * by + ty) + 1) {
+  if (tx == 0) {
     // S0: mx = X[i, 0]
-    mx = X[(long long)(2 * by + ty) * N + 0];
+    mx = X[(long long)by * N + 0];
   }
-  if (M >= (long long)(2 * by + ty) + 1) {
-    // fork: loop 'j' runs on the 32 lanes, iteration j on lane j % 32
-    __syncwarp(0xffffffffu);
-    mx = __shfl_sync(0xffffffffu, mx, 0);
-    for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 32); ++j_step) {
-      // S1: mx max= X[i, j]
-      mx = pm_max(mx, X[(long long)(2 * by + ty) * N + tx + 32 * j_step]);
-    }
-    // join: the lanes' partial results of loop 'j'
-    __syncwarp(0xffffffffu);
-    mx = pm_lanes_max(mx);
-    if (tx == 0) {
-      // S2: sum = 0
-      sum = 0.0f;
-    }
-    // fork: loop 'j' runs on the 32 lanes, iteration j on lane j % 32
-    __syncwarp(0xffffffffu);
-    if (tx != 0) sum = 0;
-    mx = __shfl_sync(0xffffffffu, mx, 0);
-    for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 32); ++j_step) {
-      // S3: Y[i, j] = exp(X[i, j] - mx)
-      Y[(long long)(2 * by + ty) * N + tx + 32 * j_step] = expf(X[(long long)(2 * by + ty) * N + tx + 32 * j_step] - mx);
-      // S4: sum += Y[i, j]
-      sum += Y[(long long)(2 * by + ty) * N + tx + 32 * j_step];
-    }
-    // join: the lanes' partial results of loop 'j'
-    __syncwarp(0xffffffffu);
-    sum = pm_lanes_add(sum);
-    // fork: loop 'j' runs on the 32 lanes, iteration j on lane j % 32
-    __syncwarp(0xffffffffu);
-    sum = __shfl_sync(0xffffffffu, sum, 0);
-    for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 32); ++j_step) {
-      // S5: Y[i, j] = Y[i, j] / sum
-      Y[(long long)(2 * by + ty) * N + tx + 32 * j_step] = Y[(long long)(2 * by + ty) * N + tx + 32 * j_step] / sum;
-    }
-    // join: every lane's writes seen, the end of loop 'j'
-    __syncwarp(0xffffffffu);
+  // fork: loop 'j' runs on the 64 lanes of the block, iteration j on lane j % 64
+  __syncthreads();
+  if (tx == 0) { mx_shared = mx; }
+  __syncthreads();
+  mx = mx_shared;
+  for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 64); ++j_step) {
+    // S1: mx max= X[i, j]
+    mx = pm_max(mx, X[(long long)by * N + tx + 64 * j_step]);
   }
+  // join: the lanes' partial results of loop 'j'
+  mx = pm_lanes_max(mx);
+  if (tx % 32 == 0) { mx_warps[tx / 32] = mx; }
+  __syncthreads();  // the warps' partials, and every lane's writes, seen by every lane
+  mx = mx_warps[0];
+  for (int pm_w = 1; pm_w < 2; ++pm_w) mx = pm_max(mx, mx_warps[pm_w]);
+  if (tx == 0) {
+    // S2: sum = 0
+    sum = 0.0f;
+  }
+  // fork: loop 'j' runs on the 64 lanes of the block, iteration j on lane j % 64
+  __syncthreads();
+  if (tx != 0) sum = 0;
+  if (tx == 0) { mx_shared_1 = mx; }
+  __syncthreads();
+  mx = mx_shared_1;
+  for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 64); ++j_step) {
+    // S3: Y[i, j] = exp(X[i, j] - mx)
+    Y[(long long)by * N + tx + 64 * j_step] = expf(X[(long long)by * N + tx + 64 * j_step] - mx);
+    // S4: sum += Y[i, j]
+    sum += Y[(long long)by * N + tx + 64 * j_step];
+  }
+  // join: the lanes' partial results of loop 'j'
+  sum = pm_lanes_add(sum);
+  if (tx % 32 == 0) { sum_warps[tx / 32] = sum; }
+  __syncthreads();  // the warps' partials, and every lane's writes, seen by every lane
+  sum = sum_warps[0];
+  for (int pm_w = 1; pm_w < 2; ++pm_w) sum = sum + sum_warps[pm_w];
+  // fork: loop 'j' runs on the 64 lanes of the block, iteration j on lane j % 64
+  __syncthreads();
+  if (tx == 0) { sum_shared = sum; }
+  __syncthreads();
+  sum = sum_shared;
+  for (int j_step = 0; j_step <= pm_floord(N - tx - 1, 64); ++j_step) {
+    // S5: Y[i, j] = Y[i, j] / sum
+    Y[(long long)by * N + tx + 64 * j_step] = Y[(long long)by * N + tx + 64 * j_step] / sum;
+  }
+  // join: every lane's writes seen, the end of loop 'j'
+  __syncthreads();
 }
 #ifndef __CUDACC_RTC__
 // Runs the whole program on ``stream``: checks the sizes against the context the mapping
@@ -614,11 +629,11 @@ extern "C" __global__ void __launch_bounds__(64) softmax_rows_kernel0(
 extern "C" int run_softmax_rows(const float* __restrict__ X, float* __restrict__ Y, int M, int N, cudaStream_t stream) {
   if (!(M >= 1 && N >= 1)) return -1;  // outside the sizes proved for
   {  // kernel0
-    const long long gx = 1, gy = ((long long)M + 1) / 2, gz = 1;
+    const long long gx = 1, gy = M, gz = 1;
     if (gx > 2147483647 || gy > 2147483647 || gz > 65535) return -2;
     if (gx > 0 && gy > 0 && gz > 0) {
       for (long long y0 = 0; y0 < gy; y0 += 65535) {  // y's blocks in launches of at most 65535
-        POLYMAP_LAUNCH(softmax_rows_kernel0, dim3(gx, (gy - y0 > 65535 ? 65535 : gy - y0), gz), dim3(32, 2, 1), true, X, Y, M, N, (int)y0);
+        POLYMAP_LAUNCH(softmax_rows_kernel0, dim3(gx, (gy - y0 > 65535 ? 65535 : gy - y0), gz), dim3(64, 1, 1), true, X, Y, M, N, (int)y0);
         POLYMAP_CHECK_LAUNCH();
       }
     }

@@ -1,0 +1,200 @@
+"""Buffers a kernel reads from the L2 cache: those small enough to stay there.
+
+A buffer the kernel only reads, whose elements it reads (all its accesses together, one
+launch) fit in half of the L2 (``CACHED_SHARE``: the other half for the data the kernel
+streams past them), comes from DRAM once; every read after that is served by the caches.
+gemv's ``x`` is the example: each row reads all of it, so a warp per row reads it 8192
+times, and a model that charges each of those reads to DRAM (as the model did) predicts
+half the bandwidth the kernel gets. The DRAM roof then counts the buffer's footprint once,
+and its reads go to the caches' roof (``GpuTarget.cache_bandwidth``), which every byte of
+global traffic passes through (``KernelProblem.cost``, ``ScipModel._time``).
+
+Which buffers qualify does not depend on the mapping: the footprint is the elements read,
+counted by isl on the bound model, whatever thread reads them. Larger buffers are charged
+every read, as before: whether a re-read of one hits depends on what else the GPU touches
+in between, which the model does not follow (docs/calibration.md: the missing L2 roof of
+the ladder's lower steps).
+"""
+
+from __future__ import annotations
+
+import math
+
+import islpy as isl
+
+from polymap.ir.nodes import Anchor, Assign, BufferDecl
+from polymap.ir.walk import walk_block
+from polymap.mapping.accesses import kernel_statements
+from polymap.mapping.space import Kernel
+from polymap.poly.isl_text import const_value
+from polymap.poly.model import Access, PolyModel, StatementModel
+from polymap.targets import GpuTarget
+
+CACHED_SHARE = 0.5  # of the L2: the most a buffer's footprint may take and count as cached
+
+
+def cached_footprints(kernel: Kernel, model: PolyModel, target: GpuTarget) -> tuple[tuple[str, int], ...]:
+    """(buffer, bytes) per global buffer ``kernel`` reads and never writes whose elements
+    read fit in ``CACHED_SHARE`` of the L2, in the order the kernel first reads them.
+    ``model`` is of the bound program; a kernel inside host loops is counted over all its
+    launches together, at least one launch's footprint, and charged that per launch."""
+    names = {s.name for s in kernel_statements(kernel)}
+    local = {b.name for b in model.buffers if b.is_local}
+    written: set[str] = set()
+    read: dict[str, isl.Set] = {}
+    for stmt in model.statements:
+        if stmt.name not in names:
+            continue
+        written.update(a.buffer for a in stmt.writes)
+        for access in stmt.reads:
+            decl = model.program.buffer(access.buffer)
+            if access.buffer in local or decl.by_value:
+                continue  # registers, or a kernel parameter: no global memory
+            elements = access.relation.intersect_domain(stmt.domain).range()
+            read[access.buffer] = read[access.buffer].union(elements) if access.buffer in read else elements
+    found = []
+    share = CACHED_SHARE * target.l2_cache_bytes
+    for buffer, elements in read.items():
+        decl = model.program.buffer(buffer)
+        # counted only where the buffer, or the box around the elements read, fits the
+        # share: isl's count scans the set row by row (a folded band's took minutes)
+        if buffer in written or min(declared_bytes(decl), _box_bytes(elements, decl)) > share:
+            continue
+        size = elements.count_val().to_python() * decl.dtype.itemsize
+        if 0 < size <= share:
+            found.append((buffer, size))
+    return tuple(found)
+
+
+# -- what a band point touched before
+
+FIRST, AGAIN, ADJACENT = "first", "again", "adjacent"
+
+
+def touched_before(kernel: Kernel, model: PolyModel) -> dict[tuple[str, str, bool], str]:
+    """Per global access of ``kernel`` (statement, text, is a write): whether the band point
+    that makes it touched its elements before, so that the caches serve it (a read) or
+    merge it with the write before (a write):
+
+    * ``ADJACENT``: a statement before it in the same loops touched the same element in
+      the same iteration (a read of ``Y[i, j]`` right after ``Y[i, j] = ...``): it is in
+      L1 or L2 whatever the mapping;
+    * ``AGAIN``: earlier items of the body (an earlier loop or statement of the band
+      point) touched every element it touches at that point (softmax's second and third
+      passes over its row): in L2 where what the band points in flight touch fits there
+      (``KernelProblem.reuse_fits``, which depends on the lanes);
+    * ``FIRST``: anything else.
+
+    A write counts as touched before only by a write (the earlier one is charged the DRAM
+    write-back; a write after a read must still go to DRAM). Exact by isl, on the bound
+    model: per band point for ``AGAIN`` (the statement's loops below the band projected
+    out), per iteration for ``ADJACENT``."""
+    names = {s.name: k for k, s in enumerate(kernel_statements(kernel))}
+    items = {}
+    for position, item in enumerate(kernel.body):
+        for stmt in walk_block((item,)):
+            if isinstance(stmt, (Assign, Anchor)):
+                items[stmt.name] = position
+    outer = len(kernel.host_loops) + len(kernel.band)
+    local = {b.name for b in model.buffers if b.is_local}
+    statements = sorted((s for s in model.statements if s.name in names), key=lambda s: names[s.name])
+    seen: list[tuple[StatementModel, Access, isl.Map]] = []  # every access so far, per band point
+    found = {}
+    for stmt in statements:
+        here = []
+        for access in stmt.accesses:
+            decl = model.program.buffer(access.buffer)
+            if access.buffer in local or decl.by_value or access.gathered:
+                continue  # registers, a parameter, or elements known only from the data
+            per_point = _per_band_point(access, stmt, outer)
+            kind = FIRST
+            earlier = [
+                (s, a, m)
+                for s, a, m in seen
+                if a.buffer == access.buffer and (a.is_write or not access.is_write)
+            ]
+            if any(_same_iteration(a, s, access, stmt) for s, a, _ in earlier if s.loops == stmt.loops):
+                kind = ADJACENT
+            else:
+                before = [m for s, _, m in earlier if items[s.name] < items[stmt.name]]
+                if before and per_point.is_subset(_union(before)):
+                    kind = AGAIN
+            found[stmt.name, access.text, access.is_write] = kind
+            here.append((stmt, access, per_point))
+        seen += here
+    return found
+
+
+def point_bytes(kernel: Kernel, model: PolyModel, points: int) -> float:
+    """The bytes one band point holds in the caches while it runs, at most: the declared
+    bytes of every global buffer the kernel touches over its band points (``points``, a
+    launch's). An upper bound, not a count (isl's ``count_val`` scans a set row by row, and
+    a folded band's quasi-affine sets took minutes): a kernel that touches a slice of a
+    buffer is taken to hold all of it, and its band points' re-reads fit less often."""
+    names = {s.name for s in kernel_statements(kernel)}
+    local = {b.name for b in model.buffers if b.is_local}
+    touched = {
+        access.buffer
+        for stmt in model.statements
+        if stmt.name in names
+        for access in stmt.accesses
+        if access.buffer not in local and not model.program.buffer(access.buffer).by_value
+    }
+    return sum(declared_bytes(model.program.buffer(b)) for b in sorted(touched)) / max(1, points)
+
+
+def declared_bytes(decl: BufferDecl) -> float:
+    """A buffer's bytes at the bound sizes (infinite where a dimension is not a constant)."""
+    count = 1
+    for extent in decl.shape:
+        value = const_value(extent)
+        if value is None:
+            return math.inf
+        count *= max(0, value)
+    return count * decl.dtype.itemsize
+
+
+def _box_bytes(elements: isl.Set, decl: BufferDecl) -> float:
+    """The bytes of the smallest box around ``elements`` (a bound sizes' set): at least the
+    bytes of the elements, computed by isl per dimension without counting them."""
+    count = 1
+    for k in range(elements.dim(isl.dim_type.set)):
+        low, high = elements.dim_min_val(k), elements.dim_max_val(k)
+        if not (low.is_int() and high.is_int()):
+            return math.inf  # unbounded (a may-read's dimension): no box
+        count *= high.to_python() - low.to_python() + 1
+    return count * decl.dtype.itemsize
+
+
+def _per_band_point(access: Access, stmt: StatementModel, outer: int) -> isl.Map:
+    """The elements ``access`` touches at each band point (host and band indices), the
+    statement's own loops projected out; its domain tuple renamed so that statements compare."""
+    relation = access.relation.intersect_domain(stmt.domain)
+    inner = relation.dim(isl.dim_type.in_) - outer
+    return relation.project_out(isl.dim_type.in_, outer, inner).set_tuple_name(isl.dim_type.in_, "point")
+
+
+def _same_iteration(
+    earlier: Access, earlier_stmt: StatementModel, access: Access, stmt: StatementModel
+) -> bool:
+    """Whether every instance of ``access`` touches the element ``earlier`` touched in the same
+    iteration (the two statements in the same loops, ``earlier`` first)."""
+    mine = access.relation.intersect_domain(stmt.domain).set_tuple_name(isl.dim_type.in_, "it")
+    theirs = earlier.relation.intersect_domain(earlier_stmt.domain).set_tuple_name(isl.dim_type.in_, "it")
+    return mine.is_subset(theirs)
+
+
+def _union(maps: list[isl.Map]) -> isl.Map:
+    out = maps[0]
+    for m in maps[1:]:
+        out = out.union(m)
+    return out
+
+
+def in_flight_fits(target: GpuTarget, point_bytes: float, points: int, lanes: int) -> bool:
+    """Whether the band points in flight at once touch at most ``CACHED_SHARE`` of the L2:
+    as many as the GPU's resident threads hold, a band point per thread or per ``lanes``
+    threads (a warp or a block per point), at most all ``points``. A band point's re-reads
+    (``AGAIN``) then find what it touched still there (write-back: its writes too)."""
+    resident = target.sm_count * target.max_threads_per_sm // max(1, lanes)
+    return min(points, resident) * point_bytes <= CACHED_SHARE * target.l2_cache_bytes
