@@ -103,7 +103,10 @@ def test_mappings_under_the_same_roof_are_ranked_by_the_traffic_they_add():
     assert pinned.costs[0].memory_s > cost.memory_s
     assert pinned.solver[0].objective > mapping.solver[0].objective
     line = next(x for x in str(mapping).splitlines() if "SCIP optimal" in x)
-    assert f"(predicted {cost.time_s * 1e6:.6g} us + {cost.ranking_s * 1e6:.4g} us: 1% of the memory and shared-memory times" in line
+    assert (
+        f"(predicted {cost.time_s * 1e6:.6g} us + {cost.ranking_s * 1e6:.4g} us: 1% of the memory and shared-memory times"
+        in line
+    )
 
 
 def test_stride_32_matmul_keeps_the_strided_access_off_threadIdx_x():
