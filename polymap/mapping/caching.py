@@ -19,6 +19,7 @@ the ladder's lower steps).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import islpy as isl
 
@@ -38,18 +39,11 @@ def cached_footprints(kernel: Kernel, model: PolyModel, target: GpuTarget) -> tu
     read fit in ``CACHED_SHARE`` of the L2, in the order the kernel first reads them.
     ``model`` is of the bound program; a kernel inside host loops is counted over all its
     launches together, at least one launch's footprint, and charged that per launch."""
-    names = {s.name for s in kernel_statements(kernel)}
-    local = {b.name for b in model.buffers if b.is_local}
     written: set[str] = set()
     read: dict[str, isl.Set] = {}
-    for stmt in model.statements:
-        if stmt.name not in names:
-            continue
-        written.update(a.buffer for a in stmt.writes)
-        for access in stmt.reads:
-            decl = model.program.buffer(access.buffer)
-            if access.buffer in local or decl.by_value:
-                continue  # registers, or a kernel parameter: no global memory
+    for stmt, accesses in _global_accesses(kernel, model):
+        written.update(a.buffer for a in accesses if a.is_write)
+        for access in (a for a in accesses if not a.is_write):
             elements = access.relation.intersect_domain(stmt.domain).range()
             read[access.buffer] = read[access.buffer].union(elements) if access.buffer in read else elements
     found = []
@@ -89,23 +83,19 @@ def touched_before(kernel: Kernel, model: PolyModel) -> dict[tuple[str, str, boo
     write-back; a write after a read must still go to DRAM). Exact by isl, on the bound
     model: per band point for ``AGAIN`` (the statement's loops below the band projected
     out), per iteration for ``ADJACENT``."""
-    names = {s.name: k for k, s in enumerate(kernel_statements(kernel))}
     items = {}
     for position, item in enumerate(kernel.body):
         for stmt in walk_block((item,)):
             if isinstance(stmt, (Assign, Anchor)):
                 items[stmt.name] = position
     outer = len(kernel.host_loops) + len(kernel.band)
-    local = {b.name for b in model.buffers if b.is_local}
-    statements = sorted((s for s in model.statements if s.name in names), key=lambda s: names[s.name])
     seen: list[tuple[StatementModel, Access, isl.Map]] = []  # every access so far, per band point
     found = {}
-    for stmt in statements:
+    for stmt, accesses in _global_accesses(kernel, model):
         here = []
-        for access in stmt.accesses:
-            decl = model.program.buffer(access.buffer)
-            if access.buffer in local or decl.by_value or access.gathered:
-                continue  # registers, a parameter, or elements known only from the data
+        for access in accesses:
+            if access.gathered:
+                continue  # elements known only from the data
             per_point = _per_band_point(access, stmt, outer)
             kind = FIRST
             earlier = [
@@ -131,16 +121,24 @@ def point_bytes(kernel: Kernel, model: PolyModel, points: int) -> float:
     launch's). An upper bound, not a count (isl's ``count_val`` scans a set row by row, and
     a folded band's quasi-affine sets took minutes): a kernel that touches a slice of a
     buffer is taken to hold all of it, and its band points' re-reads fit less often."""
-    names = {s.name for s in kernel_statements(kernel)}
-    local = {b.name for b in model.buffers if b.is_local}
-    touched = {
-        access.buffer
-        for stmt in model.statements
-        if stmt.name in names
-        for access in stmt.accesses
-        if access.buffer not in local and not model.program.buffer(access.buffer).by_value
-    }
+    touched = {access.buffer for _, accesses in _global_accesses(kernel, model) for access in accesses}
     return sum(declared_bytes(model.program.buffer(b)) for b in sorted(touched)) / max(1, points)
+
+
+def _global_accesses(kernel: Kernel, model: PolyModel) -> Iterator[tuple[StatementModel, tuple[Access, ...]]]:
+    """Each statement of ``kernel`` in its order, with its accesses to global memory: not
+    to a block-local buffer (registers) nor to an in scalar (a kernel parameter)."""
+    order = {s.name: k for k, s in enumerate(kernel_statements(kernel))}
+    local = {b.name for b in model.buffers if b.is_local}
+    for stmt in sorted((s for s in model.statements if s.name in order), key=lambda s: order[s.name]):
+        yield (
+            stmt,
+            tuple(
+                a
+                for a in stmt.accesses
+                if a.buffer not in local and not model.program.buffer(a.buffer).by_value
+            ),
+        )
 
 
 def declared_bytes(decl: BufferDecl) -> float:

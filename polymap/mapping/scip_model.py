@@ -642,10 +642,10 @@ class ScipModel:
         fits = float(p.reuse_fits(1)) * (1 - self.w) + quicksum(
             float(p.reuse_fits(warp * 2**m)) * var for m, var in self.uw.items()
         )
-        terms = []
+        terms, cached = [], p.cached_buffers
         for k, (term, owner) in enumerate(zip(traffic, owners)):
             kind = p.reuse[k] if k < len(p.accesses) and p.reuse else FIRST
-            if owner in p.cached_buffers or kind == ADJACENT:
+            if owner in cached or kind == ADJACENT:
                 continue
             if kind == AGAIN:
                 access = p.accesses[k]
