@@ -252,7 +252,7 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="LOOP=DECISION",
         help="pin a decision: j=threadIdx.x, i=blockIdx.y, i=blocked, j.threads=64, j.seq=2, j.group=4 (a thread's points in groups of 4 neighbours; 1: cyclic, S: blocked), "
-        "k.tile=16, k.stage=A,B (or none), k.transpose=A (or none), k.copy=1 (element-wise copies; 4: float4 at most), k.slots=2 (double-buffered tiles: the next copy in flight; 1: copy, then compute), i.interleave=yes (the kernel's points in outer-product order), i.lanes=32 (a warp per point: the body's reductions over its lanes; 64 to 1024: that many lanes, a block per point; 1: a thread per point), k.split=64 (a reduction loop in 64 parts and a combine; 1: never split)",
+        "k.tile=16, k.stage=A,B (or none), k.transpose=A (or none), k.copy=1 (element-wise copies; 4: float4 at most), k.slots=2 (double-buffered tiles: the next copy in flight; 1: copy, then compute), i.interleave=yes (the kernel's points in outer-product order), i.lanes=32 (a warp per point: the body's reductions over its lanes; 64 to 1024: that many lanes, a block per point; 1: a thread per point), k.split=64 (a reduction loop in 64 parts and a combine; 1: never split), j.passes=yes (a select scan such as an argmax as exact min=/max= passes; no: as written)",
     )
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help=_TIME_LIMIT_HELP)
     parser.add_argument(
@@ -356,6 +356,7 @@ _PIN_FIELDS = (
     "interleave",
     "lanes",
     "split",
+    "passes",
 )
 
 

@@ -3,6 +3,7 @@
 ::
 
     parse      text -> Program                          (ir.parse; the caller's step)
+    scans      Program -> Program                        (an argmax's select scan as exact passes, if SCIP's costs say so)
     split      Program -> Program                        (reductions into parts, if SCIP's costs say so)
     transform  Program -> Program                        (fold deep bands, accumulators in registers)
     analyze    Program, context -> PolyModel             (poly.model, once per distinct pair)
@@ -20,7 +21,8 @@ are symbolic (not folded) is rewritten once per choice of the three loops that g
 axes, and each rewrite is analyzed at the cost sizes and mapped (``choose_band_axes``): the
 cheapest is the mapping. A reduction loop of a kernel that fills little of the GPU is
 likewise split into parts once per option (``split_choice.choose_splits``): each option is
-transformed, analyzed and mapped, and the cheapest kept. :class:`Analyses` keeps every model built
+transformed, analyzed and mapped, and the cheapest kept; before that, a select scan (an
+argmax) is mapped as written and as exact passes (``scan_choice.choose_scans``). :class:`Analyses` keeps every model built
 during one call, so that no (program, context) is analyzed twice and each step receives
 the model instead of rebuilding it.
 """
@@ -39,6 +41,7 @@ from polymap.mapping.space import kernels, parse_pins
 from polymap.poly.model import PolyModel, analyze
 from polymap.progress import step
 from polymap.prove import mapped_program, prove
+from polymap.scan_choice import choose_scans
 from polymap.split_choice import choose_splits, first_line, program_objective, renumbered
 from polymap.targets import GpuTarget, get_target
 from polymap.transform.fold import deep_bands, fold_deep_bands
@@ -93,6 +96,7 @@ def optimize_program(
     sizes = cost_sizes(program, context)
 
     split_pins, pinned = pinned.split_parts(), pinned.without("split")
+    scan_pins, pinned = pinned.scan_passes(), pinned.without("passes")
 
     def rewrite_and_map(written: Program, axes: dict[int, frozenset[str]], pins):
         """``written`` rewritten (``axes``: the deep bands' choices), mapped at the cost sizes."""
@@ -122,6 +126,13 @@ def optimize_program(
             return choose_band_axes(bands, lambda axes: rewrite_and_map(written, axes, pins))
         return (*rewrite_and_map(written, {}, pins), ())
 
+    def whole_objective(written: Program) -> float:
+        """SCIP's objective for ``written`` mapped as the pipeline maps it (unsplit)."""
+        return program_objective(map_written(written, tuple(range(len(kernels(written)))))[1])
+
+    program, scan_choices = choose_scans(
+        program, whole_objective, scan_pins, analyses=analyses, context=context
+    )
     (program, solved, choices), split_choices = choose_splits(
         program,
         map_written,
@@ -148,6 +159,7 @@ def optimize_program(
         context,
         band_choices=choices,
         splits=split_choices,
+        scans=scan_choices,
         deterministic=deterministic,
     )
     return Mapped(mapping, model)

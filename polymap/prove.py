@@ -77,6 +77,7 @@ from polymap.schedule.hardware import Executed, Frame, executed, frame_of, param
 from polymap.schedule.shared import SharedPlan, element_of, shared_plan, shared_reads
 from polymap.transform.fold import every_band_choice, fold_deep_bands
 from polymap.transform.registers import promote_accumulators
+from polymap.transform.scans import replay_scans
 from polymap.transform.split import atomic_split_allowed, reduction_at, split_reduction
 
 _IN, _OUT, _SET, _PARAM = isl.dim_type.in_, isl.dim_type.out, isl.dim_type.set, isl.dim_type.param
@@ -120,6 +121,7 @@ def mapped_program(program: Program, mapping, *, analyze=analyze) -> Program:
     ``analyze`` is passed to the register promotion (the pipeline's memo of models)."""
     if mapping.program == program:
         return program
+    program = replay_scans(program, mapping.scans, context=mapping.context, analyze=analyze)
     program = replay_splits(program, mapping.splits, context=mapping.context, analyze=analyze)
     for axes in every_band_choice(program):
         folded = fold_deep_bands(program, axes=axes)

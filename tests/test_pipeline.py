@@ -82,6 +82,7 @@ ALLOWED = {
     "codegen": {"ir", "poly", "targets", "schedule"},
     "runtime": {"ir", "poly", "codegen", "reference", "targets"},
     "split_choice": {"ir", "transform", "targets", "mapping", "prove_split"},  # a step of the pipeline
+    "scan_choice": {"ir", "transform", "mapping", "split_choice"},  # a step of the pipeline
     "pipeline": {
         "ir",
         "transform",
@@ -92,6 +93,7 @@ ALLOWED = {
         "prove",
         "prove_split",
         "split_choice",
+        "scan_choice",
         "codegen",
     },
     "machine_code": {"targets", "runtime", "codegen"},  # codegen: the lines of full blocks

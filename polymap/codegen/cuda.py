@@ -286,6 +286,11 @@ class _Emitter:
                 + ("; decisions given, not solved" if m.given else "")
             )
             lines.append(f"  proved: {m.proof.kernel(km.kernel.name).summary()}")
+        for choice in m.scans:
+            if choice.rewritten:
+                lines.append(
+                    f"select scan '{choice.loop}' as exact min=/max= passes: the same result as written"
+                )
         for choice in m.splits:
             if choice.split is not None:
                 lines.append(

@@ -70,6 +70,20 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
             }
             for choice in mapping.splits
         ],
+        "scans": [
+            {
+                "loop": choice.loop,
+                "statements": choice.statement,
+                "options": [
+                    {"form": what, "objective_s": objective, "why_none": why or None}
+                    for what, objective, why in choice.options
+                ],
+                "chosen": choice.chosen,
+                "passes": choice.rewritten,
+                "pinned": choice.pinned,
+            }
+            for choice in mapping.scans
+        ],
         "proof": {
             "proved": mapping.proved,
             "sizes": report.sizes if report is not None else None,

@@ -62,6 +62,7 @@ def format_mapping(mapping: Mapping, *, proofs: bool = False) -> str:
         lines.append("  " + solver_line(report, cost))
     lines.append("")
     lines.extend(choice.describe() for choice in mapping.band_choices)
+    lines.extend(choice.describe() for choice in mapping.scans)
     lines.extend(choice.describe() for choice in mapping.splits)
     lines.extend(atomic_lines(mapping.program))
     lines.append(f"predicted time: {mapping.predicted_time_s * 1e6:.4g} us in all")

@@ -221,6 +221,42 @@ class SplitChoice:
         return f"exact for '{self.target}' (it combines in any order)"
 
 
+@dataclass(frozen=True, slots=True)
+class ScanChoice:
+    """Whether a select scan (``transform.scans``: an argmax's position moved by a select
+    beside its running maximum) runs as written or as exact passes of ``min=``/``max=``
+    (``scan_choice.choose_scans``): its loop, its statements (as written in the program the
+    choice was made on), and per option (as written first, then the passes) its
+    description, SCIP's objective for the whole program in seconds (None where no mapping
+    was found) and, where none was, why; ``chosen`` is the mapping (0: as written).
+    ``path`` replays the rewrite (``prove.mapped_program``); ``pinned``: a ``passes`` pin
+    chose; ``proof``: what isl proved of the loop that lets it be rewritten."""
+
+    loop: str
+    statement: str
+    options: tuple[tuple[str, float | None, str], ...]
+    chosen: int
+    path: tuple[int, ...]
+    pinned: bool = False
+    proof: str = ""
+
+    @property
+    def rewritten(self) -> bool:
+        return self.chosen != 0
+
+    def describe(self) -> str:
+        """The report's line (and, for a rewrite taken, a second line with what isl proved)."""
+        how = "pinned" if self.pinned else f"the cheaper of {len(self.options)} by SCIP's objective"
+        costs = options_text(self.options, self.chosen)
+        if not self.rewritten:
+            return f"select scan '{self.loop}' ({self.statement}) as written, {how}: {costs}"
+        return (
+            f"select scan '{self.loop}' ({self.statement}) as exact min=/max= passes, {how}: {costs}; "
+            f"the same result for every input (docs/mapping.md, 'An argmax as exact passes')\n"
+            f"  proved by isl: {self.proof}"
+        )
+
+
 def options_text(options, chosen: int) -> str:
     """``what 1.2 us; what no mapping (why) (taken); ...``: each option SCIP mapped, with its
     objective in microseconds or why it has none, and which was taken."""
@@ -249,6 +285,7 @@ class Mapping:
     given: bool = False  # the decisions were given to compile, not solved (``solver``: given_reports)
     band_choices: tuple[BandChoice, ...] = ()  # deep bands whose hardware axes SCIP's costs chose
     splits: tuple[SplitChoice, ...] = ()  # reduction loops considered for a split, in the order chosen
+    scans: tuple[ScanChoice, ...] = ()  # select scans weighed for exact passes, in textual order
     # whether a float scatter's atomics (an order of rounding that varies) were refused
     deterministic: bool = True
 

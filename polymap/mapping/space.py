@@ -371,6 +371,7 @@ class LoopPin:
     split: int | None = (
         None  # on a reduction loop: the parts it is split into (1: not split; transform.split)
     )
+    passes: bool | None = None  # on a select scan's loop: rewritten as exact passes (transform.scans)
 
     def items(self) -> tuple[tuple[str, Any], ...]:
         return tuple(
@@ -398,6 +399,10 @@ class Pins:
         """The ``split`` pins, by loop index (the pipeline's choice, not the mapping model's)."""
         return {key: pin.split for key, pin in self.by_key if pin.split is not None}
 
+    def scan_passes(self) -> dict[str, bool]:
+        """The ``passes`` pins, by loop index (the pipeline's choice, not the mapping model's)."""
+        return {key: pin.passes for key, pin in self.by_key if pin.passes is not None}
+
     def without(self, name: str) -> Pins:
         """These pins less the field ``name`` (a pin left with no field is dropped)."""
         kept = ((key, replace(pin, **{name: None})) for key, pin in self.by_key)
@@ -422,6 +427,7 @@ _FIELD_ALIASES = {
     "interleave": "interleave",
     "lanes": "lanes",
     "split": "split",
+    "passes": "passes",
 }
 
 
@@ -442,6 +448,10 @@ def parse_pins(pins: Pins | MappingABC[str, Any] | None) -> Pins:
             raise ArgumentError(
                 f"pin '{key}': a split pin names the reduction loop alone ('{key.split('.')[1]}'), since a split "
                 "renumbers the kernels"
+            )
+        if pin.passes is not None and "." in key:
+            raise ArgumentError(
+                f"pin '{key}': a passes pin names the scan's loop alone ('{key.split('.')[1]}')"
             )
         out.append((key, pin))
     return Pins(tuple(out))
@@ -514,7 +524,7 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
                 f"or 2 (double buffering: the next tile's copy in flight), got {value!r}"
             )
         return value
-    if name == "interleave":
+    if name in ("interleave", "passes"):
         if isinstance(value, bool):
             return value
         word = str(value).strip().lower()
@@ -522,7 +532,7 @@ def _pin_value(key: str, name: str, value: Any) -> Any:
             return True
         if word in ("false", "no", "0", "off"):
             return False
-        raise ArgumentError(f"pin for '{key}': interleave must be true or false, got {value!r}")
+        raise ArgumentError(f"pin for '{key}': {name} must be true or false, got {value!r}")
     if name == "distribution":
         try:
             return value if isinstance(value, Distribution) else Distribution(str(value).lower())
