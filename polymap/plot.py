@@ -447,50 +447,73 @@ def _draw_requests(plt, ax, requests: list[WarpRequest], cost: KernelCost, warp:
 
 @dataclass(frozen=True, slots=True)
 class RooflinePoint:
-    """One kernel on the roofline: flops per DRAM byte and flops per second, predicted."""
+    """One kernel on the roofline: flops per DRAM byte and flops per second, predicted;
+    ``cache_intensity``: flops per byte of all its traffic, which the caches move (the
+    caches' roof of ``cost_model``), None for a target without a caches' figure."""
 
     label: str
     intensity: float
     flops_per_s: float
+    cache_intensity: float | None = None
 
 
 def roofline_points(mappings: list[tuple[str, Mapping]]) -> list[RooflinePoint]:
     """The predicted point of every kernel that computes and moves DRAM bytes."""
     points = []
     for model, mapping in mappings:
-        bandwidth = mapping.target.dram_bandwidth
+        bandwidth, caches = mapping.target.dram_bandwidth, mapping.target.cache_bandwidth
         for km, cost in zip(mapping.kernels, mapping.costs):
             moved = cost.memory_s * bandwidth
             if cost.flops <= 0 or moved <= 0 or cost.time_s <= 0:
                 continue
+            through = cost.cache_s * caches if caches else 0.0
             points.append(
-                RooflinePoint(f"{model}/{km.kernel.name}", cost.flops / moved, cost.flops / cost.time_s)
+                RooflinePoint(
+                    f"{model}/{km.kernel.name}",
+                    cost.flops / moved,
+                    cost.flops / cost.time_s,
+                    cost.flops / through if through > 0 else None,
+                )
             )
     return points
 
 
 def plot_roofline(mappings: list[tuple[str, Mapping]], path: str | Path) -> Path:
     """The predicted roofline of every kernel of ``mappings`` (model name, mapping) on the
-    first mapping's target: its DRAM and FP32 roofs and one point per kernel."""
+    first mapping's target: its DRAM, caches' and FP32 roofs, and per kernel a point at its
+    flops per DRAM byte (filled) and one at its flops per byte of all its traffic (hollow,
+    under the caches' roof), joined: a hierarchical roofline, one row of points per level."""
     path = checked_plot_path(path)
     plt = _pyplot()
     if not mappings:
         raise ArgumentError("--plot: no model to draw")
     target = mappings[0][1].target
     points = roofline_points(mappings)
-    fig, ax = _roofs(plt, target, [p.intensity for p in points])
+    through = [p.cache_intensity for p in points if p.cache_intensity is not None]
+    fig, ax = _roofs(plt, target, [p.intensity for p in points] + through, caches=bool(through))
+    for k, p in enumerate(points):
+        if p.cache_intensity is not None:
+            color = f"C{k % 10}"
+            ax.plot([p.cache_intensity, p.intensity], [p.flops_per_s] * 2, color=color, lw=0.6, alpha=0.6)
+            ax.scatter([p.cache_intensity], [p.flops_per_s], s=18, facecolors="none", edgecolors=color)
     # kernels at the same point (a host loop's kernels, say) share one label
     groups: dict[tuple[float, float], list[str]] = {}
     for p in points:
         groups.setdefault(
             (round(math.log10(p.intensity), 3), round(math.log10(p.flops_per_s), 3)), []
         ).append(p.label)
+    placed: list[tuple[float, float]] = []  # labels drawn, in decades: a near one goes below
     for labels in groups.values():
-        first = next(p for p in points if p.label == labels[0])
-        ax.scatter([first.intensity], [first.flops_per_s], s=18)
-        _label(ax, ", ".join(labels), first.intensity, first.flops_per_s)
+        k, first = next((k, p) for k, p in enumerate(points) if p.label == labels[0])
+        ax.scatter([first.intensity], [first.flops_per_s], s=18, color=f"C{k % 10}")
+        at = (math.log10(first.intensity), math.log10(first.flops_per_s))
+        near = sum(abs(x - at[0]) < 0.6 and abs(y - at[1]) < 0.08 for x, y in placed)
+        placed.append(at)
+        _label(ax, ", ".join(labels), first.intensity, first.flops_per_s, below=near)
     ax.set_ylabel("flop/s (predicted)")
-    ax.set_title(f"predicted roofline on {target.name}: one point per kernel", fontsize=10)
+    if through:
+        ax.set_xlabel("flops per byte: per DRAM byte (filled), per byte through the caches (hollow)")
+    ax.set_title(f"predicted roofline on {target.name}: one point per kernel and memory level", fontsize=10)
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
@@ -548,17 +571,23 @@ def plot_bench_roofline(results, target, device: str, path: str | Path) -> Path:
     return path
 
 
-def _roofs(plt, target, intensities: list[float]):
-    """A figure with ``target``'s DRAM and FP32 roofs over the intensities to draw."""
+def _roofs(plt, target, intensities: list[float], *, caches: bool = False):
+    """A figure with ``target``'s DRAM and FP32 roofs over the intensities to draw (with
+    ``caches``, the caches' roof too, dashed)."""
     fig, ax = plt.subplots(figsize=(8, 5.5))
     low = min([*intensities, 0.05]) / 2
     high = max([*intensities, 200.0]) * 2
     xs = np.geomspace(low, high, 200)
     ax.loglog(xs, np.minimum(target.peak_fp32_flops, target.dram_bandwidth * xs), color="black", lw=1.2)
+    roofs = f"roofs: FP32 peak {target.peak_fp32_flops / 1e12:.1f} TFLOP/s, DRAM {target.dram_bandwidth / 1e12:.2f} TB/s"
+    if caches:
+        bandwidth = target.cache_bandwidth
+        ax.loglog(xs, np.minimum(target.peak_fp32_flops, bandwidth * xs), color="grey", lw=1.0, ls="--")
+        roofs += f", caches {bandwidth / 1e12:.1f} TB/s (dashed)"
     ax.text(
         0.98,
         0.02,
-        f"roofs: FP32 peak {target.peak_fp32_flops / 1e12:.1f} TFLOP/s, DRAM {target.dram_bandwidth / 1e12:.2f} TB/s",
+        roofs,
         transform=ax.transAxes,
         ha="right",
         va="bottom",
@@ -568,8 +597,10 @@ def _roofs(plt, target, intensities: list[float]):
     return fig, ax
 
 
-def _label(ax, text: str, x: float, y: float) -> None:
-    ax.annotate(text, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+def _label(ax, text: str, x: float, y: float, *, below: int = 0) -> None:
+    """``text`` beside the point (x, y); ``below``: labels near it already, so this one goes
+    that many lines under it."""
+    ax.annotate(text, (x, y), fontsize=7, xytext=(3, 3 - 10 * below), textcoords="offset points")
 
 
 # ----------------------------------------------------------------- a plan's frontier

@@ -135,6 +135,20 @@ def test_the_roofline_places_axpy_at_its_intensity(tmp_path):
     assert _is_png(plot_roofline([("axpy", mapping)], tmp_path / "roof.png"))
 
 
+def test_the_hierarchical_roofline_puts_a_caches_bound_kernel_on_the_caches_roof(tmp_path):
+    """softmax_rows is bound by the caches' roof (its rows re-read from L2): its hollow
+    point, at flops per byte of all its traffic, lies on that roof; its DRAM point lies
+    under the DRAM roof, further right (DRAM moves each row once)."""
+    mapping = polymap.optimize(polymap.load(ROOT / "models" / "softmax_rows.te"))
+    cost = mapping.costs[0]
+    assert cost.bound_by == "caches" and cost.fill == 1
+    (point,) = roofline_points([("softmax_rows", mapping)])
+    caches, dram = mapping.target.cache_bandwidth, mapping.target.dram_bandwidth
+    assert point.flops_per_s == pytest.approx(caches * point.cache_intensity, rel=1e-9)
+    assert point.intensity > point.cache_intensity and point.flops_per_s < dram * point.intensity
+    assert _is_png(plot_roofline([("softmax_rows", mapping)], tmp_path / "roof.png"))
+
+
 def test_bench_plot_draws_the_roofline_of_the_models(tmp_path, capsys):
     path = tmp_path / "roof.png"
     models = [str(ROOT / "models" / f"{m}.te") for m in ("axpy", "gemv")]
