@@ -71,7 +71,7 @@ from polymap.mapping.farkas import solve
 from polymap.mapping.lanes import spread_loops
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.result import RANKING_WEIGHT, AccessCost, KernelCost, Mapping
-from polymap.mapping.scip_model import CertificateError, ScipModel, merge_pins
+from polymap.mapping.scip_model import CertificateError, ScipModel
 from polymap.mapping.solved import kernel_key
 from polymap.mapping.space import (
     WARP_LANES,
@@ -84,6 +84,7 @@ from polymap.mapping.space import (
     Pins,
     SpreadLoop,
     kernels,
+    merge_pins,
 )
 from polymap.mapping.staging import (
     ASYNC_ELEMENT_BYTES,

@@ -431,6 +431,16 @@ _FIELD_ALIASES = {
 }
 
 
+def merge_pins(pins: tuple[tuple[str, LoopPin], ...]) -> LoopPin:
+    """Several pins on one loop (``"j"`` and ``"kernel0.j"``) combine; a decision pinned to two
+    values stays as the first and the solver's conflict search names both keys."""
+    fields: dict = {}
+    for _, pin in pins:
+        for name, value in pin.items():
+            fields.setdefault(name, value)
+    return LoopPin(**fields)
+
+
 def parse_pins(pins: Pins | MappingABC[str, Any] | None) -> Pins:
     """The user's pins as typed values; raises ArgumentError naming the bad pin."""
     if pins is None:
