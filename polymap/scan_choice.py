@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from polymap.errors import ArgumentError, MappingError, ProgramError, SolverError
 from polymap.ir.nodes import Program
+from polymap.ir.walk import loops
 from polymap.mapping.result import ScanChoice
 from polymap.progress import step
 from polymap.split_choice import GAIN_WANTED, first_line
@@ -20,11 +21,11 @@ def choose_scans(program: Program, objective, pins: dict[str, bool], *, analyses
     program (``objective(program)``: it maps the program as the pipeline does) is lower by
     GAIN_WANTED of it, or where a ``passes`` pin says so; and a ScanChoice per scan, in
     textual order. Each scan is weighed on the program with the earlier ones' choices made.
-    A rewrite that finds no mapping is reported and the scan stays as written (unless
-    pinned: then its error is raised)."""
+    A form that finds no mapping (pins that only the other one meets, say) is reported and
+    the other taken; where neither maps, or the pinned one does not, its error is raised."""
     made: list[ScanChoice] = []
     kept = 0  # the scans left as written so far: the next to weigh is the one after them
-    written_objective = None
+    written: tuple[float | None, Exception | None] | None = None  # the current program's mapping
     while True:
         model = analyses(program, context)
         scans = select_scans(program, model)
@@ -32,29 +33,29 @@ def choose_scans(program: Program, objective, pins: dict[str, bool], *, analyses
             break
         scan = scans[kept]
         pin = pins.get(scan.index)
-        if written_objective is None:
-            written_objective = objective(program)
-        options: list[tuple[str, float | None, str]] = [("as written", written_objective, "")]
+        if written is None:
+            written = _mapped(objective, program)
         rewritten = rewrite_scan(program, scan)
         with step(f"mapping with select scan '{scan.index}' as exact passes"):
-            try:
-                passes = objective(rewritten)
-            except (MappingError, SolverError, ArgumentError, ProgramError) as err:
-                if pin:
-                    raise
-                passes, why = None, first_line(err)
-            else:
-                why = ""
-        options.append(("as exact passes", passes, why))
+            passes = _mapped(objective, rewritten)
+        (as_written, written_error), (as_passes, passes_error) = written, passes
         if pin is not None:
             take = pin
+        elif as_written is None or as_passes is None:
+            take = as_passes is not None
         else:
-            take = passes is not None and passes < written_objective * (1 - GAIN_WANTED)
+            take = as_passes < as_written * (1 - GAIN_WANTED)
+        error = passes_error if take else written_error
+        if error is not None:  # the form taken has no mapping: pinned, or neither has one
+            raise error
         made.append(
             ScanChoice(
                 scan.index,
                 scan.describe(),
-                tuple(options),
+                (
+                    ("as written", as_written, _why(written_error)),
+                    ("as exact passes", as_passes, _why(passes_error)),
+                ),
                 int(take),
                 scan.path,
                 pinned=pin is not None,
@@ -62,11 +63,23 @@ def choose_scans(program: Program, objective, pins: dict[str, bool], *, analyses
             )
         )
         if take:
-            program, written_objective = rewritten, passes
+            program, written = rewritten, passes
         else:
             kept += 1
     _check_pins(pins, program, analyses(program, context), {c.loop for c in made})
     return program, tuple(made)
+
+
+def _mapped(objective, program: Program) -> tuple[float | None, Exception | None]:
+    """SCIP's objective for ``program``, or None and why it has no mapping."""
+    try:
+        return objective(program), None
+    except (MappingError, SolverError, ArgumentError, ProgramError) as err:
+        return None, err
+
+
+def _why(error: Exception | None) -> str:
+    return first_line(error) if error is not None else ""
 
 
 def _proof(scan: SelectScan) -> str:
@@ -88,8 +101,11 @@ def _check_pins(pins: dict[str, bool], program: Program, model, weighed: set[str
             if isinstance(found, tuple) and found[0].index == index
         ]
         if not whys:
+            par = any(loop.index == index and loop.is_par for loop, _ in loops(program))
             raise ArgumentError(
-                f"pin '{index}': passes names no seq loop in a par loop's body of program '{program.name}'"
+                f"pin '{index}': '{index}' is a par loop; passes applies to a select scan's seq loop"
+                if par
+                else f"pin '{index}': passes names no seq loop in a par loop's body of program '{program.name}'"
             )
         if passes:  # (passes=no on a loop that is no scan asks for what happens anyway)
             raise ArgumentError(f"pin '{index}': loop '{index}' is no select scan: {'; '.join(whys)}")

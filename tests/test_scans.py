@@ -164,7 +164,7 @@ def test_a_running_extreme_stored_narrower_than_the_value_is_no_scan():
     text = SCAN.format(xtype="f32", declared="", local="new mx: f16", m="mx", cond="X[i, j] > mx", op="max=")
     program = polymap.parse(text, name="narrow")
     ((_, why),) = candidates(program, polymap.analyze(program))
-    assert "does not hold the compared value exactly" in why
+    assert "does not compute in the type of 'mx' (f16)" in why
 
 
 def test_a_scan_whose_iterations_meet_through_a_third_buffer_is_left_alone():
@@ -241,3 +241,110 @@ def test_the_cli_pins_the_passes_and_prints_the_choice(capsys):
     assert main(["map", str(ROOT / "models/argmax_rows.te"), "--pin", "j.passes=no", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["scans"][0]["passes"] is False and data["scans"][0]["pinned"] is True
+
+
+def test_a_value_the_comparison_and_the_update_compute_in_different_types_is_no_scan():
+    """``X[i, j] * 0.1`` with an f32 X: the update computes it in f32 (0.1 an f32 literal),
+    the comparison with an f64 maximum in f64. The loop as written compares f64 values with
+    rounded f32 ones (X all 7.0: the position moves every step, to 63); passes computing E in
+    one type would stop at 0. Found by an adversarial review."""
+    text = """
+param M = 4
+param N = 64
+in  X: f32[M, N]
+out best: i32[M]
+par M i {
+  new mx: f64
+  mx = -inf
+  best[i] = 0
+  seq N j {
+    best[i] = select(X[i, j] * 0.1 > mx, j, best[i])
+    mx max= X[i, j] * 0.1
+  }
+}
+"""
+    program = polymap.parse(text, name="mixed")
+    ((_, why),) = candidates(program, polymap.analyze(program))
+    assert "does not compute in the type of 'mx'" in why
+    x = np.full((4, 64), 7.0, np.float32)
+    assert list(reference(program, X=x)["best"]) == [63] * 4  # the loop as written, kept
+    mapping = polymap.optimize(program)
+    assert not mapping.scans
+    np.testing.assert_array_equal(polymap.compile(program, mapping).run_host(X=x)["best"], [63] * 4)
+
+
+SEEN_LATER = {
+    # a program-wide maximum that the scan itself reads again in the next step of t
+    "next step": """
+param T = 3
+param M = 4
+param N = 5
+in  X: f32[T, M, N]
+out best: i32[M]
+new mx: f32[M]
+par M i0 { mx[i0] = -inf }
+par M i1 { best[i1] = 0 }
+seq T t {
+  par M i {
+    seq N j {
+      best[i] = select(X[t, i, j] > mx[i], j, best[i])
+      mx[i] max= X[t, i, j]
+    }
+  }
+}
+""",
+    # a block-local maximum read afterwards only as a scattered index of a target
+    "scatter index": """
+param M = 4
+param N = 5
+in  X: f32[M, N]
+in  K: i32[M, N]
+out best: i32[M]
+out res: i32[M, 8]
+par M i {
+  new mx: i32
+  mx = 0
+  best[i] = 0
+  seq N j {
+    best[i] = select(K[i, j] > mx, j, best[i])
+    mx max= K[i, j]
+  }
+  res[i, mx] max= 1
+}
+""",
+}
+
+
+@pytest.mark.parametrize("case", sorted(SEEN_LATER))
+def test_a_maximum_seen_after_the_scan_keeps_its_pass(case):
+    """The running maximum's pass stays wherever its value after the loop may be seen; both
+    cases were dropped before (an adversarial review), and the rewrite then differed."""
+    program = polymap.parse(SEEN_LATER[case], name="later")
+    (scan,) = select_scans(program, polymap.analyze(program))
+    assert scan.keeps_extreme
+    rewritten = rewrite_scan(program, scan)
+    rng = np.random.default_rng(8)
+    arrays = {"X": rng.integers(-3, 4, size=(3, 4, 5) if case == "next step" else (4, 5)).astype(np.float32)}
+    if case == "scatter index":
+        arrays["K"] = rng.integers(0, 8, size=(4, 5)).astype(np.int32)
+    expected, got = reference(program, **arrays), reference(rewritten, **arrays)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name])
+
+
+def test_passes_pinned_with_a_pin_only_the_passes_meet_map_the_passes():
+    """``i.lanes=32`` needs a loop the lanes can share: the scan as written has none, its
+    passes have three. With the passes pinned, or with nothing pinned, the passes are mapped
+    and the form as written is reported with why it has no mapping (an adversarial review
+    found the pin refused)."""
+    program = polymap.load(ROOT / "models/argmax_rows.te").bind(M=8, N=37)
+    for pins in ({"j": {"passes": True}, "i": {"lanes": 32}}, {"i": {"lanes": 32}}):
+        mapping = polymap.optimize(program, pins=pins)
+        (choice,) = mapping.scans
+        assert choice.rewritten and mapping.kernels[0].lanes == 32
+        (_, written, why), _ = choice.options
+        assert written is None and "lanes" in why, choice.options
+    with pytest.raises(ArgumentError, match="lanes"):
+        polymap.optimize(program, pins={"j": {"passes": False}, "i": {"lanes": 32}})
+    with pytest.raises(ArgumentError, match="'i' is a par loop"):
+        polymap.optimize(program, pins={"i": {"passes": True}})

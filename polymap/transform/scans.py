@@ -28,7 +28,7 @@ order, so the lanes of a warp or a block may share them; ``mapping.lanes``)::
     best_at = N
     seq N j { best_at min= select(j < best_nan_at and X[i, j] == mx_upto and X[i, j] > mx, j, N) }
     best[i] = select(best_at < N, best_at, best[i])
-    seq N j { mx max= X[i, j] }                           # only where mx is read afterwards
+    seq N j { mx max= X[i, j] }                           # only where mx may be seen afterwards
 
 **Why it is the same.** Let ``m0`` and ``p0`` be M's and P's values before the loop and
 ``U = max(m0, E_j for j before the first NaN of E)``. The loop moves P at ``j`` exactly where
@@ -53,9 +53,11 @@ is exactly the two statements, in that order:
 
 where P and M are two buffers, each one element for every iteration of ``L`` (indices free
 of ``j``), E reads neither, neither statement is guarded, M's type is one the lanes combine
-(``f32 f64 i32 i64``) and E computes in it (no rounding between E and M: the comparison and
-the maximum see the same values), and isl finds no dependence between two iterations of
-``L`` other than through P and M (``Dependences.carried_only_on``). A select whose
+(``f32 f64 i32 i64``) and the buffers E reads promote to exactly that type (so the
+comparison, the update and every pass compute E alike, and M holds it without rounding),
+and isl finds no dependence between two iterations of ``L`` other than through P and M
+(``Dependences.carried_only_on``). M's own update stays, as a last pass, unless M is a
+``new`` declared in the scan's block that no other statement reads. A select whose
 comparison is negated (``select(E <= M, P, j)``) is another function under NaN and is not
 taken. A scan at the top level (a serial kernel) stays as written: its passes would be
 kernels of their own.
@@ -67,12 +69,13 @@ are mapped by SCIP and the cheaper kept; a ``passes`` pin fixes it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import TYPE_CHECKING
 
 from polymap.errors import ProgramError
 from polymap.ir.accumulators import COMBINED_TYPES
 from polymap.ir.nodes import (
+    Anchor,
     Assign,
     AssignOp,
     BufferDecl,
@@ -95,11 +98,11 @@ from polymap.ir.nodes import (
     Stmt,
     ValueExpr,
     index_vars,
-    operand_reads,
     reads_of,
+    result_reads,
 )
-from polymap.ir.value_types import promote, value_type
-from polymap.ir.walk import fresh_name, names_in_use
+from polymap.ir.value_types import promote
+from polymap.ir.walk import fresh_name, names_in_use, walk_block
 from polymap.transform.registers import renumber_statements
 
 if TYPE_CHECKING:
@@ -187,10 +190,19 @@ def scan_at(
         return f"the compared value reads '{position.buffer}' or '{extreme.buffer}'"
     m_type = program.buffer(extreme.buffer).dtype
     dtype_of = lambda name: program.buffer(name).dtype  # noqa: E731
-    if m_type not in COMBINED_TYPES or promote(value_type(value, m_type, dtype_of), m_type) is not m_type:
+    flowing = result_reads(value)
+    # E computes in the promotion of the buffers it reads, in the comparison, the update and
+    # every pass alike, only where that promotion is M's own type (then M's, the comparison's
+    # and the update's types agree, and a literal in E takes one type everywhere)
+    if (
+        m_type not in COMBINED_TYPES
+        or not flowing
+        or promote(*(dtype_of(r.buffer) for r in flowing)) is not m_type
+    ):
         return (
-            f"'{extreme.buffer}' ({m_type.value}) does not hold the compared value exactly "
-            f"(its type is no combined type, or narrower than the value's)"
+            f"the compared value {value} does not compute in the type of '{extreme.buffer}' "
+            f"({m_type.value}) from the buffers it reads (the comparison and the {extreme.op.value} would see "
+            "different values)"
         )
     if not model.dependences.carried_only_on(
         {position.name, extreme.name}, depth, {position.buffer, extreme.buffer}
@@ -203,8 +215,8 @@ def scan_at(
         extreme,
         value,
         first,
-        nan=value_type(value, m_type, dtype_of).is_float,
-        keeps_extreme=_read_elsewhere(program, extreme.buffer, loop),
+        nan=m_type.is_float,
+        keeps_extreme=_outlives(program, extreme.buffer, path, loop),
     )
 
 
@@ -301,27 +313,42 @@ def _all(first: Condition | None, then: Condition) -> Condition:
     return then if first is None else Logic(LogicOp.AND, first, then)
 
 
-def _read_elsewhere(program: Program, buffer: str, loop: Loop) -> bool:
-    """Whether ``buffer`` is seen outside ``loop``: the caller's (not ``new``), or read (an
-    update reads its target) by a statement that is not in the loop."""
-    if program.buffer(buffer).kind is not BufferKind.NEW:
+def _outlives(program: Program, buffer: str, path: tuple[int, ...], loop: Loop) -> bool:
+    """Whether M's value after the scan may be seen: M is not declared in the block that
+    holds the scan (a program-wide ``new``, the caller's buffer, or a block-local one of an
+    outer block, which a later iteration of an enclosing loop sees again), or a statement
+    outside the scan reads it (in its value, its predicate, a gathered index of its target,
+    or as the target of an update)."""
+    block = _block_at(program.body, path[:-1])
+    if not any(isinstance(s, New) and s.decl.name == buffer for s in block):
         return True
     inside = {id(s) for s in loop.body}
+    return any(
+        id(stmt) not in inside and (_reads(stmt, buffer) or (stmt.buffer == buffer and stmt.op.is_update))
+        for stmt in walk_block(program.body)
+        if isinstance(stmt, Assign)
+    ) or any(isinstance(stmt, Anchor) and _reads(stmt, buffer) for stmt in walk_block(program.body))
 
-    def reads(block: tuple[Stmt, ...]) -> bool:
-        for stmt in block:
-            if isinstance(stmt, Loop):
-                if reads(stmt.body):
-                    return True
-            elif isinstance(stmt, New) or id(stmt) in inside:
-                continue
-            elif any(r.buffer == buffer for r in operand_reads(stmt)) or (
-                isinstance(stmt, Assign) and stmt.buffer == buffer and stmt.op.is_update
-            ):
-                return True  # (a guard reads no buffer: its leaves are index values)
-        return False
 
-    return reads(program.body)
+def _reads(node, buffer: str) -> bool:
+    """Whether a Read of ``buffer`` occurs anywhere in ``node`` (a statement or an
+    expression: every field, a target's gathered indices included)."""
+    if isinstance(node, Read) and node.buffer == buffer:
+        return True
+    if isinstance(node, tuple):
+        return any(_reads(item, buffer) for item in node)
+    if is_dataclass(node) and not isinstance(node, type):
+        return any(_reads(getattr(node, f.name), buffer) for f in fields(node))
+    return False
+
+
+def _block_at(block: tuple[Stmt, ...], path: tuple[int, ...]) -> tuple[Stmt, ...]:
+    """The body of the loop at ``path`` (the program's body for an empty path)."""
+    for k in path:
+        loop = block[k]
+        assert isinstance(loop, Loop)
+        block = loop.body
+    return block
 
 
 def _seq_loops_in_par(
