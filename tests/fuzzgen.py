@@ -107,6 +107,8 @@ class _Gen:
         self.scatters = random.Random(seed * 2147483647 + 7)
         # the bitwise operations' draws: a stream of their own
         self.bits = random.Random(seed * 998244353 + 9)
+        # the select scans' draws (an argmax per row): a stream of their own
+        self.scans = random.Random(seed * 1000000007 + 11)
 
     # -- sizes and extents
 
@@ -575,6 +577,47 @@ class _Gen:
             f"par {rows} {a} {{ par {cols} {c} {{ seq {length} {b} {{ {W}[{a}, {c}] += {X}[{a}, {b}] * {Y}[{b}, {c}] }} }} }}"
         ]
 
+    def select_scan(self) -> list[str]:
+        """An argmax or argmin per row: a position moved by a select beside its running
+        extreme (``transform.scans``: the pipeline may run it as exact passes). Values with
+        ties (floored floats, small integers), every comparison form, and the extreme a
+        block-local temporary or an output the caller sees."""
+        x = self.scans
+        self.s.features.add("select-scan")
+        rows, length = x.randint(1, 6), x.choice([x.randint(1, 9), 40, 300])
+        dtype = x.choice(["f32", "f32", "f64", "f16", "i32", "i64"])
+        mtype = "f32" if dtype == "f16" else dtype  # a read of f16 computes in f32
+        X, P, M = self.s.fresh("X"), self.s.fresh("W"), self.s.fresh("m")
+        a, b = self.s.fresh("i"), self.s.fresh("k")
+        self.s.decls += [f"in {X}: {dtype}[{rows}, {length}]", f"out {P}: {x.choice(['i32', 'i64'])}[{rows}]"]
+        value = x.choice([f"{X}[{a}, {b}]", f"{X}[{a}, {length} - 1 - {b}]"])
+        if mtype.startswith("f") and x.random() < 0.6:
+            value = f"floor({value} * 2)"  # ties among float values
+        op = x.choice(["max=", "min="])
+        cmp = x.choice([">", ">="] if op == "max=" else ["<", "<="])
+        cond = f"{value} {cmp} {{m}}"
+        if x.random() < 0.3:  # the mirror: M < E for E > M
+            cond = f"{{m}} {dict([('>', '<'), ('>=', '<='), ('<', '>'), ('<=', '>=')])[cmp]} {value}"
+        starts = ["0", f"{X}[{a}, 0]"] + (["-inf", "inf"] if mtype.startswith("f") else [])
+        start = x.choice(starts)
+        if x.random() < 0.3:  # an extreme the caller sees: its pass stays
+            m = f"{M}[{a}]"
+            self.s.decls.append(f"out {M}: {mtype}[{rows}]")
+            local = []
+        else:
+            m, local = M, [f"  new {M}: {mtype}"]
+        return [
+            f"par {rows} {a} {{",
+            *local,
+            f"  {m} = {start}",
+            f"  {P}[{a}] = {x.randint(0, 2)}",
+            f"  seq {length} {b} {{",
+            f"    {P}[{a}] = select({cond.format(m=m)}, {b}, {P}[{a}])",
+            f"    {m} {op} {value}",
+            "  }",
+            "}",
+        ]
+
     def flat_transpose(self) -> list[str]:
         """``p % N`` and ``p / N`` with N a number: needs binding (or a default)."""
         self.s.features.add("flat-transpose")
@@ -607,6 +650,8 @@ class _Gen:
             lines += r.choice(fragments)()
         if self.splits.random() < 0.25:
             lines += self.long_reduction()
+        if self.scans.random() < 0.15:
+            lines += self.select_scan()
         sizes = {k: v for k, v in self.s.sizes.items() if k in self.used}
         mode = self.s.mode
         if mode == "symbolic":  # every size must be inferable from a dimension of an input

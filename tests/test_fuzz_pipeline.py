@@ -79,6 +79,7 @@ def test_generator_is_deterministic_and_covers_the_features():
         "bitwise",
         "truth-value",
         "bool-condition",
+        "select-scan",
     }
     assert {c.mode for c in cases} == {"bind", "default", "symbolic"}
     assert any(c.context for c in cases)
