@@ -10,7 +10,7 @@ import math
 from itertools import product
 
 from polymap.errors import ArgumentError, InternalError, MappingError, ProgramError, SolverError
-from polymap.ir.nodes import Assign, IConst, Loop, Program
+from polymap.ir.nodes import Assign, IConst, Loop, Program, statement_text
 from polymap.ir.walk import walk_block
 from polymap.mapping.result import SplitChoice
 from polymap.mapping.space import Pins, kernels
@@ -278,8 +278,10 @@ def program_objective(solved) -> float:
 
 
 def _statement_text(reduction) -> str:
+    """The loop's first statement as written, at its line:col where it has one: not its
+    name, which the rewrite renumbers (the report's tables show the program as mapped)."""
     first = next(s for s in walk_block(reduction.loop.body) if isinstance(s, Assign))
-    return f"{first.name} `{first}`"
+    return statement_text(first)
 
 
 def first_line(error: Exception) -> str:

@@ -200,6 +200,11 @@ def test_argmax_rows_is_mapped_as_passes_on_the_lanes_and_runs_equal_to_the_refe
     assert choice.rewritten and passes < written / 10, choice.describe()
     assert mapping.kernels[0].lanes > 1 and mapping.costs[0].fill > 0.9
     assert "as exact min=/max= passes" in mapping.report()
+    # the statements by text and place: their names are the rewritten program's in the tables
+    assert (
+        choice.statement
+        == "`best[i] = select(X[i, j] > mx, j, best[i])` at 29:5 with `mx max= X[i, j]` at 30:5"
+    )
     assert mapping.to_json()["scans"][0]["passes"] is True
     # at small sizes, on the host: the mapping replayed by compile, equal to the reference
     program = polymap.load(ROOT / "models/argmax_rows.te").bind(M=16, N=45)

@@ -146,6 +146,6 @@ def lanes_header(km: KernelMapping, is_float: Callable[[str], bool]) -> list[str
         if reordered:
             lines.append(
                 f"  loop {km.spread_place(sp)} reorders the float reduction {', '.join(reordered)} "
-                "(reassociate=False keeps the program's order)"
+                "(reassociate=False or --no-reassociate keeps the program's order)"
             )
     return lines

@@ -1021,6 +1021,14 @@ def _subst_stmt(stmt: Stmt, values: dict[str, IndexExpr]) -> Stmt:
     return Loop(stmt.kind, stmt.index, substitute_index(stmt.extent, values), body, stmt.loc)
 
 
+def statement_text(stmt: Assign | Anchor) -> str:
+    """```target = value` at line:col`` (the place only where the statement has one): a
+    statement named by its text and place, for a line about a program that a rewrite
+    renumbers."""
+    at = f" at {stmt.loc.line}:{stmt.loc.col}" if stmt.loc is not None else ""
+    return f"`{stmt}`{at}"
+
+
 def guarded(stmt: Stmt, cond: Condition) -> Stmt:
     """``stmt`` (and every statement in it) under ``cond`` as well as its own guard."""
     if isinstance(stmt, Loop):

@@ -158,7 +158,7 @@ def format_lanes(mapped: KernelMapping) -> list[str]:
         combined = ", ".join(f"{name} {op.value}" for name, op in sp.accumulators)
         what = f"partial {combined} combined {how} at its end" if combined else "no reduction"
         order = (
-            "; reorders a float += or *= (reassociate=False keeps the program's order)"
+            "; reorders a float += or *= (reassociate=False or --no-reassociate keeps the program's order)"
             if sp.reassociates
             else ""
         )

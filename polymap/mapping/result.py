@@ -217,7 +217,7 @@ class SplitChoice:
                 "(atomic updates: deterministic=False)"
             )
         if self.reorders:
-            return f"reorders the float {self.op} into '{self.target}' (reassociate=False keeps the program's order)"
+            return f"reorders the float {self.op} into '{self.target}' (reassociate=False or --no-reassociate keeps the program's order)"
         return f"exact for '{self.target}' (it combines in any order)"
 
 

@@ -100,6 +100,7 @@ from polymap.ir.nodes import (
     index_vars,
     reads_of,
     result_reads,
+    statement_text,
 )
 from polymap.ir.value_types import promote
 from polymap.ir.walk import fresh_name, names_in_use, walk_block
@@ -140,8 +141,10 @@ class SelectScan:
         return self.loop.index
 
     def describe(self) -> str:
-        """``best = select(X[i, j] > mx, j, best) with mx max= X[i, j]``, for the report."""
-        return f"{self.position.name} `{self.position}` with {self.extreme.name} `{self.extreme}`"
+        """```best[i] = select(X[i, j] > mx, j, best[i])` at 26:5 with `mx max= X[i, j]` at 27:5``,
+        for the report: the statements as written, by place, not by name (the rewrite
+        renumbers them, and the report's tables show the program as mapped)."""
+        return f"{statement_text(self.position)} with {statement_text(self.extreme)}"
 
 
 def select_scans(program: Program, model: PolyModel) -> tuple[SelectScan, ...]:
