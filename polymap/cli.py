@@ -403,8 +403,12 @@ def _load(args: argparse.Namespace, note=None):
 
 
 def _check(args: argparse.Namespace) -> int:
-    _, model = _load(args)
+    from polymap.ir.zero_starts import zero_start_notes
+
+    program, model = _load(args)
     print(model.describe())
+    for note in zero_start_notes(program):
+        print(note)
     print(f"{args.file}: valid")
     return 0
 

@@ -65,6 +65,7 @@ def format_mapping(mapping: Mapping, *, proofs: bool = False) -> str:
     lines.extend(choice.describe() for choice in mapping.scans)
     lines.extend(choice.describe() for choice in mapping.splits)
     lines.extend(atomic_lines(mapping.program))
+    lines.extend(mapping.notes)
     lines.append(f"predicted time: {mapping.predicted_time_s * 1e6:.4g} us in all")
     lines.append("  " + proof_summary(mapping, listed=proofs))
     if proofs and mapping.proved:

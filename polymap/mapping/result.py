@@ -286,6 +286,8 @@ class Mapping:
     band_choices: tuple[BandChoice, ...] = ()  # deep bands whose hardware axes SCIP's costs chose
     splits: tuple[SplitChoice, ...] = ()  # reduction loops considered for a split, in the order chosen
     scans: tuple[ScanChoice, ...] = ()  # select scans weighed for exact passes, in textual order
+    # notes on the program as written (``ir.zero_starts``: a max= that reads an out buffer's zeros)
+    notes: tuple[str, ...] = ()
     # whether a float scatter's atomics (an order of rounding that varies) were refused
     deterministic: bool = True
 
