@@ -597,7 +597,8 @@ class _Gen:
         cmp = x.choice([">", ">="] if op == "max=" else ["<", "<="])
         cond = f"{value} {cmp} {{m}}"
         if x.random() < 0.3:  # the mirror: M < E for E > M
-            cond = f"{{m}} {dict([('>', '<'), ('>=', '<='), ('<', '>'), ('<=', '>=')])[cmp]} {value}"
+            mirror = {">": "<", ">=": "<=", "<": ">", "<=": ">="}[cmp]
+            cond = f"{{m}} {mirror} {value}"
         starts = ["0", f"{X}[{a}, 0]"] + (["-inf", "inf"] if mtype.startswith("f") else [])
         start = x.choice(starts)
         if x.random() < 0.3:  # an extreme the caller sees: its pass stays

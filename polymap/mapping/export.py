@@ -70,6 +70,7 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
             }
             for choice in mapping.splits
         ],
+        "notes": list(mapping.notes),
         "scans": [
             {
                 "loop": choice.loop,
