@@ -69,13 +69,12 @@ are mapped by SCIP and the cheaper kept; a ``passes`` pin fixes it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from polymap.errors import ProgramError
 from polymap.ir.accumulators import COMBINED_TYPES
 from polymap.ir.nodes import (
-    Anchor,
     Assign,
     AssignOp,
     BufferDecl,
@@ -103,7 +102,7 @@ from polymap.ir.nodes import (
     statement_text,
 )
 from polymap.ir.value_types import promote
-from polymap.ir.walk import fresh_name, names_in_use, walk_block
+from polymap.ir.walk import fresh_name, names_in_use, statements
 from polymap.transform.registers import renumber_statements
 
 if TYPE_CHECKING:
@@ -320,29 +319,16 @@ def _outlives(program: Program, buffer: str, path: tuple[int, ...], loop: Loop) 
     """Whether M's value after the scan may be seen: M is not declared in the block that
     holds the scan (a program-wide ``new``, the caller's buffer, or a block-local one of an
     outer block, which a later iteration of an enclosing loop sees again), or a statement
-    outside the scan reads it (in its value, its predicate, a gathered index of its target,
-    or as the target of an update)."""
+    outside the scan reads it (``Assign.reads``: its value, its predicate, a gathered index
+    of its target, or the target of an update)."""
     block = _block_at(program.body, path[:-1])
     if not any(isinstance(s, New) and s.decl.name == buffer for s in block):
         return True
     inside = {id(s) for s in loop.body}
     return any(
-        id(stmt) not in inside and (_reads(stmt, buffer) or (stmt.buffer == buffer and stmt.op.is_update))
-        for stmt in walk_block(program.body)
-        if isinstance(stmt, Assign)
-    ) or any(isinstance(stmt, Anchor) and _reads(stmt, buffer) for stmt in walk_block(program.body))
-
-
-def _reads(node, buffer: str) -> bool:
-    """Whether a Read of ``buffer`` occurs anywhere in ``node`` (a statement or an
-    expression: every field, a target's gathered indices included)."""
-    if isinstance(node, Read) and node.buffer == buffer:
-        return True
-    if isinstance(node, tuple):
-        return any(_reads(item, buffer) for item in node)
-    if is_dataclass(node) and not isinstance(node, type):
-        return any(_reads(getattr(node, f.name), buffer) for f in fields(node))
-    return False
+        id(ctx.stmt) not in inside and any(r.buffer == buffer for r in ctx.stmt.reads())
+        for ctx in statements(program)
+    )
 
 
 def _block_at(block: tuple[Stmt, ...], path: tuple[int, ...]) -> tuple[Stmt, ...]:
