@@ -42,10 +42,7 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
         "band_choices": [
             {
                 "loops": list(choice.indices),
-                "options": [
-                    {"with_axes": list(loops), "objective_s": objective, "why_none": why or None}
-                    for loops, objective, why in choice.options
-                ],
+                "options": _options(choice.options, "with_axes", list),
                 "chosen": choice.chosen,
             }
             for choice in mapping.band_choices
@@ -54,10 +51,7 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
             {
                 "loop": choice.loop,
                 "target": choice.target,
-                "options": [
-                    {"split": what, "objective_s": objective, "why_none": why or None}
-                    for what, objective, why in choice.options
-                ],
+                "options": _options(choice.options, "split"),
                 "chosen": choice.chosen,
                 "parts": choice.split.parts if choice.split is not None else 1,
                 "form": choice.split.form.value if choice.split is not None else None,
@@ -75,10 +69,7 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
             {
                 "loop": choice.loop,
                 "statements": choice.statement,
-                "options": [
-                    {"form": what, "objective_s": objective, "why_none": why or None}
-                    for what, objective, why in choice.options
-                ],
+                "options": _options(choice.options, "form"),
                 "chosen": choice.chosen,
                 "passes": choice.rewritten,
                 "pinned": choice.pinned,
@@ -91,6 +82,14 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
             "launch_order": [p.text for p in report.launch_order] if report is not None else [],
         },
     }
+
+
+def _options(options, name: str, what=lambda w: w) -> list[dict[str, Any]]:
+    """A choice's options (what each is, SCIP's objective for the program, why it has no
+    mapping), ``name`` the key of what it is."""
+    return [
+        {name: what(w), "objective_s": objective, "why_none": why or None} for w, objective, why in options
+    ]
 
 
 def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mapping: Mapping) -> dict[str, Any]:
