@@ -326,17 +326,20 @@ def test_per_point_accumulators_are_registers_not_stack(model):
 @needs_tools
 def test_a_one_wave_grid_asks_ptxas_for_one_block_per_sm():
     """matmul_256x256x32's 32 blocks are one wave on the H100's 132 SMs: with
-    ``__launch_bounds__(128)`` alone ptxas aimed at 7 blocks per SM and spilled two 64-bit
-    addresses to reach it (72 registers, 16 bytes of stack); asked for one block per SM it
-    keeps them in registers. matmul_1024's 256 blocks are two waves: no minimum there."""
+    ``__launch_bounds__(128)`` alone (its blocks' size on 2026-11-25) ptxas aimed at 7
+    blocks per SM and spilled two 64-bit addresses to reach it (72 registers, 16 bytes of
+    stack); asked for one block per SM it keeps them in registers. matmul_1024's 256 blocks
+    are two waves: no minimum there."""
     small = polymap.compile(polymap.load(MODELS / "matmul_256x256x32.te"))
-    assert "__launch_bounds__(128, 1) " in small.source
+    threads = small.mapping.kernels[0].threads_per_block
+    assert f"__launch_bounds__({threads}, 1) " in small.source
     _assert_no_local_memory(MODELS / "matmul_256x256x32.te")
     (kernel,) = small.machine_code().kernels
     assert kernel.one_wave and kernel.grid_blocks == 32
     assert "one wave" in format_report(small.machine_code())
     large = polymap.compile(polymap.load(MODELS / "matmul_1024.te"))
-    assert "__launch_bounds__(512) " in large.source
+    threads = large.mapping.kernels[0].threads_per_block
+    assert f"__launch_bounds__({threads}) " in large.source
     assert not large.machine_code().kernels[0].one_wave
 
 

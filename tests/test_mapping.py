@@ -331,6 +331,8 @@ def _stagings(problem: KernelProblem, mapped: KernelMapping):
     one slot or, over a tiled loop and where the tiles fit twice, in two (double buffering)."""
     yield None
     extents = dict(problem.scope_extents)
+    # the model's block count: the band's points over a block's span
+    blocks = math.prod(problem.extents) / math.prod(m.threads * m.seq for m in mapped.loops)
     scopes = dict.fromkeys(c.loop for c in problem.candidates)
     for scope in scopes:
         cands = [c for c in problem.candidates if c.loop == scope]
@@ -358,7 +360,7 @@ def _stagings(problem: KernelProblem, mapped: KernelMapping):
                     slots = [
                         n
                         for n in ((1, 2) if scope is not None else (1,))
-                        if n * used <= shared_capacity(H100, mapped.threads_per_block)
+                        if n * used <= shared_capacity(H100, mapped.threads_per_block, blocks)
                     ]
                     if not slots:
                         continue

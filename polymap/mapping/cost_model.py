@@ -170,13 +170,25 @@ def point_reuse(access: GlobalAccess, mapping: KernelMapping) -> int:
     return math.prod(m.seq for m in mapping.loops if m.index in loops)
 
 
-def shared_capacity(target: GpuTarget, threads_per_block: int) -> int:
+def resident_blocks(target: GpuTarget, threads_per_block: int, blocks: float) -> int:
+    """The blocks one SM must hold at once for a launch of ``blocks`` blocks (the model's
+    count, ``prod N / prod T S``): as many as its thread and block slots allow, but no more
+    than the grid gives each SM, since a launch of fewer blocks than that never has more
+    resident."""
+    by_slots = min(target.max_blocks_per_sm, target.max_threads_per_sm // threads_per_block)
+    return max(1, min(by_slots, math.ceil(blocks / target.sm_count)))
+
+
+def shared_capacity(target: GpuTarget, threads_per_block: int, blocks: float) -> int:
     """Shared memory a block may use without the opt-in, and without holding fewer blocks
-    per SM than its thread count allows (``shared per SM * block / threads per SM``)."""
-    return min(
-        target.shared_memory_per_block,
-        target.shared_memory_per_sm * threads_per_block // target.max_threads_per_sm,
-    )
+    per SM than ``resident_blocks``: the SM's shared memory split among them, less the
+    system's reserve of each, in whole allocation units. A launch whose blocks are too few to
+    fill the SMs' thread slots (1024^3 GEMM blocks of 64 x 128 points: 128 blocks, one an SM)
+    may give each block more than its thread count's share."""
+    unit = target.shared_memory_allocation_unit
+    share = target.shared_memory_per_sm // resident_blocks(target, threads_per_block, blocks)
+    share = (share - target.shared_memory_reserved_per_block) // unit * unit
+    return min(target.shared_memory_per_block, share)
 
 
 def fill_fraction(

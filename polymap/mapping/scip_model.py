@@ -45,8 +45,9 @@ leave global memory (their sectors drop to 0; each read takes shared-memory wave
 divided by the points that share it where they interleave) and its copies move
 ``e * prod_j N_j * N_L / prod_{j not in its tile} T_j S_j`` bytes, its tile takes
 ``e * prod widths`` bytes of shared memory (with an allowance of 1/32 for padding), the tiles
-together at most ``shared_capacity`` (48 KB, and no more than the block's share of the SM
-for its thread count), and a tile's rows are at least a 32-byte sector wide. The powers of
+together at most ``shared_capacity`` (48 KB, and no more than the SM's shared memory split
+among the blocks it must hold: its thread and block slots' worth, or fewer where the grid
+gives each SM fewer), and a tile's rows are at least a 32-byte sector wide. The powers of
 two are indicator binaries over the sums of the log2 decisions, so all of it is linear.
 
 Objective (microseconds): a roofline of four roofs, each times u: ``bytes / bandwidth``
@@ -159,6 +160,8 @@ class ScipModel(StagingConstraints, StartHints):
         # whose bytes each traffic term moves: an access's, then each candidate's copies
         owners = [a.buffer for a in problem.accesses] + [c.buffer for c in problem.candidates]
         time, traffic_time = self._time(traffic, owners[: len(traffic)], block)
+        if self.shared_used is not None:
+            self._shared_capacity(scip, self.shared_used, block)
         self._tile_loads(time)
         self._objective(time, traffic_time)
         # the fill's products with the traffic relax weakly until the points per thread and
@@ -481,6 +484,15 @@ class ScipModel(StagingConstraints, StartHints):
         scip.addCons(quicksum(v * block[v] for v in block) == self.threads_log)
         return block
 
+    def _block_span(self) -> dict[int, object]:
+        """One binary per log2 of the band points a block spans (``prod T_j S_j``): the
+        launch has ``prod N / 2^m`` blocks, which the fill and the shared-memory capacity read."""
+        logs = quicksum(self.lt[j] + self.ls[j] for j in range(self.n))
+        top = self.log_block + MAX_LOG_SEQ_TOTAL
+        span, span_log = self._one_of("block_span_log2", range(top + 1))
+        self.scip.addCons(span_log == logs)
+        return span
+
     def _time(self, traffic: list, owners: list[str], block: dict):
         """The roofline time in microseconds (DRAM, FP32 and shared-memory roofs), divided by
         the fraction of the GPU filled, and the sum of the memory and shared-memory times (each
@@ -514,11 +526,8 @@ class ScipModel(StagingConstraints, StartHints):
             busy = self.p.busy_lanes(warp * 2**m)
             scip.addCons(busy * extents * u >= capacity * (prod_s - 2**MAX_LOG_SEQ_TOTAL * (1 - var)))
         # a block runs on one SM: fewer blocks than SMs leave SMs idle
-        logs = quicksum(self.lt[j] + self.ls[j] for j in range(self.n))
-        top = self.log_block + MAX_LOG_SEQ_TOTAL
-        span, span_log = self._one_of("block_span_log2", range(top + 1))
-        scip.addCons(span_log == logs)
-        scip.addCons(u >= quicksum(t.sm_count * 2.0**m / extents * var for m, var in span.items()))
+        self.span = self._block_span()
+        scip.addCons(u >= quicksum(t.sm_count * 2.0**m / extents * var for m, var in self.span.items()))
         # occupancy: an SM holds at most max_blocks_per_sm blocks, so small blocks leave
         # thread slots empty
         scip.addCons(u >= quicksum(occupancy_penalty(t, 2**v) * block[v] for v in block))

@@ -3,12 +3,12 @@
 // program matmul_256x256x32 (matmul_256x256x32.te)
 // target NVIDIA H100 SXM5
 // sizes as arguments: M, N, K; proved for every size >= 1
-// matmul_256x256x32_kernel0: block (32, 4, 1), 128 threads
-//   i = blockIdx.y*32 + threadIdx.y*8 + s_i  (T=4, S=8, blocked; i < M)
+// matmul_256x256x32_kernel0: block (32, 2, 1), 64 threads
+//   i = blockIdx.y*32 + threadIdx.y*16 + s_i  (T=2, S=16, blocked; i < M)
 //   j = blockIdx.x*64 + s_j*32 + threadIdx.x  (T=32, S=2, cyclic; j < N)
-//   the 16 points of a thread interleaved (outer-product order)
+//   the 32 points of a thread interleaved (outer-product order)
 //   A, B staged in shared memory over loop 'k' in tiles of 32, A stored transposed, copies of A in vectors of 4, B in vectors of 4 (12928 bytes per block)
-//   predicted 1.3 us per launch (memory 0.1761 us, compute 0.0626 us, issue 0.129 us, caches 0.1119 us, shared memory 0.0862 us, first loads 1.3 us) at M = 256, N = 256, K = 32
+//   predicted 1.3 us per launch (memory 0.1761 us, compute 0.0626 us, issue 0.1036 us, caches 0.1119 us, shared memory 0.07052 us, first loads 1.3 us) at M = 256, N = 256, K = 32
 //   proved: in bounds (S0, S1, S2, A_sh, B_sh); race free (C_acc, C); exactly once (S0, S1, S2); dependences kept (8); staging coverage (A read by S1, B read by S1); barriers (A, B); vector copies (A, B)
 // proved by isl for every size >= 1
 // polymap helpers: integer division and modulo that are right for negative operands, an
@@ -555,7 +555,7 @@ struct pm_scratch {
 
 #endif  // POLYMAP_HELPERS
 // 32 blocks at the cost sizes, at most one per SM (132 SMs): registers cannot limit the occupancy
-extern "C" __global__ void __launch_bounds__(128, 1) matmul_256x256x32_kernel0(
+extern "C" __global__ void __launch_bounds__(64, 1) matmul_256x256x32_kernel0(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K, int by_first) {
   const int bx = blockIdx.x;
   const int by = blockIdx.y + by_first;
@@ -565,61 +565,61 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_256x256x32_kernel0(
   __shared__ __align__(16) float B_sh[32][65];  // B's tile
   const bool A_vectors = pm_aligned(A, 16) && (K % 4 == 0);  // A's copy loads 4 elements at once
   const bool B_vectors = pm_aligned(B, 16) && (N % 4 == 0);  // B's copy loads 4 elements at once
-  float C_acc[16];  // one per point of the thread
+  float C_acc[32];  // one per point of the thread
   if (N >= (long long)(64 * bx) + 64 && M >= (long long)(32 * by) + 32) {  // a full block: every point in range
     POLYMAP_UNROLL
-    for (int s_i = 0; s_i <= 7; ++s_i) {
+    for (int s_i = 0; s_i <= 15; ++s_i) {
       POLYMAP_UNROLL
       for (int s_j = 0; s_j <= 1; ++s_j) {
         // S0: C_acc = C[i, j]
-        C_acc[(2 * s_i + s_j)] = C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j];
+        C_acc[(2 * s_i + s_j)] = C[(long long)(32 * by + 16 * ty + s_i) * N + 64 * bx + tx + 32 * s_j];
       }
     }
     for (int kt = 0; kt <= (K - 1) / 32; ++kt) {
       if (K >= 4 * (tx % 8) + 32 * kt + 1) {
-        for (int k = 0; k <= 1; ++k) {
+        for (int k = 0; k <= 3; ++k) {
           {  // copy of A's tile, 4 elements
             pm_vec<float, 4> pm_v;
             if (A_vectors) {
-              pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt]);
+              pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt]);
             } else {
-              pm_v.e[0] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt];
-              if (K >= 4 * (tx % 8) + 32 * kt + 2) pm_v.e[1] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 1];
-              if (K >= 4 * (tx % 8) + 32 * kt + 3) pm_v.e[2] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 2];
-              if (K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) pm_v.e[3] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 3];
+              pm_v.e[0] = A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt];
+              if (K >= 4 * (tx % 8) + 32 * kt + 2) pm_v.e[1] = A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 1];
+              if (K >= 4 * (tx % 8) + 32 * kt + 3) pm_v.e[2] = A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 2];
+              if (K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) pm_v.e[3] = A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 3];
             }
-            A_sh[4 * (tx % 8)][4 * ty + 16LL * k + tx / 8] = pm_v.e[0];
-            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 2) A_sh[4 * (tx % 8) + 1][4 * ty + 16LL * k + tx / 8] = pm_v.e[1];
-            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 3) A_sh[4 * (tx % 8) + 2][4 * ty + 16LL * k + tx / 8] = pm_v.e[2];
-            if (A_vectors || K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) A_sh[4 * (tx % 8) + 3][4 * ty + 16LL * k + tx / 8] = pm_v.e[3];
+            A_sh[4 * (tx % 8)][4 * ty + 8LL * k + tx / 8] = pm_v.e[0];
+            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 2) A_sh[4 * (tx % 8) + 1][4 * ty + 8LL * k + tx / 8] = pm_v.e[1];
+            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 3) A_sh[4 * (tx % 8) + 2][4 * ty + 8LL * k + tx / 8] = pm_v.e[2];
+            if (A_vectors || K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) A_sh[4 * (tx % 8) + 3][4 * ty + 8LL * k + tx / 8] = pm_v.e[3];
           }
         }
       }
-      for (int k = 0; k <= pm_min(3LL, -4 * kt + pm_floord(16LL * K - tx - 32 * ty - 1, 128LL)); ++k) {
+      for (int k = 0; k <= pm_min(7LL, -ty - 8 * kt + pm_floord(16LL * K - tx + 32 * ty - 1, 64LL)); ++k) {
         {  // copy of B's tile, 4 elements
           pm_vec<float, 4> pm_v;
           if (B_vectors) {
-            pm_v = pm_load_vec<4>(&B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx]);
+            pm_v = pm_load_vec<4>(&B[(long long)(2 * ty + 32 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx]);
           } else {
-            pm_v.e[0] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx];
-            pm_v.e[1] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
-            pm_v.e[2] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
-            pm_v.e[3] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
+            pm_v.e[0] = B[(long long)(2 * ty + 32 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx];
+            pm_v.e[1] = B[(long long)(2 * ty + 32 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
+            pm_v.e[2] = B[(long long)(2 * ty + 32 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
+            pm_v.e[3] = B[(long long)(2 * ty + 32 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
           }
-          B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16)] = pm_v.e[0];
-          B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 1] = pm_v.e[1];
-          B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 2] = pm_v.e[2];
-          B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 3] = pm_v.e[3];
+          B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16)] = pm_v.e[0];
+          B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 1] = pm_v.e[1];
+          B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 2] = pm_v.e[2];
+          B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 3] = pm_v.e[3];
         }
       }
       __syncthreads();
       for (int k = 32 * kt; k <= pm_min(K - 1, 32 * kt + 31); ++k) {
         POLYMAP_UNROLL
-        for (int s_i = 0; s_i <= 7; ++s_i) {
+        for (int s_i = 0; s_i <= 15; ++s_i) {
           POLYMAP_UNROLL
           for (int s_j = 0; s_j <= 1; ++s_j) {
             // S1: C_acc += A[i, k] * B[k, j]
-            C_acc[(2 * s_i + s_j)] += A_sh[-32 * kt + k][8 * ty + s_i] * B_sh[-32 * kt + k][tx + 32 * s_j];
+            C_acc[(2 * s_i + s_j)] += A_sh[-32 * kt + k][16 * ty + s_i] * B_sh[-32 * kt + k][tx + 32 * s_j];
           }
         }
       }
@@ -628,75 +628,75 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_256x256x32_kernel0(
       }
     }
     POLYMAP_UNROLL
-    for (int s_i = 0; s_i <= 7; ++s_i) {
+    for (int s_i = 0; s_i <= 15; ++s_i) {
       POLYMAP_UNROLL
       for (int s_j = 0; s_j <= 1; ++s_j) {
         // S2: C[i, j] = C_acc
-        C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
+        C[(long long)(32 * by + 16 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
       }
     }
   } else {  // a block at an edge: its points guarded
     POLYMAP_UNROLL
-    for (int s_i = 0; s_i <= 7; ++s_i) {
-      if (s_i <= pm_min(7, M - 32 * by - 8 * ty - 1)) {
+    for (int s_i = 0; s_i <= 15; ++s_i) {
+      if (s_i <= pm_min(15, M - 32 * by - 16 * ty - 1)) {
         POLYMAP_UNROLL
         for (int s_j = 0; s_j <= 1; ++s_j) {
           if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
             // S0: C_acc = C[i, j]
-            C_acc[(2 * s_i + s_j)] = C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j];
+            C_acc[(2 * s_i + s_j)] = C[(long long)(32 * by + 16 * ty + s_i) * N + 64 * bx + tx + 32 * s_j];
           }
         }
       }
     }
     for (int kt = 0; kt <= (K - 1) / 32; ++kt) {
       if (K >= 4 * (tx % 8) + 32 * kt + 1) {
-        for (int k = 0; k <= pm_min(1LL, -2 * by + pm_floord(8LL * M - tx - 32 * ty - 1, 128LL)); ++k) {
+        for (int k = 0; k <= pm_min(3LL, -4 * by - ty + pm_floord(8LL * M - tx + 32 * ty - 1, 64LL)); ++k) {
           {  // copy of A's tile, 4 elements
             pm_vec<float, 4> pm_v;
             if (A_vectors) {
-              pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt]);
+              pm_v = pm_load_vec<4>(&A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt]);
             } else {
-              pm_v.e[0] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt];
-              if (K >= 4 * (tx % 8) + 32 * kt + 2) pm_v.e[1] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 1];
-              if (K >= 4 * (tx % 8) + 32 * kt + 3) pm_v.e[2] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 2];
-              if (K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) pm_v.e[3] = A[(long long)(32 * by + 4 * ty + 16LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 3];
+              pm_v.e[0] = A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt];
+              if (K >= 4 * (tx % 8) + 32 * kt + 2) pm_v.e[1] = A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 1];
+              if (K >= 4 * (tx % 8) + 32 * kt + 3) pm_v.e[2] = A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 2];
+              if (K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) pm_v.e[3] = A[(long long)(32 * by + 4 * ty + 8LL * k + tx / 8) * K + 4 * (tx % 8) + 32 * kt + 3];
             }
-            A_sh[4 * (tx % 8)][4 * ty + 16LL * k + tx / 8] = pm_v.e[0];
-            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 2) A_sh[4 * (tx % 8) + 1][4 * ty + 16LL * k + tx / 8] = pm_v.e[1];
-            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 3) A_sh[4 * (tx % 8) + 2][4 * ty + 16LL * k + tx / 8] = pm_v.e[2];
-            if (A_vectors || K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) A_sh[4 * (tx % 8) + 3][4 * ty + 16LL * k + tx / 8] = pm_v.e[3];
+            A_sh[4 * (tx % 8)][4 * ty + 8LL * k + tx / 8] = pm_v.e[0];
+            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 2) A_sh[4 * (tx % 8) + 1][4 * ty + 8LL * k + tx / 8] = pm_v.e[1];
+            if (A_vectors || K >= 4 * (tx % 8) + 32 * kt + 3) A_sh[4 * (tx % 8) + 2][4 * ty + 8LL * k + tx / 8] = pm_v.e[2];
+            if (A_vectors || K >= (long long)(4 * (tx % 8) + 32 * kt) + 4) A_sh[4 * (tx % 8) + 3][4 * ty + 8LL * k + tx / 8] = pm_v.e[3];
           }
         }
       }
       if (N >= 4 * (tx % 16) + 64 * bx + 1) {
-        for (int k = 0; k <= pm_min(3LL, -4 * kt + pm_floord(16LL * K - tx - 32 * ty - 1, 128LL)); ++k) {
+        for (int k = 0; k <= pm_min(7LL, -ty - 8 * kt + pm_floord(16LL * K - tx + 32 * ty - 1, 64LL)); ++k) {
           {  // copy of B's tile, 4 elements
             pm_vec<float, 4> pm_v;
             if (B_vectors) {
-              pm_v = pm_load_vec<4>(&B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx]);
+              pm_v = pm_load_vec<4>(&B[(long long)(2 * ty + 32 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx]);
             } else {
-              pm_v.e[0] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx];
-              if (N >= 4 * (tx % 16) + 64 * bx + 2) pm_v.e[1] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
-              if (N >= 4 * (tx % 16) + 64 * bx + 3) pm_v.e[2] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
-              if (N >= (long long)(4 * (tx % 16) + 64 * bx) + 4) pm_v.e[3] = B[(long long)(2 * ty + 32 * kt + 8LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
+              pm_v.e[0] = B[(long long)(2 * ty + 32 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx];
+              if (N >= 4 * (tx % 16) + 64 * bx + 2) pm_v.e[1] = B[(long long)(2 * ty + 32 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 1];
+              if (N >= 4 * (tx % 16) + 64 * bx + 3) pm_v.e[2] = B[(long long)(2 * ty + 32 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 2];
+              if (N >= (long long)(4 * (tx % 16) + 64 * bx) + 4) pm_v.e[3] = B[(long long)(2 * ty + 32 * kt + 4LL * k + tx / 16) * N + 4 * (tx % 16) + 64 * bx + 3];
             }
-            B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16)] = pm_v.e[0];
-            if (B_vectors || N >= 4 * (tx % 16) + 64 * bx + 2) B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 1] = pm_v.e[1];
-            if (B_vectors || N >= 4 * (tx % 16) + 64 * bx + 3) B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 2] = pm_v.e[2];
-            if (B_vectors || N >= (long long)(4 * (tx % 16) + 64 * bx) + 4) B_sh[2 * ty + 8LL * k + tx / 16][4 * (tx % 16) + 3] = pm_v.e[3];
+            B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16)] = pm_v.e[0];
+            if (B_vectors || N >= 4 * (tx % 16) + 64 * bx + 2) B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 1] = pm_v.e[1];
+            if (B_vectors || N >= 4 * (tx % 16) + 64 * bx + 3) B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 2] = pm_v.e[2];
+            if (B_vectors || N >= (long long)(4 * (tx % 16) + 64 * bx) + 4) B_sh[2 * ty + 4LL * k + tx / 16][4 * (tx % 16) + 3] = pm_v.e[3];
           }
         }
       }
       __syncthreads();
       for (int k = 32 * kt; k <= pm_min(K - 1, 32 * kt + 31); ++k) {
         POLYMAP_UNROLL
-        for (int s_i = 0; s_i <= 7; ++s_i) {
-          if (s_i <= pm_min(7, M - 32 * by - 8 * ty - 1)) {
+        for (int s_i = 0; s_i <= 15; ++s_i) {
+          if (s_i <= pm_min(15, M - 32 * by - 16 * ty - 1)) {
             POLYMAP_UNROLL
             for (int s_j = 0; s_j <= 1; ++s_j) {
               if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
                 // S1: C_acc += A[i, k] * B[k, j]
-                C_acc[(2 * s_i + s_j)] += A_sh[-32 * kt + k][8 * ty + s_i] * B_sh[-32 * kt + k][tx + 32 * s_j];
+                C_acc[(2 * s_i + s_j)] += A_sh[-32 * kt + k][16 * ty + s_i] * B_sh[-32 * kt + k][tx + 32 * s_j];
               }
             }
           }
@@ -707,13 +707,13 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_256x256x32_kernel0(
       }
     }
     POLYMAP_UNROLL
-    for (int s_i = 0; s_i <= 7; ++s_i) {
-      if (s_i <= pm_min(7, M - 32 * by - 8 * ty - 1)) {
+    for (int s_i = 0; s_i <= 15; ++s_i) {
+      if (s_i <= pm_min(15, M - 32 * by - 16 * ty - 1)) {
         POLYMAP_UNROLL
         for (int s_j = 0; s_j <= 1; ++s_j) {
           if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
             // S2: C[i, j] = C_acc
-            C[(long long)(32 * by + 8 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
+            C[(long long)(32 * by + 16 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
           }
         }
       }
@@ -735,7 +735,7 @@ extern "C" int run_matmul_256x256x32(const float* __restrict__ A, const float* _
     if (gx > 2147483647 || gy > 2147483647 || gz > 65535) return -2;
     if (gx > 0 && gy > 0 && gz > 0) {
       for (long long y0 = 0; y0 < gy; y0 += 65535) {  // y's blocks in launches of at most 65535
-        POLYMAP_LAUNCH(matmul_256x256x32_kernel0, dim3(gx, (gy - y0 > 65535 ? 65535 : gy - y0), gz), dim3(32, 4, 1), true, A, B, C, M, N, K, (int)y0);
+        POLYMAP_LAUNCH(matmul_256x256x32_kernel0, dim3(gx, (gy - y0 > 65535 ? 65535 : gy - y0), gz), dim3(32, 2, 1), true, A, B, C, M, N, K, (int)y0);
         POLYMAP_CHECK_LAUNCH();
       }
     }
