@@ -830,3 +830,28 @@ def test_a_staged_gemm_gets_start_hints_of_256_and_512_threads():
         return any(scip.getSolVal(sol, var) > 0.5 for var in v.stage.values())
 
     assert [(threads(h), staged(h)) for h in hints] == [([0, 8], False), ([0, 9], True)]
+
+
+def test_block_local_buffers_too_big_for_any_block_are_named_in_the_error():
+    """A band point's own buffers live in its thread; 4096 + 64 floats need more registers
+    than a block of 32 threads has per thread (65536 / 32 = 2048): the error names them and
+    their sizes, not only the target."""
+    program = parse(
+        """
+in  X: f32[64, 4096]
+out Y: f32[64]
+par 64 i {
+  new T: f32[4096]
+  new U: f32[64]
+  seq 4096 k { T[k] = X[i, k] * 2 }
+  seq 64 k { U[k] = T[k] + T[k + 64] }
+  Y[i] = U[0] + U[63]
+}
+""",
+        name="big_locals",
+    )
+    with pytest.raises(
+        InfeasibleMappingError, match=r"T \(4096\), U \(64\), 4160 elements in one thread"
+    ) as err:
+        optimize(program)
+    assert "2048 a thread" in str(err.value)

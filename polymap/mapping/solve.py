@@ -845,7 +845,7 @@ class KernelProblem:
         if not keys:
             raise InfeasibleMappingError(
                 f"{self.kernel.name}: no mapping satisfies the limits of {self.target.name}"
-                + self._capacity_hint()
+                + (self._locals_hint() or self._capacity_hint())
             )
         conflict = list(keys)
         for key in keys:  # deletion filter: drop every pin the conflict survives without
@@ -864,6 +864,26 @@ class KernelProblem:
                 if turned
                 else ""
             )
+        )
+
+    def _locals_hint(self) -> str:
+        """Why no mapping fits, when the thread body's block-local buffers alone need more
+        registers than the smallest block may hold per thread (each thread keeps its band
+        point's copy of them: a planned tile of a fused chain, ``--fuse``, can be that big)."""
+        t = self.target
+        most = t.max_registers_per_block // t.warp_size
+        if REGISTERS_BASE + self.local_elements <= most:
+            return ""
+        sizes = ", ".join(
+            f"{decl.name} ({math.prod(const_value(e) or 1 for e in decl.shape)})"
+            for decl in declared_locals(self.kernel.body)
+        )
+        return (
+            f": each band point keeps its own block-local buffers {sizes}, {self.local_elements} "
+            f"elements in one thread, counted as its registers (or local memory), and a block of "
+            f"{t.warp_size} threads, the smallest, has {t.max_registers_per_block} registers, {most} a "
+            f"thread (a thread body's buffers are not shared by a block's threads; with --fuse, a "
+            f"smaller capacity plans smaller tiles)"
         )
 
     def _capacity_hint(self) -> str:
