@@ -340,7 +340,13 @@ def test_a_one_wave_grid_asks_ptxas_for_one_block_per_sm():
     large = polymap.compile(polymap.load(MODELS / "matmul_1024.te"))
     threads = large.mapping.kernels[0].threads_per_block
     assert f"__launch_bounds__({threads}) " in large.source
-    assert not large.machine_code().kernels[0].one_wave
+    (kernel,) = large.machine_code().kernels
+    assert not kernel.one_wave
+    # 256 blocks on 132 SMs: at most 2 an SM, fewer than its shared memory admits
+    assert kernel.grid_per_sm == 2 < kernel.occupancy.blocks_per_sm
+    assert "the grid's 256 blocks at the cost sizes give an SM at most 2" in format_report(
+        large.machine_code()
+    )
 
 
 @needs_tools

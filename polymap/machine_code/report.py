@@ -52,6 +52,7 @@ class KernelMachineCode:
     hot_issue_s: float | None = None  # ``hot_loop_issue_time``; None without FMAs in the hot loop
     grid_blocks: int = 0  # the blocks of one launch at the cost sizes (0: no cost)
     one_wave: bool = False  # at most one block per SM there (``GpuTarget.one_wave``)
+    grid_per_sm: int = 0  # the most blocks the grid gives one SM at the cost sizes (0: no cost)
 
     @property
     def register_ratio(self) -> float | None:
@@ -161,6 +162,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 hot_issue_s=hot_loop_issue_time(target, cost.flops, hot) if cost is not None else None,
                 grid_blocks=cost.blocks if cost is not None else 0,
                 one_wave=cost is not None and target.one_wave(cost.blocks),
+                grid_per_sm=-(-cost.blocks // target.sm_count) if cost is not None else 0,
             )
         )
     major, minor = nvrtc_version()
@@ -226,6 +228,11 @@ def format_report(report: MachineCodeReport) -> str:
             fits += (
                 f"; the grid's {_count(k.grid_blocks, 'block')} at the cost sizes are one wave, "
                 "at most one per SM, so it does not limit them"
+            )
+        elif 0 < k.grid_per_sm < occ.blocks_per_sm:
+            fits += (
+                f"; the grid's {_count(k.grid_blocks, 'block')} at the cost sizes give an SM at most "
+                f"{k.grid_per_sm}"
             )
         lines.append(f"  occupancy: {fits}")
         lines.append(f"  whole kernel: {_mix(k.whole)}")
