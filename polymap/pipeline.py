@@ -132,20 +132,34 @@ def optimize_program(
         """SCIP's objective for ``written`` mapped as the pipeline maps it (unsplit)."""
         return program_objective(map_written(written, tuple(range(len(kernels(written)))))[1])
 
+    def split_and_map(written: Program):
+        """``written`` mapped with its reductions split where that pays (``choose_splits``)."""
+        return choose_splits(
+            written,
+            map_written,
+            split_pins,
+            gpu=gpu,
+            sizes=sizes,
+            reassociate=reassociate,
+            analyses=analyses,
+            context=context,
+            deterministic=deterministic,
+        )
+
+    def split_objective(written: Program) -> float:
+        """SCIP's objective for ``written`` mapped as the pipeline maps it, splits chosen."""
+        (_, solved, _), _ = split_and_map(written)
+        return program_objective(solved)
+
     program, scan_choices = choose_scans(
-        program, whole_objective, scan_pins, analyses=analyses, context=context
-    )
-    (program, solved, choices), split_choices = choose_splits(
         program,
-        map_written,
-        split_pins,
-        gpu=gpu,
-        sizes=sizes,
-        reassociate=reassociate,
+        whole_objective,
+        scan_pins,
         analyses=analyses,
         context=context,
-        deterministic=deterministic,
+        split_objective=split_objective,
     )
+    (program, solved, choices), split_choices = split_and_map(program)
     symbolic = tuple(rebind(km, kernels(program)) for km, _, _ in solved)
     with step("proof by isl"):
         model = analyses(program, context)

@@ -16,16 +16,22 @@ from polymap.split_choice import GAIN_WANTED, first_line
 from polymap.transform.scans import SelectScan, candidates, rewrite_scan, select_scans
 
 
-def choose_scans(program: Program, objective, pins: dict[str, bool], *, analyses, context):
+def choose_scans(
+    program: Program, objective, pins: dict[str, bool], *, analyses, context, split_objective=None
+):
     """``program`` with each select scan rewritten where SCIP's objective for the whole
     program (``objective(program)``: it maps the program as the pipeline does) is lower by
     GAIN_WANTED of it, or where a ``passes`` pin says so; and a ScanChoice per scan, in
-    textual order. Each scan is weighed on the program with the earlier ones' choices made.
+    textual order. A scan at the top level is weighed by ``split_objective`` (the program
+    mapped with its reductions split where that pays, ``split_choice.choose_splits``) in
+    both forms where it is given: as written it is one thread, and its passes gain only once
+    split into parts. Each scan is weighed on the program with the earlier ones' choices made.
     A form that finds no mapping (pins that only the other one meets, say) is reported and
     the other taken; where neither maps, or the pinned one does not, its error is raised."""
     made: list[ScanChoice] = []
     kept = 0  # the scans left as written so far: the next to weigh is the one after them
-    written: tuple[float | None, Exception | None] | None = None  # the current program's mapping
+    # the current program's objective, or why it has none, and the objective it was weighed by
+    written: tuple[float | None, Exception | None, object] | None = None
     while True:
         model = analyses(program, context)
         scans = select_scans(program, model)
@@ -33,12 +39,13 @@ def choose_scans(program: Program, objective, pins: dict[str, bool], *, analyses
             break
         scan = scans[kept]
         pin = pins.get(scan.index)
-        if written is None:
-            written = _mapped(objective, program)
+        weigh = split_objective if split_objective is not None and len(scan.path) == 1 else objective
+        if written is None or written[2] is not weigh:
+            written = (*_mapped(weigh, program), weigh)
         rewritten = rewrite_scan(program, scan)
         with step(f"mapping with select scan '{scan.index}' as exact passes"):
-            passes = _mapped(objective, rewritten)
-        (as_written, written_error), (as_passes, passes_error) = written, passes
+            passes = (*_mapped(weigh, rewritten), weigh)
+        (as_written, written_error, _), (as_passes, passes_error, _) = written, passes
         if pin is not None:
             take = pin
         elif as_written is None or as_passes is None:
@@ -105,7 +112,8 @@ def _check_pins(pins: dict[str, bool], program: Program, model, weighed: set[str
             raise ArgumentError(
                 f"pin '{index}': '{index}' is a par loop; passes applies to a select scan's seq loop"
                 if par
-                else f"pin '{index}': passes names no seq loop in a par loop's body of program '{program.name}'"
+                else f"pin '{index}': passes names no seq loop in a par loop's body or at the top level "
+                f"of program '{program.name}'"
             )
         if passes:  # (passes=no on a loop that is no scan asks for what happens anyway)
             raise ArgumentError(f"pin '{index}': loop '{index}' is no select scan: {'; '.join(whys)}")

@@ -353,3 +353,68 @@ def test_passes_pinned_with_a_pin_only_the_passes_meet_map_the_passes():
         polymap.optimize(program, pins={"j": {"passes": False}, "i": {"lanes": 32}})
     with pytest.raises(ArgumentError, match="'i' is a par loop"):
         polymap.optimize(program, pins={"i": {"passes": True}})
+
+
+# the argmax of a whole array: the scan is a top-level loop, one thread as written
+TOP = """
+param N = 23
+in  X: f32[N]
+out best: i32
+{declared}
+{m} = -inf
+best = 5
+seq N j {{
+  best = select(X[j] {cmp} {m}, j, best)
+  {m} {op} X[j]
+}}
+"""
+
+
+def _top(cmp: str = ">", op: str = "max=", seen: bool = False, size: int | None = None) -> polymap.Program:
+    declared = "out mx: f32" if seen else "new mx: f32"
+    program = polymap.parse(TOP.format(declared=declared, m="mx", cmp=cmp, op=op), name="top")
+    return program if size is None else program.bind(N=size)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.lists(st.sampled_from(SPECIALS), min_size=23, max_size=23),
+    form=st.sampled_from([(">", "max="), (">=", "max="), ("<", "min="), ("<=", "min=")]),
+    seen=st.booleans(),
+)
+def test_a_top_level_scans_passes_give_its_result_for_every_input(values, form, seen):
+    """At the top level the temporaries are program-wide buffers (each pass may be a kernel
+    of its own); the passes equal the loop as written on ties, infinities, NaN and signed
+    zeros, and the caller's maximum too where it is an out buffer."""
+    program = _top(*form, seen=seen)
+    (scan,) = select_scans(program, polymap.analyze(program))
+    rewritten = rewrite_scan(program, scan)
+    assert {"best_nan_at", "mx_upto", "best_at"} <= {d.name for d in rewritten.buffers}
+    x = np.array(values, np.float32)
+    expected, got = reference(program, X=x), reference(rewritten, X=x)
+    np.testing.assert_array_equal(got["best"], expected["best"])
+    if seen:
+        np.testing.assert_array_equal(got["mx"], expected["mx"])
+    # a program-wide new maximum read nowhere else loses its pass; an out one keeps it
+    assert str(rewritten).count("seq N j") == (4 if seen else 3)
+
+
+def test_the_argmax_of_a_whole_array_runs_as_split_passes_on_the_host():
+    """As written a top-level scan is one thread (a serial kernel); its passes are top-level
+    reductions that the splits spread over the GPU. SCIP's objective takes them, weighed
+    with the splits (2^24 elements: 6.8 s of one thread against about 73 us), and the
+    kernels run on the host equal to the reference and to np.argmax."""
+    mapping = polymap.optimize(_top(size=1 << 24))
+    (choice,) = mapping.scans
+    written, passes = (objective for _, objective, _ in choice.options)
+    assert choice.rewritten and passes < written / 1000, choice.describe()
+    # the three passes' loops are split into parts (the first level of each)
+    assert sum(1 for s in mapping.splits if s.chosen and s.loop == "j") == 3
+    program = _top(size=5000)
+    kernel = polymap.compile(program)
+    assert kernel.mapping.scans[0].rewritten
+    x = np.random.default_rng(9).integers(-50, 50, size=5000).astype(np.float32)
+    got = kernel.run_host(X=x)["best"]
+    assert int(got) == int(np.argmax(x)) == int(reference(program, X=x)["best"])
+    x[4000] = np.nan  # positions from the first NaN on never count
+    assert int(kernel.run_host(X=x)["best"]) == int(reference(program, X=x)["best"])

@@ -59,8 +59,9 @@ and isl finds no dependence between two iterations of ``L`` other than through P
 (``Dependences.carried_only_on``). M's own update stays, as a last pass, unless M is a
 ``new`` declared in the scan's block that no other statement reads. A select whose
 comparison is negated (``select(E <= M, P, j)``) is another function under NaN and is not
-taken. A scan at the top level (a serial kernel) stays as written: its passes would be
-kernels of their own.
+taken. A scan at the top level (the argmax of a whole array: a serial kernel) is one too:
+its passes are top-level reductions, with program-wide temporaries, which the splits
+(``transform.split``) may cut into parts over the whole GPU.
 
 Whether to rewrite is the pipeline's choice (``scan_choice.choose_scans``): both programs
 are mapped by SCIP and the cheaper kept; a ``passes`` pin fixes it.
@@ -153,8 +154,11 @@ def select_scans(program: Program, model: PolyModel) -> tuple[SelectScan, ...]:
 
 
 def candidates(program: Program, model: PolyModel) -> Iterator[SelectScan | tuple[Loop, str]]:
-    """Each seq loop in a par loop's body: a SelectScan, or the loop and why it is none."""
-    for path, loop, depth in _seq_loops_in_par(program.body, (), 0, False):
+    """Each seq loop in a par loop's body or at the top level: a SelectScan, or the loop and
+    why it is none."""
+    # the top level counts as a par body: a scan there is a serial kernel, whose passes the
+    # splits (``split_choice``) may then spread over the GPU
+    for path, loop, depth in _seq_loops_in_par(program.body, (), 0, True):
         found = scan_at(program, model, path, loop, depth)
         yield found if isinstance(found, SelectScan) else (loop, found)
 
@@ -235,11 +239,19 @@ def rewrite_scan(program: Program, scan: SelectScan) -> Program:
     p_type = program.buffer(p.buffer).dtype.compute
     counter = DType.I64 if p_type is DType.I64 else DType.I32
     stmts: list[Stmt] = []
+    top_level = len(scan.path) == 1
+    declared: list[BufferDecl] = []  # program-wide, for a scan at the top level
 
     def temporary(hint: str, dtype: DType) -> Read:
         name = fresh_name(hint, taken)
         taken.add(name)
-        stmts.append(New(BufferDecl(name, BufferKind.NEW, dtype, (), loc)))
+        decl = BufferDecl(name, BufferKind.NEW, dtype, (), loc)
+        # at the top level each pass may become a kernel of its own (split into parts): the
+        # temporaries are program-wide buffers, not a block's
+        if top_level:
+            declared.append(decl)
+        else:
+            stmts.append(New(decl))
         return Read(name, (), loc)
 
     def scan_loop(target: Read, op: AssignOp, value: ValueExpr) -> Loop:
@@ -269,7 +281,8 @@ def rewrite_scan(program: Program, scan: SelectScan) -> Program:
     stmts.append(replace(p, value=Select(found, at, own)))
     if scan.keeps_extreme:
         stmts.append(replace(scan.loop, body=(m,)))
-    return renumber_statements(replace(program, body=_replaced(program.body, scan.path, tuple(stmts))))
+    body = _replaced(program.body, scan.path, tuple(stmts))
+    return renumber_statements(replace(program, buffers=(*program.buffers, *declared), body=body))
 
 
 def replay_scans(program: Program, scans, *, context: str | None, analyze) -> Program:
@@ -317,12 +330,17 @@ def _all(first: Condition | None, then: Condition) -> Condition:
 
 def _outlives(program: Program, buffer: str, path: tuple[int, ...], loop: Loop) -> bool:
     """Whether M's value after the scan may be seen: M is not declared in the block that
-    holds the scan (a program-wide ``new``, the caller's buffer, or a block-local one of an
-    outer block, which a later iteration of an enclosing loop sees again), or a statement
+    holds the scan (the caller's buffer, a program-wide ``new`` for a scan in a loop, or a
+    block-local one of an outer block, which a later iteration of an enclosing loop sees
+    again; at the top level the program-wide ``new`` buffers are the block's), or a statement
     outside the scan reads it (``Assign.reads``: its value, its predicate, a gathered index
     of its target, or the target of an update)."""
     block = _block_at(program.body, path[:-1])
-    if not any(isinstance(s, New) and s.decl.name == buffer for s in block):
+    if len(path) == 1:  # the top level's block declares the program-wide ``new`` buffers
+        declared = program.buffer(buffer).kind is BufferKind.NEW
+    else:
+        declared = any(isinstance(s, New) and s.decl.name == buffer for s in block)
+    if not declared:
         return True
     inside = {id(s) for s in loop.body}
     return any(
