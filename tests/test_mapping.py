@@ -27,6 +27,7 @@ from polymap.mapping.cost_model import (
     PADDING,
     REGISTERS_BASE,
     interleavable,
+    most_blocks,
     shared_capacity,
 )
 from polymap.mapping.outcome import Outcome
@@ -331,8 +332,10 @@ def _stagings(problem: KernelProblem, mapped: KernelMapping):
     one slot or, over a tiled loop and where the tiles fit twice, in two (double buffering)."""
     yield None
     extents = dict(problem.scope_extents)
-    # the model's block count: the band's points over a block's span
-    blocks = math.prod(problem.extents) / math.prod(m.threads * m.seq for m in mapped.loops)
+    # the most blocks a block of this span may launch, however split over the loops
+    caps = tuple(max(0, math.ceil(math.log2(n))) if n > 1 else 0 for n in problem.extents)
+    span_log = round(math.log2(math.prod(m.threads * m.seq for m in mapped.loops)))
+    blocks = most_blocks(problem.extents, caps).get(span_log, -(-math.prod(problem.extents) // 2**span_log))
     scopes = dict.fromkeys(c.loop for c in problem.candidates)
     for scope in scopes:
         cands = [c for c in problem.candidates if c.loop == scope]

@@ -4,12 +4,13 @@ make fewer than its thread slots allow (``cost_model.resident_blocks``, ``shared
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 import polymap
-from polymap.mapping.cost_model import resident_blocks, shared_capacity
+from polymap.mapping.cost_model import most_blocks, resident_blocks, shared_capacity
 from polymap.targets import H100
 
 MATMUL = Path(__file__).resolve().parent.parent / "models" / "matmul_1024.te"
@@ -58,3 +59,36 @@ def test_a_grid_of_two_blocks_an_sm_gives_each_more_than_its_thread_share():
     assert cost.shared_bytes <= shared_capacity(H100, 64, 256)
     kernel, cost = _staged({"M": 8192, "N": 8192, "K": 1024})
     assert cost.shared_bytes <= shared_capacity(H100, 64, 16384) == 6272
+
+
+def test_the_most_blocks_of_a_span_round_each_loops_blocks_up():
+    """33 x 12800 points in blocks of 2^10: 32 x 32 makes 2 x 400 = 800 blocks (64 x 16 too),
+    where the points over the span count 412.5; powers of two split evenly."""
+    assert most_blocks((33, 12800), (6, 14))[10] == 800
+    assert most_blocks((1024, 1024), (10, 10))[12] == 256
+    # a span beyond every loop's cap has no split
+    assert 21 not in most_blocks((1024, 1024), (10, 10))
+
+
+def test_a_ragged_grid_holds_the_blocks_it_launches():
+    """A 33 x 12800 x 1024 GEMM: counted as points over the span, its grid gave each SM 4
+    blocks and SCIP staged 35072 bytes a block, but the grid launched 800 blocks, 7 an SM,
+    and shared memory held 6 (found by review). The capacity now counts the launched grid."""
+    program = polymap.load(MATMUL).bind(M=33, N=12800, K=1024)
+    mapping = polymap.optimize(program)
+    (cost,) = mapping.costs
+    (kernel,) = mapping.kernels
+    assert cost.shared_bytes <= shared_capacity(H100, kernel.threads_per_block, cost.blocks)
+
+
+def test_a_share_below_the_reserve_is_no_capacity_not_a_negative_one():
+    """A target of 16 KiB an SM split 32 ways leaves 512 bytes a block, less than the 1 KiB
+    reserve: the capacity is 0 (nothing staged), not -512 (which no mapping meets)."""
+    small = dataclasses.replace(
+        H100,
+        shared_memory_per_sm=16 * 1024,
+        shared_memory_per_block=16 * 1024,
+        shared_memory_per_block_optin=16 * 1024,
+    )
+    assert shared_capacity(small, 32, 10**6) == 0
+    assert shared_capacity(small, 1024, 10**6) == 7168  # 16384 / 2 - 1024

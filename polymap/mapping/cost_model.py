@@ -4,6 +4,7 @@ decisions: the report's cost is the cost SCIP optimized because both read them f
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from polymap.ir.nodes import Loop, index_vars
@@ -171,12 +172,26 @@ def point_reuse(access: GlobalAccess, mapping: KernelMapping) -> int:
 
 
 def resident_blocks(target: GpuTarget, threads_per_block: int, blocks: float) -> int:
-    """The blocks one SM must hold at once for a launch of ``blocks`` blocks (the model's
-    count, ``prod N / prod T S``): as many as its thread and block slots allow, but no more
+    """The blocks one SM must hold at once for a launch of ``blocks`` blocks (at most
+    ``most_blocks``' count for the block's span): as many as its thread and block slots allow, but no more
     than the grid gives each SM, since a launch of fewer blocks than that never has more
     resident."""
     by_slots = min(target.max_blocks_per_sm, target.max_threads_per_sm // threads_per_block)
     return max(1, min(by_slots, math.ceil(blocks / target.sm_count)))
+
+
+def most_blocks(extents: tuple[int, ...], caps: tuple[int, ...]) -> dict[int, int]:
+    """Per ``m``, the most blocks a launch of a band of ``extents`` has when a block spans
+    ``2^m`` of its points: over every split of that span into a power of two per loop
+    (``2^p_j``, ``p_j`` at most the loop's ``caps``), the grid ``prod ceil(N_j / 2^p_j)``,
+    which rounds each loop's blocks up (a 33 x 12800 band in blocks of 32 x 32 points: 800
+    blocks, where ``prod N / 2^m`` counts 412.5). A span no split fits is absent."""
+    most: dict[int, int] = {}
+    for logs in itertools.product(*(range(cap + 1) for cap in caps)):
+        grid = math.prod(-(-n // 2**p) for n, p in zip(extents, logs))
+        m = sum(logs)
+        most[m] = max(most.get(m, 0), grid)
+    return most
 
 
 def shared_capacity(target: GpuTarget, threads_per_block: int, blocks: float) -> int:
@@ -188,7 +203,7 @@ def shared_capacity(target: GpuTarget, threads_per_block: int, blocks: float) ->
     unit = target.shared_memory_allocation_unit
     share = target.shared_memory_per_sm // resident_blocks(target, threads_per_block, blocks)
     share = (share - target.shared_memory_reserved_per_block) // unit * unit
-    return min(target.shared_memory_per_block, share)
+    return max(0, min(target.shared_memory_per_block, share))
 
 
 def fill_fraction(

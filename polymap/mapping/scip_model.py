@@ -44,7 +44,7 @@ binary ``st`` per candidate buffer of the chosen scope. A staged buffer's reads 
 leave global memory (their sectors drop to 0; each read takes shared-memory wavefronts,
 divided by the points that share it where they interleave) and its copies move
 ``e * prod_j N_j * N_L / prod_{j not in its tile} T_j S_j`` bytes, its tile takes
-``e * prod widths`` bytes of shared memory (with an allowance of 1/32 for padding), the tiles
+``e * prod widths`` bytes of shared memory (with an allowance of 1/8 for padding, ``PADDING``), the tiles
 together at most ``shared_capacity`` (48 KB, and no more than the SM's shared memory split
 among the blocks it must hold: its thread and block slots' worth, or fewer where the grid
 gives each SM fewer), and a tile's rows are at least a 32-byte sector wide. The powers of

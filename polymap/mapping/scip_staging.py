@@ -19,6 +19,7 @@ from polymap.mapping.cost_model import (
     copy_instructions,
     log2_floor,
     mentioned_loops,
+    most_blocks,
     reuse_loops,
     shared_capacity,
     shared_wavefronts,
@@ -170,9 +171,9 @@ class StagingConstraints:
     def _shared_capacity(self, scip: Model, used, block: dict) -> None:
         """``used <= shared_capacity(threads, blocks)``: the SM's shared memory over the blocks
         it must hold (``cost_model.resident_blocks``), the fewer of what the block's thread
-        count allows and what the grid gives each SM (``prod N / 2^m`` blocks for the block
-        span's ``m``). As the share falls with the count, it is the larger of the two shares:
-        per span, ``used <= grid's + sum_v max(0, threads' - grid's) [v]`` (the block size's
+        count allows and what the grid gives each SM (for the block span's ``m``, the most
+        blocks any split of ``2^m`` over the loops launches: ``cost_model.most_blocks``).
+        As the share falls with the count, it is the larger of the two shares: per span, ``used <= grid's + sum_v max(0, threads' - grid's) [v]`` (the block size's
         one-hot ``[v]``), switched off where the span is not ``m`` (``used`` is at most the
         per-block limit anyway); and, valid for every choice, ``used`` at most the two shares'
         sum. Added after ``_time``, which makes the span's one-hot. Measured: the per-span rows
@@ -182,10 +183,12 @@ class StagingConstraints:
         of models/ is proved optimal in under 3 s and that band in 10 s (9 s before).
         """
         t = self.p.target
-        extents = math.prod(self.p.extents)
         every_slot = t.sm_count * t.max_blocks_per_sm  # blocks enough that the slots decide
         by_threads = {v: shared_capacity(t, 2**v, every_slot) for v in block}
-        by_grid = {m: shared_capacity(t, 1, extents / 2**m) for m in self.span}
+        extents = self.p.extents
+        most = most_blocks(extents, self.caps)  # a span no split fits: the band's points, once
+        grid = {m: most.get(m, -(-math.prod(extents) // 2**m)) for m in self.span}
+        by_grid = {m: shared_capacity(t, 1, blocks) for m, blocks in grid.items()}
         big = t.shared_memory_per_block
         scip.addCons(used <= big)
         for m, var in self.span.items():
