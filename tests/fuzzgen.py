@@ -578,10 +578,11 @@ class _Gen:
         ]
 
     def select_scan(self) -> list[str]:
-        """An argmax or argmin per row: a position moved by a select beside its running
-        extreme (``transform.scans``: the pipeline may run it as exact passes). Values with
-        ties (floored floats, small integers), every comparison form, and the extreme a
-        block-local temporary or an output the caller sees."""
+        """An argmax or argmin per row, or of a whole array at the top level: a position moved
+        by a select beside its running extreme (``transform.scans``: the pipeline may run it
+        as exact passes, split into parts at the top level). Values with ties (floored
+        floats, small integers), every comparison form, and the extreme a temporary
+        (block-local, or a program-wide ``new`` at the top level) or an output the caller sees."""
         x = self.scans
         self.s.features.add("select-scan")
         rows, length = x.randint(1, 6), x.choice([x.randint(1, 9), 40, 300])
@@ -589,7 +590,7 @@ class _Gen:
         mtype = "f32" if dtype == "f16" else dtype  # a read of f16 computes in f32
         X, P, M = self.s.fresh("X"), self.s.fresh("W"), self.s.fresh("m")
         a, b = self.s.fresh("i"), self.s.fresh("k")
-        self.s.decls += [f"in {X}: {dtype}[{rows}, {length}]", f"out {P}: {x.choice(['i32', 'i64'])}[{rows}]"]
+        ptype = x.choice(["i32", "i64"])
         value = x.choice([f"{X}[{a}, {b}]", f"{X}[{a}, {length} - 1 - {b}]"])
         if mtype.startswith("f") and x.random() < 0.6:
             value = f"floor({value} * 2)"  # ties among float values
@@ -601,7 +602,27 @@ class _Gen:
             cond = f"{{m}} {mirror} {value}"
         starts = ["0", f"{X}[{a}, 0]"] + (["-inf", "inf"] if mtype.startswith("f") else [])
         start = x.choice(starts)
-        if x.random() < 0.3:  # an extreme the caller sees: its pass stays
+        seen = x.random() < 0.3  # an extreme the caller sees: its pass stays
+        # drawn last, so that the draws above stay those of the seeds recorded before
+        top = x.random() < 0.25
+        if top:  # one row, no par loop: X[i, k] reads X[k]
+            cond, value, start = (t.replace(f"{X}[{a}, ", f"{X}[") for t in (cond, value, start))
+            if x.random() < 0.5:  # long enough that the passes, split, beat one thread
+                longer = 5000
+                cond, value = (t.replace(f"[{length} - 1 - ", f"[{longer} - 1 - ") for t in (cond, value))
+                length = longer
+            self.s.decls += [f"in {X}: {dtype}[{length}]", f"out {P}: {ptype}"]
+            self.s.decls.append(f"{'out' if seen else 'new'} {M}: {mtype}")
+            return [
+                f"{M} = {start}",
+                f"{P} = {x.randint(0, 2)}",
+                f"seq {length} {b} {{",
+                f"  {P} = select({cond.format(m=M)}, {b}, {P})",
+                f"  {M} {op} {value}",
+                "}",
+            ]
+        self.s.decls += [f"in {X}: {dtype}[{rows}, {length}]", f"out {P}: {ptype}[{rows}]"]
+        if seen:
             m = f"{M}[{a}]"
             self.s.decls.append(f"out {M}: {mtype}[{rows}]")
             local = []
