@@ -29,6 +29,7 @@ from polymap.mapping.cost_model import (
     interleavable,
     most_blocks,
     shared_capacity,
+    span_blocks,
 )
 from polymap.mapping.outcome import Outcome
 from polymap.mapping.solve import KernelProblem, optimize
@@ -335,7 +336,7 @@ def _stagings(problem: KernelProblem, mapped: KernelMapping):
     # the most blocks a block of this span may launch, however split over the loops
     caps = tuple(max(0, math.ceil(math.log2(n))) if n > 1 else 0 for n in problem.extents)
     span_log = round(math.log2(math.prod(m.threads * m.seq for m in mapped.loops)))
-    blocks = most_blocks(problem.extents, caps).get(span_log, -(-math.prod(problem.extents) // 2**span_log))
+    blocks = span_blocks(most_blocks(problem.extents, caps), problem.extents, span_log)
     scopes = dict.fromkeys(c.loop for c in problem.candidates)
     for scope in scopes:
         cands = [c for c in problem.candidates if c.loop == scope]

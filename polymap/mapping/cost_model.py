@@ -172,10 +172,9 @@ def point_reuse(access: GlobalAccess, mapping: KernelMapping) -> int:
 
 
 def resident_blocks(target: GpuTarget, threads_per_block: int, blocks: float) -> int:
-    """The blocks one SM must hold at once for a launch of ``blocks`` blocks (at most
-    ``most_blocks``' count for the block's span): as many as its thread and block slots allow, but no more
-    than the grid gives each SM, since a launch of fewer blocks than that never has more
-    resident."""
+    """The blocks one SM must hold at once for a launch of ``blocks`` blocks
+    (``span_blocks``): as many as its thread and block slots allow, but no more than the
+    grid gives each SM, since a launch of fewer blocks than that never has more resident."""
     by_slots = min(target.max_blocks_per_sm, target.max_threads_per_sm // threads_per_block)
     return max(1, min(by_slots, math.ceil(blocks / target.sm_count)))
 
@@ -192,6 +191,12 @@ def most_blocks(extents: tuple[int, ...], caps: tuple[int, ...]) -> dict[int, in
         m = sum(logs)
         most[m] = max(most.get(m, 0), grid)
     return most
+
+
+def span_blocks(most: dict[int, int], extents: tuple[int, ...], span_log: int) -> int:
+    """The blocks counted for a block span of ``2^span_log``: ``most_blocks``' count, or,
+    for a span no split fits, the band's points over it (at least one block)."""
+    return most.get(span_log, -(-math.prod(extents) // 2**span_log))
 
 
 def shared_capacity(target: GpuTarget, threads_per_block: int, blocks: float) -> int:

@@ -23,6 +23,7 @@ from polymap.mapping.cost_model import (
     reuse_loops,
     shared_capacity,
     shared_wavefronts,
+    span_blocks,
     tile_count,
     tile_latency,
     tile_store_wavefronts,
@@ -173,9 +174,10 @@ class StagingConstraints:
         it must hold (``cost_model.resident_blocks``), the fewer of what the block's thread
         count allows and what the grid gives each SM (for the block span's ``m``, the most
         blocks any split of ``2^m`` over the loops launches: ``cost_model.most_blocks``).
-        As the share falls with the count, it is the larger of the two shares: per span, ``used <= grid's + sum_v max(0, threads' - grid's) [v]`` (the block size's
-        one-hot ``[v]``), switched off where the span is not ``m`` (``used`` is at most the
-        per-block limit anyway); and, valid for every choice, ``used`` at most the two shares'
+        As the share falls with the count, it is the larger of the two shares: per span,
+        ``used <= grid's + sum_v max(0, threads' - grid's) [v]`` (the block size's one-hot
+        ``[v]``), switched off where the span is not ``m`` (``used`` is at most the per-block
+        limit anyway); and, valid for every choice, ``used`` at most the two shares'
         sum. Added after ``_time``, which makes the span's one-hot. Measured: the per-span rows
         alone left fc_bias_relu's incumbent short of the optimum at 30 s, a binary choosing
         between the shares left gpt3_attention's third GEMM so, and the span's one-hot made
@@ -186,9 +188,8 @@ class StagingConstraints:
         every_slot = t.sm_count * t.max_blocks_per_sm  # blocks enough that the slots decide
         by_threads = {v: shared_capacity(t, 2**v, every_slot) for v in block}
         extents = self.p.extents
-        most = most_blocks(extents, self.caps)  # a span no split fits: the band's points, once
-        grid = {m: most.get(m, -(-math.prod(extents) // 2**m)) for m in self.span}
-        by_grid = {m: shared_capacity(t, 1, blocks) for m, blocks in grid.items()}
+        most = most_blocks(extents, self.caps)
+        by_grid = {m: shared_capacity(t, 1, span_blocks(most, extents, m)) for m in self.span}
         big = t.shared_memory_per_block
         scip.addCons(used <= big)
         for m, var in self.span.items():

@@ -875,8 +875,7 @@ class KernelProblem:
         if REGISTERS_BASE + self.local_elements <= most:
             return ""
         sizes = ", ".join(
-            f"{decl.name} ({math.prod(const_value(e) or 1 for e in decl.shape)})"
-            for decl in declared_locals(self.kernel.body)
+            f"{decl.name} ({_decl_elements(decl)})" for decl in declared_locals(self.kernel.body)
         )
         return (
             f": each band point keeps its own block-local buffers {sizes}, {self.local_elements} "
@@ -1184,7 +1183,12 @@ def _nest_extent(model: PolyModel, loops: tuple[Loop, ...]) -> int:
 
 def _elements(decls) -> int:
     """Elements of block-local buffers (a dimension that is not a number counts as 1)."""
-    return sum(math.prod(const_value(e) or 1 for e in decl.shape) for decl in decls)
+    return sum(_decl_elements(decl) for decl in decls)
+
+
+def _decl_elements(decl) -> int:
+    """Elements of one block-local buffer, as ``_elements`` counts them."""
+    return math.prod(const_value(e) or 1 for e in decl.shape)
 
 
 def _loop_extent(loop, model: PolyModel) -> int:
