@@ -35,7 +35,7 @@ import numpy as np
 from polymap.errors import ArgumentError
 from polymap.ir.nodes import Anchor, Assign, Compare, Gather, IndexExpr, LogicOp, Loop, Not, Read, reads_of
 from polymap.mapping.result import KernelCost, Mapping
-from polymap.mapping.space import KernelMapping, LoopMapping
+from polymap.mapping.space import KernelMapping, LoopMapping, body_loops
 from polymap.poly.isl_text import evaluate_index
 
 FORMATS = (".png", ".svg", ".pdf")
@@ -167,12 +167,13 @@ def warp_requests(mapping: Mapping, km: KernelMapping) -> list[WarpRequest]:
         lanes.append(env if inside else None)
         lane_of.append(t[0])
     # a spread loop runs its iteration n on lane n % lanes; the rest of the body on lane 0
-    spread = [km.kernel.body[sp.position] for sp in km.spread] if km.lanes > 1 else []
+    spread = [body_loops(km.kernel.body, sp.path)[-1] for sp in km.spread] if km.lanes > 1 else []
     globals_ = {d.name: d for d in program.buffers}
     requests = []
     for stmt, around in _statements(km.kernel.body, ()):
-        on_lanes = bool(around) and any(around[0] is loop for loop in spread)
-        runs = _first_run(stmt, around, lanes, (km.lanes, lane_of) if on_lanes else None)
+        depth = next((k for k, loop in enumerate(around) if any(loop is x for x in spread)), None)
+        on_lanes = depth is not None
+        runs = _first_run(stmt, around, lanes, (km.lanes, lane_of, depth) if on_lanes else None)
         if km.lanes > 1 and not on_lanes:
             runs = [env if lane == 0 else None for env, lane in zip(runs, lane_of)]
         touched = [(r.buffer, r.indices, False) for r in reads_of(stmt.value)]
@@ -215,19 +216,22 @@ def _statements(body, around: tuple[Loop, ...]):
 
 
 def _first_run(
-    stmt, around: tuple[Loop, ...], lanes: list[dict | None], spread: tuple[int, list[int]] | None = None
+    stmt,
+    around: tuple[Loop, ...],
+    lanes: list[dict | None],
+    spread: tuple[int, list[int], int] | None = None,
 ) -> list[dict | None]:
     """Per lane, its instance of ``stmt`` at the first iteration of the loops ``around`` (the
     first ``SEARCHED`` of each, in order) where some lane runs it; all None if none does.
-    ``spread``: the outermost loop of ``around`` runs on the lanes, ``(count, lane of each)``:
-    its n-th step is iteration ``count * n + lane``."""
+    ``spread``: a loop of ``around`` runs on the lanes, ``(count, lane of each, its place in
+    around)``: its n-th step is iteration ``count * n + lane``."""
     for values in itertools.product(range(SEARCHED), repeat=len(around)):
         runs = []
         for k, env in enumerate(lanes):
             here = None if env is None else env | {loop.index: v for loop, v in zip(around, values)}
             if here is not None and spread is not None:
-                count, lane_of = spread
-                here[around[0].index] = count * values[0] + lane_of[k]
+                count, lane_of, depth = spread
+                here[around[depth].index] = count * values[depth] + lane_of[k]
             if here is not None and not all(
                 here[loop.index] < evaluate_index(loop.extent, here) for loop in around
             ):

@@ -15,7 +15,8 @@ everything else on lane 0 (``schedule/hardware.py``), so *exactly once*, *in bou
 * **lane order**: a dependence between two instances on different lanes of one point (one
   warp, or the block of several) is kept when its source comes first in their common order
   (every lane meets every fork and join in the same order) with a fork or join between
-  them, i.e. they are not inside one run of one spread loop; on a local, the value must
+  them, i.e. they are not inside one run of one spread loop (one band point, one iteration
+  of the loops around it: two runs have the first one's join between them); on a local, the value must
   travel with the fork or join itself: into a spread loop only as a broadcast local or an
   accumulator's start, out of it only as an accumulator, and inside one run only between
   updates of an accumulator, which the join combines (each partial once: the loop's
@@ -59,17 +60,18 @@ def check_lane_shape(model: PolyModel, km: KernelMapping) -> None:
         raise VerificationError(
             f"{name}: lanes stage nothing in shared memory and run the points one after another"
         )
-    found = {sp.position: sp for sp in spread_loops(km.kernel, model, reassociate=True)}
-    positions = [sp.position for sp in km.spread]
-    if positions != sorted(set(positions)):
+    found = {sp.path: sp for sp in spread_loops(km.kernel, model, reassociate=True)}
+    paths = [sp.path for sp in km.spread]
+    if paths != sorted(set(paths)):
         raise VerificationError(
-            f"{name}: the mapping spreads a loop twice or out of order (body positions {positions}): each "
+            f"{name}: the mapping spreads a loop twice or out of order (body positions {paths}): each "
             "spread loop has one fork and one join"
         )
     for sp in km.spread:
-        if found.get(sp.position) != sp:  # its loop, statements, accumulators, broadcasts, reordering
+        if found.get(sp.path) != sp:  # its loop, statements, accumulators, broadcasts, reordering
+            place = ".".join(str(p) for p in sp.path)
             raise VerificationError(
-                f"{name}: loop '{sp.index}' at position {sp.position} of the body is not spread as the mapping "
+                f"{name}: loop '{sp.index}' at position {place} of the body is not spread as the mapping "
                 "says: its lanes' fork and join would not compute what the loop does"
             )
 
@@ -104,12 +106,14 @@ def prove_lane_order(
     ``error(pairs, what)`` is the VerificationError of a pair that is not."""
     km = frame.mapping
     name = km.kernel.name
-    sp1, sp2 = _spread_of(km, dep.source), _spread_of(km, dep.sink)
+    sp1, sp2 = km.spread_of(dep.source), km.spread_of(dep.sink)
     local = _is_local(model, dep.buffer)
     if sp1 is not None and sp1 is sp2:
         h, n = frame.host, len(km.loops)
         one_run = pairs
-        for dim in range(h + 6, h + 6 + n):  # the same point of the warp: one run of the loop
+        # the same point of the warp and the same iteration of the loops around the spread
+        # loop (the hardware point's body dimensions before it): one run of the loop
+        for dim in range(h + 6, h + 6 + n + sp1.depth):
             one_run = one_run.equate(_IN, dim, _OUT, dim)
         if not one_run.is_empty():
             if not (local and dep.buffer in dict(sp1.accumulators)):
@@ -135,10 +139,6 @@ def prove_lane_order(
 
 def _is_local(model: PolyModel, buffer: str) -> bool:
     return any(b.is_local for b in model.buffers if b.name == buffer)
-
-
-def _spread_of(km: KernelMapping, statement: str) -> SpreadLoop | None:
-    return next((sp for sp in km.spread if statement in sp.statements), None)
 
 
 def _leaves(sp: SpreadLoop | None, buffer: str) -> bool:

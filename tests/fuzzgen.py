@@ -109,6 +109,9 @@ class _Gen:
         self.bits = random.Random(seed * 998244353 + 9)
         # the select scans' draws (an argmax per row): a stream of their own
         self.scans = random.Random(seed * 1000000007 + 11)
+        # the iterated reductions' draws (a row reduction inside a seq loop of a par body,
+        # spread over the lanes once per step): a stream of their own
+        self.steps = random.Random(seed * 1000000009 + 13)
 
     # -- sizes and extents
 
@@ -655,6 +658,50 @@ class _Gen:
         p = self.s.fresh("p")
         return [f"par {nn} * {nn} {p} {{ {Y}[({p} % {nn}) * {nn} + {p} / {nn}] = {X}[{p}] }}"]
 
+    def iterated_reduction(self) -> list[str]:
+        """Per row, a seq loop of a few steps around a row reduction (``mapping/lanes.py``
+        spreads the reduction once per step): its accumulator reset at each step or carried
+        across them, a value of the step read by lane 0 and broadcast to the lanes, and the
+        total stored after each step; or a running value stored inside the reduction (which
+        keeps it in one lane)."""
+        x = self.steps
+        self.s.features.add("iterated-reduction")
+        rows, steps = x.randint(1, 6), x.randint(1, 4)
+        length = x.choice([x.randint(1, 9), 40, 300])
+        dtype = x.choice(["f32", "f64", "i32", "i64"])
+        op = x.choice(["+=", "+=", "max=", "min="])
+        X, W, Y, acc, c = (self.s.fresh(n) for n in ("X", "X", "Y", "acc", "c"))
+        a, t, b = self.s.fresh("i"), self.s.fresh("t"), self.s.fresh("k")
+        self.s.decls += [
+            f"in {X}: {dtype}[{rows}, {length}]",
+            f"in {W}: {dtype}[{steps}, {length}]",
+            f"out {Y}: {dtype}[{rows}, {steps}]",
+        ]
+        value = x.choice([f"{X}[{a}, {b}]", f"{X}[{a}, {b}] + {W}[{t}, {b}]", f"{X}[{a}, {b}] - {c}"])
+        start = x.choice(["0", f"{X}[{a}, 0]"])
+        reset = [f"    {acc} = {start}"] if x.random() < 0.5 else []
+        running = []
+        if x.random() < 0.2:  # a running value, stored at every element: not spread
+            R = self.s.fresh("Y")
+            self.s.decls.append(f"out {R}: {dtype}[{rows}, {steps}, {length}]")
+            running = [f"      {R}[{a}, {t}, {b}] = {acc}"]
+        return [
+            f"par {rows} {a} {{",
+            f"  new {acc}: {dtype}",
+            f"  new {c}: {dtype}",
+            f"  {acc} = {start}",
+            f"  seq {steps} {t} {{",
+            f"    {c} = {W}[{t}, 0]",
+            *reset,
+            f"    seq {length} {b} {{",
+            f"      {acc} {op} {value}",
+            *running,
+            "    }",
+            f"    {Y}[{a}, {t}] = {acc}",
+            "  }",
+            "}",
+        ]
+
     def program(self) -> FuzzCase:
         r = self.s.rng
         fragments = [
@@ -674,6 +721,8 @@ class _Gen:
             lines += self.long_reduction()
         if self.scans.random() < 0.15:
             lines += self.select_scan()
+        if self.steps.random() < 0.15:
+            lines += self.iterated_reduction()
         sizes = {k: v for k, v in self.s.sizes.items() if k in self.used}
         mode = self.s.mode
         if mode == "symbolic":  # every size must be inferable from a dimension of an input

@@ -78,6 +78,7 @@ def test_generator_is_deterministic_and_covers_the_features():
         "data-if",
         "bitwise",
         "truth-value",
+        "iterated-reduction",
         "bool-condition",
         "select-scan",
     }

@@ -262,7 +262,7 @@ def test_the_lane_proof_catches_a_dependence_inside_one_run_of_a_loop(monkeypatc
     mapping = polymap.optimize(program)
     km = mapping.kernels[0]
     loop = km.kernel.body[0]
-    forged = polymap.mapping.space.SpreadLoop(0, loop.index, ("S0",), (), (), False)
+    forged = polymap.mapping.space.SpreadLoop((0,), loop.index, ("S0",), (), (), False)
     lanes = [dataclasses.replace(lm, thread_axis=polymap.Axis.Y) for lm in km.loops]
     edited_km = dataclasses.replace(
         km, loops=tuple(lanes), lanes=32, spread=(forged,), staging=None, interleaved=False
@@ -310,7 +310,7 @@ def test_the_json_mapping_and_the_command_line_say_what_the_lanes_do(capsys):
     assert data["spread"] == [
         {
             "index": "j",
-            "position": 2,
+            "path": [2],
             "statements": ["S1"],
             "accumulators": [{"buffer": "y_acc", "op": "+="}],
             "broadcasts": [],

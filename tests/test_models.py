@@ -138,6 +138,19 @@ def _softmax_rows(i, s):
     return {"Y": e / e.sum(axis=1, keepdims=True)}
 
 
+def _sparsemax_rows(i, s):
+    # the closed form (Martins and Astudillo, 2016), not the bisection the model runs: sort
+    # the row descending, k the largest index with 1 + k z_k > sum_{<=k} z, tau from the
+    # k largest entries
+    x = i["X"].astype(np.float64)
+    z = -np.sort(-x, axis=1)
+    k = np.arange(1, x.shape[1] + 1)
+    cumulative = np.cumsum(z, axis=1)
+    support = (1 + k * z > cumulative).sum(axis=1)
+    tau = (cumulative[np.arange(x.shape[0]), support - 1] - 1) / support
+    return {"Y": np.maximum(x - tau[:, None], 0)}
+
+
 def _masked_softmax(i, s):
     x = np.where(np.tril(np.ones((s["N"], s["N"]), dtype=bool)), i["X"].astype(np.float64), -np.inf)
     e = np.exp(x - x.max(axis=1, keepdims=True))
@@ -195,6 +208,7 @@ NUMERIC = {
     "trmv_lower": ({"N": 9}, lambda i, s: {"y": np.tril(i["L"]) @ i["x"]}),
     "jacobi1d": ({"T": 3, "N": 10}, _jacobi1d),
     "softmax_rows": ({"M": 5, "N": 7}, _softmax_rows),
+    "sparsemax_rows": ({"M": 6, "N": 40}, _sparsemax_rows),
     "layernorm": ({"M": 5, "N": 7}, _layernorm),
     # V above 255: every id random_inputs draws (0..255) is a row of wte
     "embedding_layernorm": ({"V": 300, "T": 6, "D": 7}, _embedding_layernorm),

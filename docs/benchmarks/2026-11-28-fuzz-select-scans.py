@@ -3,11 +3,12 @@
 passes), each checked end to end by tests/fuzzcheck.py (oracle and reference agree;
 compile, then run_host equal to the reference; NVRTC on a sample).
 
-    python docs/benchmarks/2026-11-28-fuzz-select-scans.py FIRST COUNT BUDGET_S [top-level]
+    python docs/benchmarks/2026-11-28-fuzz-select-scans.py FIRST COUNT BUDGET_S [top-level | feature=NAME]
 
 Takes the seeds FIRST .. FIRST + COUNT - 1 whose program has the feature (with
 ``top-level``: whose scan is at the top level, the argmax or argmin of a whole array, which
-the pipeline may run as exact passes split into parts), runs them in one worker (60 s per
+the pipeline may run as exact passes split into parts; with ``feature=NAME``, another
+feature of tests/fuzzgen.py instead, such as ``iterated-reduction``), runs them in one worker (60 s per
 program, SCIP limit 10 s) until BUDGET_S, and prints the counts and every seed that was not
 ok.
 """
@@ -31,13 +32,15 @@ def top_level_scan(case) -> bool:
 
 def main() -> None:
     first, count, budget = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-    top = sys.argv[4:] == ["top-level"]
+    option = sys.argv[4] if len(sys.argv) > 4 else ""
+    top = option == "top-level"
+    feature = option.removeprefix("feature=") if option.startswith("feature=") else "select-scan"
     seeds = [
         s
         for s in range(first, first + count)
-        if "select-scan" in (case := generate(s)).features and (not top or top_level_scan(case))
+        if feature in (case := generate(s)).features and (not top or top_level_scan(case))
     ]
-    what = "a top-level select scan" if top else "a select scan"
+    what = "a top-level select scan" if top else f"the feature {feature}"
     print(f"{len(seeds)} of seeds {first}..{first + count - 1} hold {what}", flush=True)
 
     def progress(result, campaign):

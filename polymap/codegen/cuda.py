@@ -359,7 +359,7 @@ class _Emitter:
             first = f" + {firsts[name].c_name}" if name in firsts else ""
             lines.append(f"  const int {name} = {hw}{first};")
         self.shared_names = {}
-        self.trees = {}  # spread loop position -> its BlockTree, where a point has several warps
+        self.trees = {}  # spread loop path -> its BlockTree, where a point has several warps
         blocks = km.lanes > WARP_LANES  # a block per point: its barriers, on every thread
         if schedule.syncs:  # under no condition on the lane (threadIdx.x), or on any thread
             unmet = (
@@ -376,7 +376,7 @@ class _Emitter:
         if schedule.syncs and blocks:
             locals_ = {d.name: d for d in declared_locals(kernel.body)}
             for sp in km.spread:
-                tree = self.trees[sp.position] = BlockTree.of(sp, km.lanes // WARP_LANES, self.cn.fresh)
+                tree = self.trees[sp.path] = BlockTree.of(sp, km.lanes // WARP_LANES, self.cn.fresh)
                 lines += ["  " + line for line in tree.declarations(lambda n: C_TYPE[locals_[n].dtype])]
         if plan is not None:
             self.check_unconditional(
@@ -502,9 +502,9 @@ class _Emitter:
             }
             # with lanes, a spread loop's dimension counts its steps (j = 32 * step + lane)
             stepped = {
-                km.spread_at(s.ctx.position[frame.outer]) is not None
+                (sp := km.spread_of(s.name)) is not None and sp.depth == depth
                 for s in statements
-                if k == 1 and len(s.loops) > frame.outer
+                if k % 2 and len(s.loops) > frame.outer + depth
             }
             if stepped == {True} and len(loops) == 1:
                 names.append(self.cn.fresh(f"{loops.pop()}_step"))
@@ -571,7 +571,7 @@ class _Emitter:
         sync = next((x for x in schedule.syncs if x.name == tuple_name), None)
         if sync is not None:
             lane = self.hw_names[schedule.frame.hw[schedule.frame.host + 3]]
-            tree = self.trees.get(sync.spread.position)
+            tree = self.trees.get(sync.spread.path)
             if sync.joins:
                 return join_lines(sync.spread, lane, self.cn.__getitem__, tree)
             return fork_lines(sync.spread, lane, self.cn.__getitem__, tree)

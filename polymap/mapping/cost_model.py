@@ -330,10 +330,12 @@ def lane_instructions(
     spread: tuple[SpreadLoop, ...],
     points: int,
     lanes: int | None = None,
+    runs: dict[tuple[int, ...], int] | None = None,
 ) -> float:
     """Warp instructions lanes add to a kernel: lane 0's global accesses (``strides`` None)
-    become a request per instance (a warp per band point), and per band point (``points``)
-    and spread loop, the fork (a select of the identity, a shuffle per broadcast local, a
+    become a request per instance (a warp per band point), and per band point (``points``),
+    spread loop and run of it (``runs``, by the loop's path: the iterations of the loops
+    around it, 1 where absent), the fork (a select of the identity, a shuffle per broadcast local, a
     ``__syncwarp``) and the join (a ``__syncwarp``, then per accumulator a shuffle and an
     operation per step of the butterfly, log2(warp) steps). With ``lanes`` of several warps
     (a block per point, ``codegen/lanes_c.py``) every warp runs the fork and the join: the
@@ -351,14 +353,15 @@ def lane_instructions(
     steps = log2_floor(warp)
     for sp in spread:
         accumulators = len(sp.accumulators)
+        times = points * (runs or {}).get(sp.path, 1)
         if warps == 1:
-            extra += points * (3 + len(sp.broadcasts) + 2 * steps * accumulators)
+            extra += times * (3 + len(sp.broadcasts) + 2 * steps * accumulators)
             continue
         shared = len(sp.from_lane0)  # values lane 0 shares through shared memory
         starts = shared - len(sp.broadcasts)  # accumulators that start from lane 0's value
         fork = 1 + (accumulators - starts) + (2 + 2 * shared if shared else 0)
         join = 2 * steps * accumulators + (2 + accumulators + 2 * warps * accumulators if accumulators else 1)
-        extra += points * warps * (fork + join)
+        extra += times * warps * (fork + join)
     return extra
 
 

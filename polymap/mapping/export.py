@@ -126,7 +126,8 @@ def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mappin
         "spread": [
             {
                 "index": sp.index,
-                "position": sp.position,
+                # its position in the thread body, then in each loop around it
+                "path": list(sp.path),
                 "statements": list(sp.statements),
                 "accumulators": [{"buffer": name, "op": op.value} for name, op in sp.accumulators],
                 "broadcasts": list(sp.broadcasts),

@@ -7,9 +7,9 @@ That is how a row reduction (gemv's ``y_acc += A[i, j] * x[j]``, softmax's row m
 row sum) reads its row with every lane of a warp, coalesced, instead of one thread walking
 it alone.
 
-A top-level loop ``L`` of the thread body is spread when running its iterations in any
-interleaving over the lanes, with the joins and forks around it, computes what the loop
-computes in order:
+A loop ``L`` of the thread body is spread when running its iterations in any interleaving
+over the lanes, with the joins and forks around it, computes what the loop computes in
+order (each run of it: for one band point and one iteration of the loops around it):
 
 * **no dependence between two iterations of L** (of one band point), found by isl from the
   program's dependences, except those of its *accumulators*;
@@ -24,6 +24,11 @@ computes in order:
 * every other block-local buffer L writes is declared inside L (a fresh copy per
   iteration, so per lane); the 0-d locals L only reads are *broadcast* from lane 0 at the
   fork; a local of another shape read by L keeps L in one thread.
+
+A loop of the body that is not spread is run by every lane (lane 0 alone runs the statements
+in it outside spread loops), and the loops inside it are searched the same way: a row
+reduction inside a sequential iteration loop (a bisection's mass, once per step) is spread,
+with a fork and a join at each step of the iteration loop.
 
 The band has at most two loops (threadIdx.x holds the lanes; the band takes y and z).
 """
@@ -48,26 +53,37 @@ def spread_loops(kernel: Kernel, model: PolyModel, *, reassociate: bool = True) 
     mine = [s for s in model.statements if s.loops[:outer] == kernel.host_loops + kernel.band]
     body_locals = {d.name: d for d in declared_locals(kernel.body)}
     found = []
-    for position, stmt in enumerate(kernel.body):
-        if not isinstance(stmt, Loop):
-            continue
-        inside = [s for s in mine if len(s.loops) > outer and s.ctx.position[outer] == position]
-        spread = _spread(model, body_locals, position, stmt, inside, outer, reassociate)
-        if spread is not None:
-            found.append(spread)
+
+    def visit(block, path: tuple[int, ...]) -> None:
+        for position, stmt in enumerate(block):
+            if not isinstance(stmt, Loop):
+                continue
+            here = (*path, position)
+            inside = [
+                s
+                for s in mine
+                if len(s.loops) > outer + len(path) and s.ctx.position[outer : outer + len(here)] == here
+            ]
+            spread = _spread(model, body_locals, here, stmt, inside, outer, reassociate)
+            if spread is not None:
+                found.append(spread)
+            else:  # every lane runs the loop; a loop inside it may still be spread
+                visit(stmt.body, here)
+
+    visit(kernel.body, ())
     return tuple(found)
 
 
 def _spread(
     model: PolyModel,
     body_locals: dict[str, BufferDecl],
-    position: int,
+    path: tuple[int, ...],
     loop: Loop,
     inside: list[StatementModel],
     outer: int,
     reassociate: bool,
 ) -> SpreadLoop | None:
-    """The loop at ``position`` of the thread body as a spread loop, if it is one;
+    """The loop at ``path`` of the thread body as a spread loop, if it is one;
     ``body_locals``: the body's block-local buffers by name, ``inside``: its statements."""
     if not inside:
         return None
@@ -99,10 +115,12 @@ def _spread(
             if body_locals[name].shape:
                 return None  # lane 0's copy of an array is not broadcast
             broadcasts.append(name)
-    if not model.dependences.carried_only_on({s.name for s in inside}, outer, set(accumulators)):
+    if not model.dependences.carried_only_on(
+        {s.name for s in inside}, outer + len(path) - 1, set(accumulators)
+    ):
         return None
     return SpreadLoop(
-        position,
+        path,
         loop.index,
         tuple(s.name for s in inside),
         tuple(accumulators.items()),

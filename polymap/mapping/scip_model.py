@@ -615,7 +615,7 @@ class ScipModel(StagingConstraints, StartHints):
         p, warp = self.p, self.p.target.warp_size
         strides, points = p.lane_strides(p.spread), math.prod(p.extents)
         for m, var in self.uw.items():
-            extra = lane_instructions(p.target, p.accesses, strides, p.spread, points, warp * 2**m)
+            extra = lane_instructions(p.target, p.accesses, strides, p.spread, points, warp * 2**m, p.runs)
             if extra:
                 self.instructions.append(extra * var)
 

@@ -83,6 +83,7 @@ from polymap.mapping.space import (
     LoopPin,
     Pins,
     SpreadLoop,
+    body_loops,
     kernels,
     merge_pins,
 )
@@ -649,6 +650,9 @@ class KernelProblem:
     # the most iterations one spread loop runs at one band point (at the cost sizes): the
     # lanes beyond them have no work (``busy_lanes``)
     spread_iterations: int = 0
+    # per spread loop, its runs per band point: the iterations of the loops around it (1 for a
+    # loop of the body's top level; each loop at its largest extent, ``_spread_runs``)
+    spread_runs: tuple[int, ...] = ()
     # per spread loops: each access's ``lane_stride``, computed by isl once
     _lane_strides: dict = field(default_factory=dict, repr=False)
     # the most atomic updates one element of a target takes per launch (``atomic`` updates
@@ -713,11 +717,12 @@ class KernelProblem:
             spread=spread,
             spread_iterations=max(
                 (
-                    _nest_extent(model, (*kernel.host_loops, *kernel.band, kernel.body[sp.position]))
+                    _nest_extent(model, (*kernel.host_loops, *kernel.band, *body_loops(kernel.body, sp.path)))
                     for sp in spread
                 ),
                 default=0,
             ),
+            spread_runs=tuple(_spread_runs(kernel, model, sp) for sp in spread),
             atomic_updates_per_element=_atomic_updates_per_element(kernel, model) // max(1, launches),
             cached=cached_footprints(kernel, model, target),
             reuse=tuple(kinds.get((a.statement, a.text, a.is_write), FIRST) for a in accesses),
@@ -769,6 +774,11 @@ class KernelProblem:
             total += sum(warps * size[name] for name, _ in sp.accumulators)
             total += sum(size[name] for name in sp.from_lane0)
         return total
+
+    @property
+    def runs(self) -> dict[tuple[int, ...], int]:
+        """Each spread loop's runs per band point, by its path (``lane_instructions``)."""
+        return {sp.path: n for sp, n in zip(self.spread, self.spread_runs)}
 
     def busy_lanes(self, lanes: int) -> int:
         """The lanes of a band point that have work: all of a warp's (its requests serve
@@ -1078,7 +1088,7 @@ class KernelProblem:
             shared += self.tree_bytes(mapping)
         if mapping.lanes > 1:
             instructions += lane_instructions(
-                t, self.accesses, strides, mapping.spread, math.prod(self.extents), mapping.lanes
+                t, self.accesses, strides, mapping.spread, math.prod(self.extents), mapping.lanes, self.runs
             )
         threads = mapping.threads_per_block * mapping.blocks
         busy = self.busy_lanes(mapping.lanes)
@@ -1179,6 +1189,15 @@ def _nest_extent(model: PolyModel, loops: tuple[Loop, ...]) -> int:
     if nest.is_empty():
         return 0
     return int(nest.dim_max(len(loops) - 1).max_val().to_python()) + 1
+
+
+def _spread_runs(kernel: Kernel, model: PolyModel, sp: SpreadLoop) -> int:
+    """How many times a spread loop runs at one band point, at the model's sizes: the product
+    of the largest extents of the body's loops around it (an upper bound where one's extent
+    depends on another's index), each fork and join once per run."""
+    outer = (*kernel.host_loops, *kernel.band)
+    around = body_loops(kernel.body, sp.path)[:-1]
+    return math.prod(_nest_extent(model, (*outer, *around[: k + 1])) for k in range(len(around)))
 
 
 def _elements(decls) -> int:

@@ -252,14 +252,17 @@ class Staging:
 @dataclass(frozen=True, slots=True)
 class SpreadLoop:
     """A loop of the thread body run by the lanes of a warp together (``lanes.py``): the
-    body statement at ``position`` (a loop over ``index``), iteration ``j`` on lane
-    ``j mod lanes``. Lane 0 runs the rest of the body. At the loop's start (the *fork*) the
+    loop over ``index`` at ``path`` (its position in the body, then in each loop around it:
+    ``(3,)`` is the body's fourth statement, ``(3, 1)`` the second statement of that loop),
+    iteration ``j`` on lane ``j mod lanes``. Every lane runs the loops around it (its
+    *enclosing* loops, none for a loop of the body's top level), each fork and join once per
+    iteration of them; lane 0 runs the rest of the body. At the loop's start (the *fork*) the
     other lanes start each accumulator of ``accumulators`` (a 0-d local updated by one
     associative and commutative operator) at the operator's identity, and take lane 0's
     value of each local of ``broadcasts``; at its end (the *join*) the lanes' partial
     accumulators are combined into every lane by a butterfly of shuffles."""
 
-    position: int
+    path: tuple[int, ...]
     index: str
     statements: tuple[str, ...]  # the statements inside it (S0, S1, ...)
     accumulators: tuple[tuple[str, AssignOp], ...]
@@ -272,6 +275,23 @@ class SpreadLoop:
         the ``max=``/``min=`` accumulators (idempotent: they start from it; the others start
         at the identity)."""
         return (*self.broadcasts, *(name for name, op in self.accumulators if op in IDEMPOTENT))
+
+    @property
+    def depth(self) -> int:
+        """The loops of the body around it (0: a loop of the body's top level)."""
+        return len(self.path) - 1
+
+
+def body_loops(body: tuple[Stmt, ...], path: tuple[int, ...]) -> tuple[Loop, ...]:
+    """The loops of a thread body along ``path`` (a ``SpreadLoop``'s), outermost first: its
+    enclosing loops, then the loop itself."""
+    loops = []
+    for position in path:
+        loop = body[position]
+        assert isinstance(loop, Loop), f"statement {position} on the path {path} is not a loop"
+        loops.append(loop)
+        body = loop.body
+    return tuple(loops)
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,13 +333,14 @@ class KernelMapping:
     def spread_place(self, sp: SpreadLoop) -> str:
         """``'j' at 24:3``: a spread loop by its index and its place in the text (else by
         its statement's number in the body), for the report and the emitted header."""
-        loop = self.kernel.body[sp.position]
-        where = f"at {loop.loc}" if loop.loc is not None else f"(statement {sp.position + 1} of the body)"
+        loop = body_loops(self.kernel.body, sp.path)[-1]
+        place = ".".join(str(p + 1) for p in sp.path)
+        where = f"at {loop.loc}" if loop.loc is not None else f"(statement {place} of the body)"
         return f"'{sp.index}' {where}"
 
-    def spread_at(self, position: int) -> SpreadLoop | None:
-        """The spread loop at a top-level position of the body, if any."""
-        return next((sp for sp in self.spread if sp.position == position), None)
+    def spread_of(self, statement: str) -> SpreadLoop | None:
+        """The spread loop a statement (``S3``) runs in, if any."""
+        return next((sp for sp in self.spread if statement in sp.statements), None)
 
     @property
     def blocks(self) -> int:

@@ -185,9 +185,13 @@ def band_index(lm: LoopMapping, g: str, t: str, s: str) -> str:
     return f"{span}*{g} + {lm.seq}*{t} + {s}"
 
 
-def band_constraints(model: PolyModel, frame: Frame) -> tuple[list[str], list[str]]:
+def band_constraints(
+    model: PolyModel, frame: Frame, around: tuple[Loop, ...] = (), iterators: tuple[str, ...] = ()
+) -> tuple[list[str], list[str]]:
     """Over the hardware point ``[h, b, t, s]``: the launch's constraints (the frame's limits,
-    the host indices in their loops), and the band's (each band index below its extent)."""
+    the host indices in their loops), and the band's (each band index below its extent);
+    with ``around``, loops of the thread body (a spread loop's enclosing loops), the
+    second list also bounds their ``iterators`` (isl names), each in its loop."""
     km = frame.mapping
     names, params = model.names, model.params
     h, hw = frame.host, frame.hw
@@ -202,6 +206,9 @@ def band_constraints(model: PolyModel, frame: Frame) -> tuple[list[str], list[st
         index = f"({band_index(lm, b[lm.block_axis.position], t[lm.thread_axis.position], s)})"
         inside.append(f"{index} < {isl_expr(loop.extent, env, params)}")
         env[loop.index] = index
+    for loop, n in zip(around, iterators):
+        inside.append(f"0 <= {n} < {isl_expr(loop.extent, env, params)}")
+        env[loop.index] = n
     return launch, inside
 
 
@@ -214,9 +221,11 @@ def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int,
     cons = list(frame.limits)
     # with lanes (``mapping/lanes.py``) the lane is threadIdx.x: a spread loop's iteration
     # j runs on lane j mod lanes at the loop's own step j div lanes; the rest on lane 0
-    spread = km.spread_at(s.ctx.position[outer]) if km.lanes > 1 and len(s.loops) > outer else None
+    # (the loops around a spread loop on every lane: each runs its own copy of them)
+    spread = km.spread_of(s.name) if km.lanes > 1 else None
     if km.lanes > 1 and spread is None:
         cons.append(f"{hw_t[0]} = 0")
+    lane_dim = outer + spread.depth if spread is not None else None
     for k, (loop, d) in enumerate(zip(s.loops, s.dims)):
         extent = isl_expr(loop.extent, env, params)
         if k < h:
@@ -228,8 +237,8 @@ def executed(model: PolyModel, frame: Frame, s: StatementModel, key, depth: int,
             cons.append(f"{d} = {band_index(lm, g, t, sq)}")
             if lm.guard:
                 cons.append(f"{d} < {extent}")
-        elif k == outer and spread is not None:
-            cons += [f"{d} = {km.lanes}*{body[0]} + {hw_t[0]}", f"0 <= {d} < {extent}"]
+        elif k == lane_dim:
+            cons += [f"{d} = {km.lanes}*{body[k - outer]} + {hw_t[0]}", f"0 <= {d} < {extent}"]
         else:
             cons += [f"{d} = {body[k - outer]}", f"0 <= {d} < {extent}"]
         env[loop.index] = d
