@@ -24,6 +24,7 @@ from polymap.errors import (
     SolverError,
     SourceLoc,
     UndeclaredError,
+    UninitializedReadError,
     VerificationError,
 )
 from polymap.ir.nodes import Program
@@ -66,11 +67,11 @@ __all__ = [
     "ProgramError",
     "RaceError",
     "RangeError",
-    "RangeError",
     "ShapeError",
     "SolverError",
     "SourceLoc",
     "UndeclaredError",
+    "UninitializedReadError",
     "VerificationError",
     "__version__",
     "analyze",

@@ -135,6 +135,10 @@ class BoundsError(ProgramError):
     """An access can leave its buffer's declared shape."""
 
 
+class UninitializedReadError(ProgramError):
+    """A read of a temporary (``new``) element that nothing before it writes."""
+
+
 class ArgumentError(PolymapError):
     """An API call got bad arguments: missing or misshapen arrays, unknown sizes, bad values."""
 

@@ -11,7 +11,7 @@ from plan_oracle import best_bytes, nest_cost
 
 import polymap
 from polymap.cli import main
-from polymap.errors import ArgumentError, PlanError
+from polymap.errors import ArgumentError, PlanError, UninitializedReadError
 from polymap.plan.chain import read_chain
 from polymap.plan.frontier import STRATEGIES, capacity_list, frontier
 from polymap.plan.planner import Capacity, plan
@@ -402,7 +402,10 @@ def test_isl_counts_the_traffic_a_full_size_plan_claims(model, capacity):
 
 def test_a_new_buffer_updated_without_a_start_is_refused():
     source = FFN.replace("H[m, f] = 0\n", "")
-    with pytest.raises(PlanError, match=r"nothing starts .* write `H\[m, f\] = 0` just before it"):
+    # the analysis refuses it before the planner reads the chain
+    with pytest.raises(
+        UninitializedReadError, match=r"reads H\[m, f\] before .* write `H\[m, f\] = 0` just before it"
+    ):
         plan(polymap.parse(source), 64)
 
 

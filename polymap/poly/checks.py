@@ -1,6 +1,7 @@
-"""Race and bounds checks, proved with isl (emptiness of sets), never sampled.
+"""Race, bounds and initialization checks, proved with isl (emptiness of sets), never
+sampled.
 
-Both checks work on parametric sets: a size that is not bound stays an isl parameter
+The checks work on parametric sets: a size that is not bound stays an isl parameter
 restricted by the context, so "empty" means "for every size in the context". When a set
 is not empty, its lexicographically smallest point (sizes first) is the witness quoted in
 the message, so the reported sizes are the smallest ones that show the problem.
@@ -14,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from polymap.errors import BoundsError, RaceError, SourceLoc
-from polymap.ir.nodes import Loop, Program, Stmt
+from polymap.errors import BoundsError, RaceError, SourceLoc, UninitializedReadError
+from polymap.ir.nodes import Assign, BufferKind, Loop, Program, Read, Select, Stmt, reads_of, value_children
 from polymap.poly.isl_text import IslNames, evaluate_index, shown_index
 
 if TYPE_CHECKING:
@@ -119,6 +120,104 @@ def check_bounds(
                 loc=a.loc,
                 **program.error_context(),
             )
+
+
+def check_initialized(
+    program: Program,
+    statements: tuple[StatementModel, ...],
+    buffers: Mapping[str, BufferModel],
+    schedule: isl.UnionMap,
+    names: IslNames,
+) -> None:
+    """Prove that every read of a temporary (a ``new`` buffer, whose elements start
+    undefined) can find a write before it, or raise UninitializedReadError with a witness.
+
+    isl's dataflow analysis over the textual schedule: the writes that surely happen are its
+    *must* sources, those that may not (under a data condition, or a scatter's element read
+    at run time) its *may* sources, and the reads that have no source at all
+    (``must_no_source``) read an element nothing wrote. Only reads that surely happen are
+    such sinks: a read in a branch of a ``select`` (computed only when chosen), under a data
+    condition, or of a gathered element (every element along the gathered dimension, a
+    may-read) is left out, so no program that reads only what it wrote is refused. Writes in
+    a loop of no iteration write nothing: a read after ``seq N j { t = ... }`` reads nothing
+    at N = 0, where the context allows it."""
+    temporaries = {b.isl_name for b in buffers.values() if b.decl.kind is BufferKind.NEW}
+    if not temporaries:
+        return
+    sinks, musts, mays = [], [], []
+    for s in statements:
+        surely = _surely_read(s.stmt) if s.stmt.predicate is None else set()
+        for a in s.accesses:
+            if a.relation.get_tuple_name(_OUT) not in temporaries:
+                continue
+            if a.is_write:
+                (mays if a.may or a.gathered else musts).append(a)
+            elif not a.gathered and (a.buffer, a.indices) in surely:
+                sinks.append((s, a))
+    if not sinks:
+        return
+
+    def union(accesses) -> isl.UnionMap:
+        result = isl.UnionMap("{ }")
+        for a in accesses:
+            result = result.union(isl.UnionMap.from_map(a.relation))
+        return result
+
+    info = isl.UnionAccessInfo.from_sink(union(a for _, a in sinks))
+    flow = (
+        info.set_must_source(union(musts))
+        .set_may_source(union(mays))
+        .set_schedule_map(schedule)
+        .compute_flow()
+    )
+    unread = flow.get_must_no_source()
+    if unread.is_empty():
+        return
+    for s, a in sinks:  # the first read in textual order, with its smallest witness
+        found = unread.intersect(isl.UnionMap.from_map(a.relation))
+        if found.is_empty():
+            continue
+        pieces: list[isl.Map] = []
+        found.foreach_map(pieces.append)
+        params, coords = _witness(pieces[0].domain().coalesce(), names)
+        at = _at(s, coords, 0)
+        update = isinstance(s.stmt, Assign) and s.stmt.op.is_update and s.stmt.buffer == a.buffer
+        start = (
+            f" (an update: write `{s.stmt.target} = 0` just before it, or the start it needs)"
+            if update
+            else ""
+        )
+        raise UninitializedReadError(
+            f"{s.label} reads {a.text} before anything writes it: {a.buffer} is a temporary (`new`), whose "
+            f"elements start undefined; e.g. {_with(params, ())}{at + ' ' if at else ''}it reads "
+            f"{shown_address(a, s, params, coords)}, which no earlier statement writes{start}",
+            loc=a.loc,
+            **program.error_context(),
+        )
+
+
+def _surely_read(stmt) -> set[tuple[str, tuple]]:
+    """The (buffer, indices) of the reads a statement makes whenever it runs: its value's
+    outside the branches of a ``select`` (computed only when chosen; the condition always
+    is), and an update's read of its target."""
+    surely: set[tuple[str, tuple]] = set()
+
+    def visit(e, in_branch: bool) -> None:
+        if isinstance(e, Select):
+            visit(e.cond, in_branch)
+            visit(e.then, True)
+            visit(e.otherwise, True)
+            return
+        children = value_children(e)
+        for child in children:
+            visit(child, in_branch)
+        if not children and isinstance(e, Read) and not in_branch:
+            surely.update((read.buffer, read.indices) for read in reads_of(e))
+
+    visit(stmt.value, False)
+    if isinstance(stmt, Assign) and stmt.op.is_update:
+        surely.add((stmt.target.buffer, stmt.target.indices))
+    return surely
 
 
 def _race(program, loop: ParLoop, first, second, pairs: isl.Map, names: IslNames) -> RaceError:

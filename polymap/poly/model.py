@@ -42,7 +42,7 @@ from polymap.ir.nodes import (
     index_vars,
 )
 from polymap.ir.validate import check_program_argument
-from polymap.poly.checks import ParLoop, check_bounds, check_races
+from polymap.poly.checks import ParLoop, check_bounds, check_initialized, check_races
 from polymap.poly.deps import Dependences, dependences
 from polymap.poly.isl_text import (
     ISL_KEYWORDS,
@@ -268,6 +268,7 @@ def _analyze(program: Program, user_context: str | None) -> PolyModel:
     schedule = _schedule(statements)
     check_bounds(program, statements, {b.isl_name: b for b in buffers}, names)
     race_free = check_races(program, statements, names)
+    check_initialized(program, statements, {b.isl_name: b for b in buffers}, schedule, names)
     deps = dependences(statements, schedule, tuples)
     return PolyModel(
         program, program.param_names, context, statements, buffers, schedule, deps, race_free, names, tuples
