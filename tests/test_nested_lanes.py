@@ -9,6 +9,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from test_models import _sparsemax_rows
 
 import polymap
 from polymap import prove_lanes
@@ -92,14 +93,8 @@ def _spread(text: str):
 
 
 def _sparsemax(x: np.ndarray) -> np.ndarray:
-    """The closed form of sparsemax (Martins and Astudillo, 2016), in float64."""
-    x = x.astype(np.float64)
-    z = -np.sort(-x, axis=1)
-    k = np.arange(1, x.shape[1] + 1)
-    cumulative = np.cumsum(z, axis=1)
-    support = (1 + k * z > cumulative).sum(axis=1)
-    tau = (cumulative[np.arange(x.shape[0]), support - 1] - 1) / support
-    return np.maximum(x - tau[:, None], 0)
+    """The closed form of sparsemax, in float64 (test_models' NumPy formulation)."""
+    return _sparsemax_rows({"X": x}, {})["Y"]
 
 
 # ------------------------------------------------------------------ which loops

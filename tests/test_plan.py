@@ -404,7 +404,7 @@ def test_a_new_buffer_updated_without_a_start_is_refused():
     source = FFN.replace("H[m, f] = 0\n", "")
     # the analysis refuses it before the planner reads the chain
     with pytest.raises(
-        UninitializedReadError, match=r"reads H\[m, f\] before .* write `H\[m, f\] = 0` just before it"
+        UninitializedReadError, match=r"reads H\[m, f\] before .* give H\[m, f\] its start, 0, before"
     ):
         plan(polymap.parse(source), 64)
 

@@ -16,7 +16,20 @@ from typing import TYPE_CHECKING
 import islpy as isl
 
 from polymap.errors import BoundsError, RaceError, SourceLoc, UninitializedReadError
-from polymap.ir.nodes import Assign, BufferKind, Loop, Program, Read, Select, Stmt, reads_of, value_children
+from polymap.ir.nodes import (
+    Anchor,
+    Assign,
+    AssignOp,
+    BufferKind,
+    Logic,
+    Loop,
+    Program,
+    Read,
+    Select,
+    Stmt,
+    reads_of,
+    value_children,
+)
 from polymap.poly.isl_text import IslNames, evaluate_index, shown_index
 
 if TYPE_CHECKING:
@@ -136,9 +149,10 @@ def check_initialized(
     *must* sources, those that may not (under a data condition, or a scatter's element read
     at run time) its *may* sources, and the reads that have no source at all
     (``must_no_source``) read an element nothing wrote. Only reads that surely happen are
-    such sinks: a read in a branch of a ``select`` (computed only when chosen), under a data
-    condition, or of a gathered element (every element along the gathered dimension, a
-    may-read) is left out, so no program that reads only what it wrote is refused. Writes in
+    such sinks: a read in a branch of a ``select`` (computed only when chosen), or under a
+    data condition, is left out; a gathered read (it may touch every element along the
+    gathered dimension) is refused only where none of those elements was written. So no
+    program that reads only what it wrote is refused. Writes in
     a loop of no iteration write nothing: a read after ``seq N j { t = ... }`` reads nothing
     at N = 0, where the context allows it."""
     temporaries = {b.isl_name for b in buffers.values() if b.decl.kind is BufferKind.NEW}
@@ -146,13 +160,13 @@ def check_initialized(
         return
     sinks, musts, mays = [], [], []
     for s in statements:
-        surely = _surely_read(s.stmt) if s.stmt.predicate is None else set()
+        surely = _surely_read(s.stmt)
         for a in s.accesses:
             if a.relation.get_tuple_name(_OUT) not in temporaries:
                 continue
             if a.is_write:
                 (mays if a.may or a.gathered else musts).append(a)
-            elif not a.gathered and (a.buffer, a.indices) in surely:
+            elif (a.buffer, a.indices) in surely:
                 sinks.append((s, a))
     if not sinks:
         return
@@ -174,50 +188,70 @@ def check_initialized(
     if unread.is_empty():
         return
     for s, a in sinks:  # the first read in textual order, with its smallest witness
-        found = unread.intersect(isl.UnionMap.from_map(a.relation))
+        found = _unread_instances(a, unread)
         if found.is_empty():
             continue
-        pieces: list[isl.Map] = []
-        found.foreach_map(pieces.append)
-        params, coords = _witness(pieces[0].domain().coalesce(), names)
+        params, coords = _witness(found, names)
         at = _at(s, coords, 0)
         update = isinstance(s.stmt, Assign) and s.stmt.op.is_update and s.stmt.buffer == a.buffer
         start = (
-            f" (an update: write `{s.stmt.target} = 0` just before it, or the start it needs)"
+            f" (an update: give {s.stmt.target} its start, {_STARTS.get(s.stmt.op, 'its first value')}, before "
+            "the loops that update it)"
             if update
             else ""
         )
+        where = _with(params, (at,) if at else ())
         raise UninitializedReadError(
             f"{s.label} reads {a.text} before anything writes it: {a.buffer} is a temporary (`new`), whose "
-            f"elements start undefined; e.g. {_with(params, ())}{at + ' ' if at else ''}it reads "
-            f"{shown_address(a, s, params, coords)}, which no earlier statement writes{start}",
+            f"elements start undefined; e.g. {where}it reads {shown_address(a, s, params, coords)}, which no "
+            f"earlier statement writes{start}",
             loc=a.loc,
             **program.error_context(),
         )
 
 
+def _unread_instances(a: Access, unread: isl.UnionMap) -> isl.Set:
+    """The instances of a read whose element nothing wrote before them; for a gathered read
+    (it may touch any element along the gathered dimensions), those where no element it may
+    touch was written: the one it touches surely was not."""
+    pairs = isl.Map.empty(a.relation.get_space())
+    found: list[isl.Map] = []
+    unread.intersect(isl.UnionMap.from_map(a.relation)).foreach_map(found.append)
+    for piece in found:
+        pairs = pairs.union(piece)
+    if not a.gathered:
+        return pairs.domain().coalesce()
+    return a.relation.domain().subtract(a.relation.subtract(pairs).domain()).coalesce()
+
+
+# the start an update's accumulator needs: its operator's identity
+_STARTS = {AssignOp.ADD: "0", AssignOp.SUB: "0", AssignOp.MUL: "1", AssignOp.MAX: "-inf", AssignOp.MIN: "inf"}
+
+
 def _surely_read(stmt) -> set[tuple[str, tuple]]:
-    """The (buffer, indices) of the reads a statement makes whenever it runs: its value's
-    outside the branches of a ``select`` (computed only when chosen; the condition always
-    is), and an update's read of its target."""
-    surely: set[tuple[str, tuple]] = set()
+    """The (buffer, indices) of the reads a statement makes whenever it runs: its data
+    condition's (``if`` on data), and where it has none its value's and an update's read of
+    its target. A ``select`` computes only its chosen branch (a read in both is sure), and
+    ``and``/``or`` stop after their left operand where it decides (as C does). An anchor
+    discards its value: none."""
+    if isinstance(stmt, Anchor):
+        return set()
 
-    def visit(e, in_branch: bool) -> None:
+    def sure(e) -> set[tuple[str, tuple]]:
         if isinstance(e, Select):
-            visit(e.cond, in_branch)
-            visit(e.then, True)
-            visit(e.otherwise, True)
-            return
-        children = value_children(e)
-        for child in children:
-            visit(child, in_branch)
-        if not children and isinstance(e, Read) and not in_branch:
-            surely.update((read.buffer, read.indices) for read in reads_of(e))
+            return sure(e.cond) | (sure(e.then) & sure(e.otherwise))
+        if isinstance(e, Logic):
+            return sure(e.lhs)
+        if isinstance(e, Read):
+            return {(read.buffer, read.indices) for read in reads_of(e)}
+        return set().union(*(sure(child) for child in value_children(e)))
 
-    visit(stmt.value, False)
-    if isinstance(stmt, Assign) and stmt.op.is_update:
-        surely.add((stmt.target.buffer, stmt.target.indices))
-    return surely
+    if stmt.predicate is not None:
+        return sure(stmt.predicate)
+    found = sure(stmt.value)
+    if stmt.op.is_update:
+        found.add((stmt.buffer, stmt.indices))
+    return found
 
 
 def _race(program, loop: ParLoop, first, second, pairs: isl.Map, names: IslNames) -> RaceError:

@@ -66,7 +66,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from polymap.errors import ProgramError
+from polymap.errors import ProgramError, UninitializedReadError
 from polymap.ir.nodes import (
     Anchor,
     Assign,
@@ -119,18 +119,33 @@ def promote_accumulators(
             return whole
     chosen: list[_Key] = []
     rejected: set[_Key] = set()
+    unloaded: set[_Key] = set()
+    temporaries = {b.name for b in program.buffers if b.kind is BufferKind.NEW}
     while True:
         pending = [k for k in _candidates(program, chosen) if k not in chosen and k not in rejected]
         if not pending:
             break
-        trial = _rewrite(program, chosen + [pending[0]])
+        key = pending[0]
         try:
-            analyze(trial)
+            analyze(_rewrite(program, chosen + [key], unloaded))
+        except UninitializedReadError:
+            # the load reads a temporary's element that nothing wrote: the program never
+            # used that value (it analyzed), so the register starts undefined as the element
+            # did, and the result must analyze without the load
+            try:
+                if key[1] not in temporaries:
+                    raise
+                analyze(_rewrite(program, chosen + [key], unloaded | {key}))
+            except ProgramError:
+                rejected.add(key)
+            else:
+                chosen.append(key)
+                unloaded.add(key)
         except ProgramError:
-            rejected.add(pending[0])
+            rejected.add(key)
         else:
-            chosen.append(pending[0])
-    return _rewrite(program, chosen) if chosen else program
+            chosen.append(key)
+    return _rewrite(program, chosen, unloaded) if chosen else program
 
 
 def _all_at_once(program: Program) -> list[_Key]:
@@ -260,8 +275,10 @@ def _statement_before(program: Program, path: tuple[int, ...]) -> Stmt | None:
 # ---------------------------------------------------------------------- rewrite
 
 
-def _rewrite(program: Program, chosen: list[_Key]) -> Program:
-    """Apply exactly the promotions ``chosen`` and renumber the statements."""
+def _rewrite(program: Program, chosen: list[_Key], unloaded: set[_Key] | frozenset = frozenset()) -> Program:
+    """Apply exactly the promotions ``chosen`` and renumber the statements; those of
+    ``unloaded`` (a temporary's element that nothing wrote before the loop) without the
+    load: their register starts undefined, as the element did."""
     used = set(program.param_names) | {n for n, _ in program.bindings}
     used |= {b.name for b in program.all_buffers()}
     used |= {loop.index for loop, _, _ in _kernel_loops(program)}
@@ -294,7 +311,8 @@ def _rewrite(program: Program, chosen: list[_Key]) -> Program:
                     # store back after the loop writes X[E] in its place
                     first = out.pop().value
                 out.append(New(BufferDecl(register, BufferKind.NEW, decl.dtype, (), stmt.loc)))
-                loads.append(Assign("", register, (), AssignOp.SET, first, stmt.loc))
+                if (where, decl.name) not in unloaded:
+                    loads.append(Assign("", register, (), AssignOp.SET, first, stmt.loc))
                 stores.append(
                     Assign("", decl.name, element, AssignOp.SET, Read(register, (), stmt.loc), stmt.loc)
                 )
