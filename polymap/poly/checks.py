@@ -30,6 +30,7 @@ from polymap.ir.nodes import (
     reads_of,
     value_children,
 )
+from polymap.poly.deps import union_of
 from polymap.poly.isl_text import IslNames, evaluate_index, shown_index
 
 if TYPE_CHECKING:
@@ -152,9 +153,9 @@ def check_initialized(
     such sinks: a read in a branch of a ``select`` (computed only when chosen), or under a
     data condition, is left out; a gathered read (it may touch every element along the
     gathered dimension) is refused only where none of those elements was written. So no
-    program that reads only what it wrote is refused. Writes in
-    a loop of no iteration write nothing: a read after ``seq N j { t = ... }`` reads nothing
-    at N = 0, where the context allows it."""
+    program that reads only what it wrote is refused. Writes in a loop of no iteration write
+    nothing: a read after ``seq N j { t = ... }`` reads nothing at N = 0, where the context
+    allows it."""
     temporaries = {b.isl_name for b in buffers.values() if b.decl.kind is BufferKind.NEW}
     if not temporaries:
         return
@@ -170,17 +171,10 @@ def check_initialized(
                 sinks.append((s, a))
     if not sinks:
         return
-
-    def union(accesses) -> isl.UnionMap:
-        result = isl.UnionMap("{ }")
-        for a in accesses:
-            result = result.union(isl.UnionMap.from_map(a.relation))
-        return result
-
-    info = isl.UnionAccessInfo.from_sink(union(a for _, a in sinks))
+    info = isl.UnionAccessInfo.from_sink(union_of(a.relation for _, a in sinks))
     flow = (
-        info.set_must_source(union(musts))
-        .set_may_source(union(mays))
+        info.set_must_source(union_of(a.relation for a in musts))
+        .set_may_source(union_of(a.relation for a in mays))
         .set_schedule_map(schedule)
         .compute_flow()
     )
@@ -214,11 +208,7 @@ def _unread_instances(a: Access, unread: isl.UnionMap) -> isl.Set:
     """The instances of a read whose element nothing wrote before them; for a gathered read
     (it may touch any element along the gathered dimensions), those where no element it may
     touch was written: the one it touches surely was not."""
-    pairs = isl.Map.empty(a.relation.get_space())
-    found: list[isl.Map] = []
-    unread.intersect(isl.UnionMap.from_map(a.relation)).foreach_map(found.append)
-    for piece in found:
-        pairs = pairs.union(piece)
+    pairs = unread.extract_map(a.relation.get_space()).intersect(a.relation)
     if not a.gathered:
         return pairs.domain().coalesce()
     return a.relation.domain().subtract(a.relation.subtract(pairs).domain()).coalesce()

@@ -97,8 +97,8 @@ def dependences(
     """Flow, anti and output dependences of the statements under ``schedule``.
 
     ``tuples`` maps isl tuple names back to statement and buffer names for ``items``."""
-    reads = _union(a.relation for s in statements for a in s.reads)
-    writes = _union(a.relation for s in statements for a in s.writes)
+    reads = union_of(a.relation for s in statements for a in s.reads)
+    writes = union_of(a.relation for s in statements for a in s.writes)
     order = {s.name: k for k, s in enumerate(statements)}
     relations: dict[DepKind, isl.UnionMap] = {}
     items: list[Dependence] = []
@@ -141,7 +141,7 @@ def dependences(
     if len(kept) < len(items):
         items = kept
         for kind in DepKind:
-            relations[kind] = _union(d.relation for d in items if d.kind is kind)
+            relations[kind] = union_of(d.relation for d in items if d.kind is kind)
     kinds = list(DepKind)
     items.sort(key=lambda d: (kinds.index(d.kind), order.get(d.source, 0), order.get(d.sink, 0), d.buffer))
     return Dependences(
@@ -149,7 +149,8 @@ def dependences(
     )
 
 
-def _union(maps) -> isl.UnionMap:
+def union_of(maps) -> isl.UnionMap:
+    """The union of ``maps`` (isl.Map), as one UnionMap."""
     result = isl.UnionMap("{ }")
     for m in maps:
         result = result.union(isl.UnionMap.from_map(m))

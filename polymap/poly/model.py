@@ -266,9 +266,10 @@ def _analyze(program: Program, user_context: str | None) -> PolyModel:
     buffers, scopes = _buffers(program, names, tuples, context)
     statements = tuple(_statement(program, names, tuples, context, c, scopes[c.position]) for c in contexts)
     schedule = _schedule(statements)
-    check_bounds(program, statements, {b.isl_name: b for b in buffers}, names)
+    by_isl_name = {b.isl_name: b for b in buffers}
+    check_bounds(program, statements, by_isl_name, names)
     race_free = check_races(program, statements, names)
-    check_initialized(program, statements, {b.isl_name: b for b in buffers}, schedule, names)
+    check_initialized(program, statements, by_isl_name, schedule, names)
     deps = dependences(statements, schedule, tuples)
     return PolyModel(
         program, program.param_names, context, statements, buffers, schedule, deps, race_free, names, tuples

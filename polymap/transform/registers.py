@@ -104,19 +104,14 @@ def promote_accumulators(
     ``polymap.poly.model.analyze`` without a context. Returns ``program`` itself when
     nothing qualifies or when ``program`` does not analyze (race, bounds or affinity errors
     are the caller's to report)."""
-    try:
-        analyze(program)
-    except ProgramError:
+    if _failure(analyze, program) is not None:
         return program
     optimistic = _all_at_once(program)
     if optimistic:
         whole = _rewrite(program, optimistic)
-        try:
-            analyze(whole)
-        except ProgramError:
-            pass  # some promotion breaks the proof: find which, one at a time
-        else:
+        if _failure(analyze, whole) is None:
             return whole
+        # some promotion breaks the proof: find which, one at a time
     chosen: list[_Key] = []
     rejected: set[_Key] = set()
     unloaded: set[_Key] = set()
@@ -126,25 +121,21 @@ def promote_accumulators(
         if not pending:
             break
         key = pending[0]
-        try:
-            analyze(_rewrite(program, chosen + [key], unloaded))
-        except UninitializedReadError:
+        failure = _failure(analyze, _rewrite(program, chosen + [key], unloaded))
+        if failure is None:
+            chosen.append(key)
+        elif (
             # the load reads a temporary's element that nothing wrote: the program never
             # used that value (it analyzed), so the register starts undefined as the element
             # did, and the result must analyze without the load
-            try:
-                if key[1] not in temporaries:
-                    raise
-                analyze(_rewrite(program, chosen + [key], unloaded | {key}))
-            except ProgramError:
-                rejected.add(key)
-            else:
-                chosen.append(key)
-                unloaded.add(key)
-        except ProgramError:
-            rejected.add(key)
-        else:
+            isinstance(failure, UninitializedReadError)
+            and key[1] in temporaries
+            and _failure(analyze, _rewrite(program, chosen + [key], unloaded | {key})) is None
+        ):
             chosen.append(key)
+            unloaded.add(key)
+        else:
+            rejected.add(key)
     return _rewrite(program, chosen, unloaded) if chosen else program
 
 
@@ -273,6 +264,15 @@ def _statement_before(program: Program, path: tuple[int, ...]) -> Stmt | None:
 
 
 # ---------------------------------------------------------------------- rewrite
+
+
+def _failure(analyze: Callable[[Program], object], program: Program) -> ProgramError | None:
+    """Why ``program`` does not analyze, or None where it does."""
+    try:
+        analyze(program)
+    except ProgramError as error:
+        return error
+    return None
 
 
 def _rewrite(program: Program, chosen: list[_Key], unloaded: set[_Key] | frozenset = frozenset()) -> Program:
