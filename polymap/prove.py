@@ -460,7 +460,7 @@ def _prove_race_free(model: PolyModel, frame: Frame, ex: tuple[Executed, ...]) -
             pairs = p1.apply_range(p2.reverse())
             for dim in range(frame.host):
                 pairs = pairs.equate(_IN, dim, _OUT, dim)  # one launch
-            pairs = one_copy_per_lane(pairs, frame, _buffer(model, a1).is_local)
+            pairs = one_copy_per_lane(pairs, frame, a1.buffer, _buffer(model, a1).is_local)
             # two lanes of one warp are ordered by its forks and joins: the lane-order proof
             # takes those pairs (each is a dependence), this one every other pair of threads
             _, clash = across_lanes(pairs, frame)

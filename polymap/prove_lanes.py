@@ -11,12 +11,19 @@ everything else on lane 0 (``schedule/hardware.py``), so *exactly once*, *in bou
   the mapping is one the analysis finds (``spread_loops``) with the same accumulators,
   operators and broadcasts, so the code's fork and join do what the program says;
 * **one copy of a local per lane**: a block-local buffer is a register of each thread, so
-  two lanes never touch the same copy (the race proof pairs a local's accesses on one lane);
+  two lanes never touch the same copy (the race proof pairs a local's accesses on one lane),
+  except a *shared* array (``SpreadLoop.shared``): one copy per band point in shared
+  memory, whose accesses on two lanes are paired as a global buffer's and ordered as one:
+  by a fork or join between them. Its copy is reused by the point's next copy (the next
+  iteration of the loop around its declaration, the thread's next point), one after the
+  other as in one thread: a lane other than 0 touches it only inside a run of a spread
+  loop, which the run's join closes (every lane meets it) before anything later;
 * **lane order**: a dependence between two instances on different lanes of one point (one
   warp, or the block of several) is kept when its source comes first in their common order
   (every lane meets every fork and join in the same order) with a fork or join between
   them, i.e. they are not inside one run of one spread loop (one band point, one iteration
-  of the loops around it: two runs have the first one's join between them); on a local, the value must
+  of the loops around it: two runs have the first one's join between them); on a local
+  other than a shared array, the value must
   travel with the fork or join itself: into a spread loop only as a broadcast local or an
   accumulator's start, out of it only as an accumulator, and inside one run only between
   updates of an accumulator, which the join combines (each partial once: the loop's
@@ -76,9 +83,10 @@ def check_lane_shape(model: PolyModel, km: KernelMapping) -> None:
             )
 
 
-def one_copy_per_lane(pairs: isl.Map, frame: Frame, local: bool) -> isl.Map:
-    """Pairs of accesses that can meet one copy of the buffer: a local's only on one lane."""
-    if frame.mapping.lanes == 1 or not local:
+def one_copy_per_lane(pairs: isl.Map, frame: Frame, buffer: str, local: bool) -> isl.Map:
+    """Pairs of accesses that can meet one copy of the buffer: a local's only on one lane
+    (a shared array's on any lane of its point, as a global buffer's)."""
+    if frame.mapping.lanes == 1 or not local or buffer in frame.mapping.shared_locals:
         return pairs
     lane = frame.host + 3
     return pairs.equate(_IN, lane, _OUT, lane)
@@ -107,7 +115,8 @@ def prove_lane_order(
     km = frame.mapping
     name = km.kernel.name
     sp1, sp2 = km.spread_of(dep.source), km.spread_of(dep.sink)
-    local = _is_local(model, dep.buffer)
+    # a shared array is ordered as a global buffer: by a fork or join between the lanes
+    local = _is_local(model, dep.buffer) and dep.buffer not in km.shared_locals
     if sp1 is not None and sp1 is sp2:
         h, n = frame.host, len(km.loops)
         one_run = pairs
@@ -128,7 +137,12 @@ def prove_lane_order(
     if local and dep.kind is DepKind.FLOW:
         if not (_leaves(sp1, dep.buffer) and _enters(sp2, dep.buffer)):
             raise error(pairs, "passes a local's value between lanes that no fork or join carries")
-    how = "carried by a fork, join or combine" if local else "a fork or join between them"
+    if local:
+        how = "carried by a fork, join or combine"
+    elif dep.buffer in km.shared_locals:
+        how = "in shared memory, a fork or join between them"
+    else:
+        how = "a fork or join between them"
     return Proved(
         Obligation.LANE_ORDER,
         f"{dep.kind.value} {dep.source} -> {dep.sink} on {dep.buffer}",

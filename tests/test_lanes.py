@@ -314,6 +314,7 @@ def test_the_json_mapping_and_the_command_line_say_what_the_lanes_do(capsys):
             "statements": ["S1"],
             "accumulators": [{"buffer": "y_acc", "op": "+="}],
             "broadcasts": [],
+            "shared": [],
             "reassociates": True,
         }
     ]

@@ -397,7 +397,13 @@ class _Emitter:
                 lines.append(f"  __shared__ __align__({align}) {C_TYPE[decl.dtype]} {c_name}{dims};  {note}")
             lines += self.vector_flags(schedule)
         self.expanded = per_point_buffers(km)
+        self.shared_locals = {}  # a shared array (``SpreadLoop.shared``) -> its copy's C index
+        copies = km.block_dim()[1] * km.block_dim()[2]  # a warp per band point, or a block
         for decl in declared_locals(kernel.body):
+            if decl.name in km.shared_locals:
+                lines.append(f"  {self.shared_local_declaration(decl, copies)}")
+                self.shared_locals[decl.name] = self.band_thread(km) if copies > 1 else None
+                continue
             lines.append(f"  {self.local_declaration(decl, self.expanded.get(decl.name, 1))}")
         # a thread's points are loops of constant bounds (``AstPrinter.boxes``) the compiler
         # unrolls: per-point buffers are indexed by constants, so they stay in registers
@@ -542,21 +548,44 @@ class _Emitter:
         """A block-local buffer of a kernel: private to each thread (registers), one copy
         reused by the thread's points one after another (each sees a fresh buffer), or one
         per point (``points``) where the points interleave (``expanded_locals``)."""
+        count = self.local_elements(decl, "a thread's private buffer")
+        c_type, c_name = C_TYPE[decl.dtype], self.cn[decl.name]
+        if points > 1:
+            return f"{c_type} {c_name}[{max(count, 1) * points}];  // one per point of the thread"
+        return f"{c_type} {c_name};" if not decl.shape else f"{c_type} {c_name}[{max(count, 1)}];"
+
+    def shared_local_declaration(self, decl: BufferDecl, copies: int) -> str:
+        """A block-local array the lanes share (``SpreadLoop.shared``): one copy per band
+        point in shared memory, ``copies`` of them where a block holds a warp per point (the
+        warp's band thread picks its own, ``band_thread``), reused by the point's next copy."""
+        count = max(1, self.local_elements(decl, "an array the lanes share"))
+        dims = f"[{copies}][{count}]" if copies > 1 else f"[{count}]"
+        note = comment(f"{decl.name}: one per band point, shared by its lanes")
+        return f"__shared__ {C_TYPE[decl.dtype]} {self.cn[decl.name]}{dims};  {note}"
+
+    @staticmethod
+    def band_thread(km: KernelMapping) -> str:
+        """The C index of a warp's band point among its block's (threadIdx.y and .z hold the
+        band where a warp is a point; a constant expression of the block's shape)."""
+        y = km.block_dim()[1]
+        return (
+            "(int)threadIdx.y" if km.block_dim()[2] == 1 else f"((int)threadIdx.z * {y} + (int)threadIdx.y)"
+        )
+
+    def local_elements(self, decl: BufferDecl, what: str) -> int:
+        """The element count of a block-local buffer, whose shape must be constant."""
         count = 1
         for extent in decl.shape:
             value = const_value(extent)
             if value is None:
                 raise CodegenError(
-                    f"block-local buffer '{decl.name}' ({decl}) has a shape that depends on sizes; a thread's "
-                    "private buffer needs a constant shape: bind the sizes",
+                    f"block-local buffer '{decl.name}' ({decl}) has a shape that depends on sizes; {what} "
+                    "needs a constant shape: bind the sizes",
                     loc=decl.loc,
                     **self.program.error_context(),
                 )
             count *= value
-        c_type, c_name = C_TYPE[decl.dtype], self.cn[decl.name]
-        if points > 1:
-            return f"{c_type} {c_name}[{max(count, 1) * points}];  // one per point of the thread"
-        return f"{c_type} {c_name};" if not decl.shape else f"{c_type} {c_name}[{max(count, 1)}];"
+        return count
 
     def leaf(
         self, schedule: KernelSchedule, printer: AstPrinter, tuple_name: str, args: list, key
@@ -689,6 +718,9 @@ class _Emitter:
                 return self.cn[name]
             return f"{self.cn[name]}[{self.global_offset(decl, texts)}]"
         inner = linear_offset(texts, [str(const_value(e)) for e in decl.shape[1:]], wide=False)
+        if name in self.shared_locals:  # the point's copy in shared memory
+            copy = self.shared_locals[name]
+            return f"{self.cn[name]}[{inner}]" if copy is None else f"{self.cn[name]}[{copy}][{inner}]"
         if name in self.printer.scalars and name not in self.expanded:
             return self.cn[name]
         if name in self.expanded:

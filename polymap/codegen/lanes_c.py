@@ -139,6 +139,10 @@ def lanes_header(km: KernelMapping, is_float: Callable[[str], bool]) -> list[str
         else f"{km.lanes // WARP_LANES} warps per point (a block each)"
     )
     lines = [f"  {per_point}: loops {loops} run on its {km.lanes} lanes, the rest on lane 0"]
+    if km.shared_locals:
+        lines.append(
+            f"  {', '.join(km.shared_locals)}: one copy per point in shared memory, shared by its lanes"
+        )
     for sp in km.spread:
         reordered = [
             f"{name} {op.value}" for name, op in sp.accumulators if op in IDENTITY and is_float(name)

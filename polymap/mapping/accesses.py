@@ -95,32 +95,42 @@ class GlobalAccess:
         coefficients = dict(self.coefficients)
         if not self.quasi_affine and all(i in coefficients for i, step in delta.items() if step):
             return abs(sum(c * delta.get(i, 0) for i, c in self.coefficients))
-        names = dict(self.isl_names)
-        shift = {u: IBin(IndexOp.ADD, IVar(u), IConst(delta.get(u, 0))) for u in names}
+        return isl_stride(self.domain, self.indices, self.row_strides, dict(self.isl_names), delta)
 
-        def flat(indices):
-            return " + ".join(f"{s}*({isl_expr(e, names)})" for e, s in zip(indices, self.row_strides)) or "0"
 
-        shifted = tuple(substitute_index(e, shift) for e in self.indices)
-        space = self.domain.get_space()
-        dims = ", ".join(names[u] for u in names)
-        tuple_name = self.domain.get_tuple_name()
-        params = ", ".join(
-            space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))
-        )
-        diff = isl.PwAff(
-            f"[{params}] -> {{ {tuple_name}[{dims}] -> [({flat(shifted)}) - ({flat(self.indices)})] }}"
-        )
-        moved = isl.Map(
-            f"[{params}] -> {{ {tuple_name}[{dims}] -> {tuple_name}["
-            + ", ".join(f"{names[u]} + {delta.get(u, 0)}" for u in names)
-            + "] }"
-        )
-        pairs = self.domain.intersect(moved.intersect_range(self.domain).domain())
-        if pairs.is_empty():
-            return 0
-        diff = diff.intersect_domain(pairs)
-        return int(max(abs(diff.max_val().to_python()), abs(diff.min_val().to_python())))
+def isl_stride(
+    domain: isl.Set,
+    indices: tuple[IndexExpr, ...],
+    row_strides: tuple[int, ...],
+    names: dict[str, str],
+    delta: dict[str, int],
+) -> int:
+    """max |addr(x + delta) - addr(x)| over the points x of ``domain`` with x + delta in it,
+    exact by isl: ``addr`` the row-major offset of ``indices`` (``row_strides`` per index),
+    ``names`` each user loop index's isl name (the domain's dimensions)."""
+    shift = {u: IBin(IndexOp.ADD, IVar(u), IConst(delta.get(u, 0))) for u in names}
+
+    def flat(exprs):
+        return " + ".join(f"{s}*({isl_expr(e, names)})" for e, s in zip(exprs, row_strides)) or "0"
+
+    shifted = tuple(substitute_index(e, shift) for e in indices)
+    space = domain.get_space()
+    dims = ", ".join(names[u] for u in names)
+    tuple_name = domain.get_tuple_name()
+    params = ", ".join(
+        space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))
+    )
+    diff = isl.PwAff(f"[{params}] -> {{ {tuple_name}[{dims}] -> [({flat(shifted)}) - ({flat(indices)})] }}")
+    moved = isl.Map(
+        f"[{params}] -> {{ {tuple_name}[{dims}] -> {tuple_name}["
+        + ", ".join(f"{names[u]} + {delta.get(u, 0)}" for u in names)
+        + "] }"
+    )
+    pairs = domain.intersect(moved.intersect_range(domain).domain())
+    if pairs.is_empty():
+        return 0
+    diff = diff.intersect_domain(pairs)
+    return int(max(abs(diff.max_val().to_python()), abs(diff.min_val().to_python())))
 
 
 def delta_symbol(index: str) -> sympy.Symbol:
@@ -171,7 +181,7 @@ def _global_access(
     *,
     tag: str,
 ) -> GlobalAccess:
-    strides = _row_strides(decl)
+    strides = row_strides(decl)
     isl_of = {user: model.names[user] for user in stmt.ctx.indices}
     xs = {user: sympy.Symbol(isl_of[user]) for user in stmt.ctx.indices}
     band = [i for i in kernel.indices if i in xs]
@@ -295,7 +305,7 @@ def _row_extents(decl: BufferDecl) -> tuple[int, ...]:
     return tuple(extents)
 
 
-def _row_strides(decl: BufferDecl) -> tuple[int, ...]:
+def row_strides(decl: BufferDecl) -> tuple[int, ...]:
     extents = _row_extents(decl)
     strides, running = [], 1
     for extent in reversed(extents):

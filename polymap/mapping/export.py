@@ -131,6 +131,7 @@ def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mappin
                 "statements": list(sp.statements),
                 "accumulators": [{"buffer": name, "op": op.value} for name, op in sp.accumulators],
                 "broadcasts": list(sp.broadcasts),
+                "shared": list(sp.shared),
                 "reassociates": sp.reassociates,
             }
             for sp in mapped.spread

@@ -21,9 +21,15 @@ order (each run of it: for one band point and one iteration of the loops around 
   are exact in any order (integers wrap); a float ``+=``/``*=`` changes the order of the
   sum, allowed only with ``reassociate`` (the default, stated in the report and the
   emitted header);
-* every other block-local buffer L writes is declared inside L (a fresh copy per
+* every other 0-d block-local buffer L writes is declared inside L (a fresh copy per
   iteration, so per lane); the 0-d locals L only reads are *broadcast* from lane 0 at the
-  fork; a local of another shape read by L keeps L in one thread.
+  fork;
+* a block-local *array* declared outside L that L reads or writes is *shared*: the kernel
+  keeps one copy of it per band point in shared memory instead of one per thread, every
+  lane reads and writes that copy, and the barriers of the forks and joins order the lanes'
+  accesses (lane 0 fills a row that a spread loop then reads, a spread loop writes a tile
+  that lane 0 or a later spread loop reads). Two iterations of L that touch one element
+  (one of them writing) are a dependence L carries, which keeps L in one thread as any other.
 
 A loop of the body that is not spread is run by every lane (lane 0 alone runs the statements
 in it outside spread loops), and the loops inside it are searched the same way: a row
@@ -89,19 +95,19 @@ def _spread(
         return None
     own = {s.decl.name for s in walk_block(loop.body) if isinstance(s, New)}
     accumulators: dict[str, AssignOp] = {}
+    shared: list[str] = []  # arrays of the body: one copy per band point, in shared memory
     written = {s.stmt.buffer for s in inside if isinstance(s.stmt, Assign)}
     for name in sorted(written):
         if name in own or name not in body_locals:
             continue  # a fresh copy per iteration, or a global buffer: the dependences decide
         decl = body_locals[name]
+        if decl.shape:
+            shared.append(name)  # as a global buffer: the dependences decide
+            continue
         dtype_of = model.program.buffer
-        op = (
-            None
-            if decl.shape
-            else accumulated(name, [s.stmt for s in inside], decl, lambda b: dtype_of(b).dtype)
-        )
+        op = accumulated(name, [s.stmt for s in inside], decl, lambda b: dtype_of(b).dtype)
         if op is None:
-            return None  # a local of the body L writes that no combine can merge
+            return None  # a 0-d local of the body L writes that no combine can merge
         accumulators[name] = op
     reassociates = any(reorders(op, body_locals[name].dtype) for name, op in accumulators.items())
     if reassociates and not reassociate:
@@ -113,7 +119,9 @@ def _spread(
             if name in own or name not in body_locals or name in accumulators or name in broadcasts:
                 continue
             if body_locals[name].shape:
-                return None  # lane 0's copy of an array is not broadcast
+                if name not in shared:
+                    shared.append(name)
+                continue
             broadcasts.append(name)
     if not model.dependences.carried_only_on(
         {s.name for s in inside}, outer + len(path) - 1, set(accumulators)
@@ -126,4 +134,5 @@ def _spread(
         tuple(accumulators.items()),
         tuple(broadcasts),
         reassociates,
+        tuple(sorted(shared)),
     )

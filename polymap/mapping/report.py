@@ -163,7 +163,13 @@ def format_lanes(mapped: KernelMapping) -> list[str]:
             if sp.reassociates
             else ""
         )
-        lines.append(f"    loop {mapped.spread_place(sp)}: {what}{order}")
+        shares = f"; shares {', '.join(sp.shared)}" if sp.shared else ""
+        lines.append(f"    loop {mapped.spread_place(sp)}: {what}{shares}{order}")
+    if mapped.shared_locals:
+        lines.append(
+            f"    {', '.join(mapped.shared_locals)}: one copy per point in shared memory, read and written by "
+            "every lane (a fork's or join's barrier between two lanes' accesses)"
+        )
     return lines
 
 

@@ -155,7 +155,7 @@ class ScipModel(StagingConstraints, StartHints):
         p_log = {loop.index: self.lt[j] + self.ls[j] for j, loop in enumerate(band)}
         block = self._block_size()
         traffic = self._staging(scip, pins, traffic, p_log, block)
-        self._lanes()
+        self._lanes(block)
         self._registers(scip, quicksum(self.ls[j] for j in range(self.n)), block)
         # whose bytes each traffic term moves: an access's, then each candidate's copies
         owners = [a.buffer for a in problem.accesses] + [c.buffer for c in problem.candidates]
@@ -602,7 +602,7 @@ class ScipModel(StagingConstraints, StartHints):
         self.roofs.append(shared)
         return time, traffic_time + shared
 
-    def _lanes(self) -> None:
+    def _lanes(self, block: dict) -> None:
         """With lanes (``w``): no staging, no interleaved points, and the warp instructions
         lanes add (``cost_model.lane_instructions``): lane 0's requests one per instance,
         and the forks and joins."""
@@ -618,6 +618,19 @@ class ScipModel(StagingConstraints, StartHints):
             extra = lane_instructions(p.target, p.accesses, strides, p.spread, points, warp * 2**m, p.runs)
             if extra:
                 self.instructions.append(extra * var)
+        if not p.shared_bytes:
+            return
+        # the shared arrays (``shared_locals.py``): their loads and stores, their wavefronts,
+        # and a copy per band point of the block (a warp each: 2^v / 32 in a block of 2^v
+        # threads; a block of warps: one), in the block's shared memory
+        self.instructions.append(sum(a.requests(warp) for a in p.shared_accesses) * self.w)
+        self.wavefronts.append(sum(a.wavefronts(warp) for a in p.shared_accesses) * self.w)
+        used = scip.addVar("shared_arrays_bytes", vtype="C", lb=0.0)
+        most = p.target.max_threads_per_block // warp
+        warps = quicksum(2**v // warp * var for v, var in block.items())
+        scip.addCons(used >= p.shared_bytes * (warps - most * (1 - self.uw.get(0, 0))))
+        scip.addCons(used >= p.shared_bytes * self.tree)
+        self.shared_used = used if self.shared_used is None else self.shared_used + used
 
     def _loop_steps(self):
         """The loops' own instructions (``cost_model.loop_step_instructions``): per warp
@@ -724,8 +737,10 @@ class ScipModel(StagingConstraints, StartHints):
         logs, points_log = self._one_of("points_log2", range(MAX_LOG_SEQ_TOTAL + 1))
         scip.addCons(points_log == log_points)
         points = quicksum(2**m * var for m, var in logs.items())
-        floor = REGISTERS_BASE + p.local_elements  # a body's own arrays may live in local memory
-        most = max(t.max_registers_per_thread, floor)
+        # a body's own arrays may live in local memory; with lanes, the shared ones in shared
+        top = REGISTERS_BASE + p.local_elements
+        floor = top - p.shared_elements * self.w
+        most = max(t.max_registers_per_thread, top)
         regs = scip.addVar("registers", vtype="I", lb=0, ub=most)
 
         def copies(on, label: str):  # points - 1 where ``on``, else 0

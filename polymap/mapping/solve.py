@@ -72,6 +72,7 @@ from polymap.mapping.lanes import spread_loops
 from polymap.mapping.outcome import Outcome, SolveReport
 from polymap.mapping.result import RANKING_WEIGHT, AccessCost, KernelCost, Mapping
 from polymap.mapping.scip_model import CertificateError, ScipModel
+from polymap.mapping.shared_locals import SharedLocalAccess, shared_local_accesses
 from polymap.mapping.solved import kernel_key
 from polymap.mapping.space import (
     WARP_LANES,
@@ -665,6 +666,11 @@ class KernelProblem:
     # AGAIN (in L2 where the band points in flight fit: ``reuse_fits``) or ADJACENT
     reuse: tuple[str, ...] = ()
     point_bytes: float = 0.0  # the mean global bytes one band point touches (``caching.point_bytes``)
+    # with lanes, the accesses to the arrays the spread loops share (``shared_locals.py``):
+    # in shared memory, one copy per band point, not in each thread's registers
+    shared_accesses: tuple[SharedLocalAccess, ...] = ()
+    shared_elements: int = 0  # elements of one copy of the shared arrays
+    shared_bytes: int = 0  # bytes of one copy of them
 
     @classmethod
     def build(
@@ -695,6 +701,7 @@ class KernelProblem:
         spread = spread_loops(kernel, model, reassociate=reassociate) if spread is None else spread
         if target.warp_size != WARP_LANES:  # the lanes' shuffles and combines are written for 32
             spread = ()
+        shared = [d for d in declared_locals(kernel.body) if any(d.name in sp.shared for sp in spread)]
         return cls(
             kernel,
             model,
@@ -727,6 +734,9 @@ class KernelProblem:
             cached=cached_footprints(kernel, model, target),
             reuse=tuple(kinds.get((a.statement, a.text, a.is_write), FIRST) for a in accesses),
             point_bytes=point_bytes(kernel, model, math.prod(_max_extents(kernel, model))),
+            shared_accesses=shared_local_accesses(kernel, model, spread, launches),
+            shared_elements=_elements(shared),
+            shared_bytes=sum(_decl_elements(d) * d.dtype.itemsize for d in shared),
         )
 
     @property
@@ -775,6 +785,12 @@ class KernelProblem:
             total += sum(size[name] for name in sp.from_lane0)
         return total
 
+    @staticmethod
+    def shared_copies(mapping: KernelMapping) -> int:
+        """Copies of the shared arrays in a block: one per band point it holds (a warp
+        each, or the whole block)."""
+        return 1 if mapping.lanes > WARP_LANES else mapping.threads_per_block // WARP_LANES
+
     @property
     def runs(self) -> dict[tuple[int, ...], int]:
         """Each spread loop's runs per band point, by its path (``lane_instructions``)."""
@@ -813,6 +829,8 @@ class KernelProblem:
     def registers(self, mapping: KernelMapping) -> int:
         """The model's register estimate of a mapping (``ScipModel._registers``)."""
         total = REGISTERS_BASE + self.local_elements
+        if mapping.lanes > 1:  # the shared arrays live in shared memory
+            total -= self.shared_elements
         staging = mapping.staging
         if mapping.interleaved:
             total += self.local_elements * (mapping.points - 1)
@@ -887,12 +905,22 @@ class KernelProblem:
         sizes = ", ".join(
             f"{decl.name} ({_decl_elements(decl)})" for decl in declared_locals(self.kernel.body)
         )
-        return (
+        where = (
             f": each band point keeps its own block-local buffers {sizes}, {self.local_elements} "
             f"elements in one thread, counted as its registers (or local memory), and a block of "
             f"{t.warp_size} threads, the smallest, has {t.max_registers_per_block} registers, {most} a "
-            f"thread (a thread body's buffers are not shared by a block's threads; with --fuse, a "
-            f"smaller capacity plans smaller tiles)"
+            f"thread"
+        )
+        shared = sorted({name for sp in self.spread for name in sp.shared})
+        if shared and REGISTERS_BASE + self.local_elements - self.shared_elements <= most:
+            return (
+                f"{where}; with lanes a point keeps {', '.join(shared)} in shared memory instead, "
+                f"{self.shared_bytes} bytes, more than a block's {t.shared_memory_per_block} (with --fuse, "
+                f"a smaller capacity plans smaller tiles)"
+            )
+        return (
+            f"{where} (a body's buffers are shared by the lanes only where a spread loop reads or writes "
+            f"them, docs/mapping.md; with --fuse, a smaller capacity plans smaller tiles)"
         )
 
     def _capacity_hint(self) -> str:
@@ -1090,6 +1118,11 @@ class KernelProblem:
             instructions += lane_instructions(
                 t, self.accesses, strides, mapping.spread, math.prod(self.extents), mapping.lanes, self.runs
             )
+            # the shared arrays: a copy per band point of the block, loads and stores
+            shared += self.shared_bytes * self.shared_copies(mapping)
+            for a in self.shared_accesses:
+                instructions += a.requests(t.warp_size)
+                wavefronts += a.wavefronts(t.warp_size)
         threads = mapping.threads_per_block * mapping.blocks
         busy = self.busy_lanes(mapping.lanes)
         fill = fill_fraction(t, mapping, self.extents, busy)

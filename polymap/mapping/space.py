@@ -260,7 +260,10 @@ class SpreadLoop:
     other lanes start each accumulator of ``accumulators`` (a 0-d local updated by one
     associative and commutative operator) at the operator's identity, and take lane 0's
     value of each local of ``broadcasts``; at its end (the *join*) the lanes' partial
-    accumulators are combined into every lane by a butterfly of shuffles."""
+    accumulators are combined into every lane by a butterfly of shuffles. The block-local
+    arrays of ``shared`` (declared outside it, read or written by it) are not a register of
+    each thread: the kernel keeps one copy per band point in shared memory, which every lane
+    reads and writes, the fork's and join's barriers ordering the lanes' accesses."""
 
     path: tuple[int, ...]
     index: str
@@ -268,6 +271,7 @@ class SpreadLoop:
     accumulators: tuple[tuple[str, AssignOp], ...]
     broadcasts: tuple[str, ...]
     reassociates: bool  # a float ``+=`` or ``*=`` among the accumulators: the sum's order changes
+    shared: tuple[str, ...] = ()  # block-local arrays the lanes share (one copy per band point)
 
     @property
     def from_lane0(self) -> tuple[str, ...]:
@@ -341,6 +345,12 @@ class KernelMapping:
     def spread_of(self, statement: str) -> SpreadLoop | None:
         """The spread loop a statement (``S3``) runs in, if any."""
         return next((sp for sp in self.spread if statement in sp.statements), None)
+
+    @property
+    def shared_locals(self) -> tuple[str, ...]:
+        """The block-local arrays kept once per band point in shared memory, where every
+        lane reads and writes them (``SpreadLoop.shared``): those any spread loop touches."""
+        return tuple(dict.fromkeys(name for sp in self.spread for name in sp.shared))
 
     @property
     def blocks(self) -> int:

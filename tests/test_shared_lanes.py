@@ -1,0 +1,258 @@
+"""Block-local arrays shared by the lanes (issue 11's fused kernels, issue 12's lanes): an
+array of the thread body that a spread loop reads or writes is kept once per band point in
+shared memory (``SpreadLoop.shared``), filled and read by every lane, the forks' and joins'
+barriers between them. The outputs on the host against values computed here with NumPy."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import polymap
+from polymap import prove_lanes
+from polymap.errors import MappingError, VerificationError
+from polymap.ir.parse import parse
+from polymap.mapping.lanes import spread_loops
+from polymap.mapping.shared_locals import SharedLocalAccess
+from polymap.mapping.solve import REGISTERS_BASE, KernelProblem
+from polymap.mapping.space import Pins, kernels
+from polymap.pipeline import Analyses, transform
+from polymap.poly.model import analyze
+from polymap.targets import H100
+
+# a row's exponentials kept on chip, summed, then divided: three spread loops share `row`
+SOFTMAX_ROW = """param R = 48
+param C = 300
+assume C <= 512
+in  X: f32[R, C]
+out Y: f32[R, C]
+par R i {
+  new row: f32[512]
+  seq C j {
+    row[j] = exp(X[i, j])
+  }
+  new s: f32
+  s = 0
+  seq C j {
+    s += row[C - 1 - j]
+  }
+  seq C j {
+    Y[i, j] = row[j] / s
+  }
+}
+"""
+
+# the row reversed through the shared copy: lane j reads what lane C - 1 - j wrote, in the
+# next run; lane 0 alone reads one element between the two spread loops
+REVERSED = """param R = 20
+param C = 100
+in  X: i32[R, C]
+out Y: i32[R, C]
+par R i {
+  new t: i32[100]
+  seq C j {
+    t[j] = X[i, j] * 3
+  }
+  new first: i32
+  first = t[0]
+  seq C j {
+    Y[i, j] = t[C - 1 - j] + first
+  }
+}
+"""
+
+# an array declared inside a sequential loop of the body: a fresh copy per step, reused in
+# shared memory step after step; `acc` (declared outside) gathers the steps
+PER_STEP = """param R = 6
+param T = 5
+param C = 70
+in  X: i32[R, C]
+out Y: i32[R, C]
+par R i {
+  new acc: i32[70]
+  seq C j {
+    acc[j] = 0
+  }
+  seq T k {
+    new t: i32[70]
+    seq C j {
+      t[j] = X[i, j] * (k + 1)
+    }
+    seq C j {
+      acc[j] += t[(j + k) % C]
+    }
+  }
+  seq C j {
+    Y[i, j] = acc[j]
+  }
+}
+"""
+
+# every iteration writes the same element: a dependence the loop carries
+ONE_ELEMENT = """param R = 8
+param C = 64
+in  X: f32[R, C]
+out Y: f32[R]
+par R i {
+  new t: f32[2]
+  seq C j {
+    t[0] = X[i, j]
+  }
+  Y[i] = t[0]
+}
+"""
+
+
+# two iterations write each element of t: only the read loop may be spread
+HALVES = """param R = 8
+in  X: f32[R, 128]
+out Y: f32[R, 64]
+par R i {
+  new t: f32[64]
+  seq 128 j {
+    t[j / 2] = X[i, j]
+  }
+  seq 64 j {
+    Y[i, j] = t[j]
+  }
+}
+"""
+
+
+def _model(text: str, name: str):
+    program = transform(parse(text, name=name).bind_defaults(), registers=True, analyses=Analyses())
+    model = analyze(program)
+    return program, model, kernels(program)[0]
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x.astype(np.float64))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_the_arrays_a_spread_loop_touches_are_shared_and_a_carried_write_is_not():
+    _, model, kernel = _model(SOFTMAX_ROW, "softmax_row")
+    found = spread_loops(kernel, model)
+    assert [(sp.path, sp.shared) for sp in found] == [((1,), ("row",)), ((4,), ("row",)), ((5,), ("row",))]
+    _, model, kernel = _model(ONE_ELEMENT, "one_element")
+    assert spread_loops(kernel, model) == ()
+    _, model, kernel = _model(PER_STEP, "per_step")
+    assert {sp.path: sp.shared for sp in spread_loops(kernel, model)} == {
+        (1,): ("acc",),
+        (2, 1): ("t",),
+        (2, 2): ("acc", "t"),
+        (3,): ("acc",),
+    }
+
+
+@pytest.mark.parametrize(
+    "pins",
+    [None, {"i": {"lanes": 32, "threads": 4}}, {"i": {"lanes": 128}}],
+    ids=["scip", "warp-per-row-4-per-block", "block-per-row"],
+)
+def test_a_row_kept_in_shared_memory_gives_the_softmax(pins):
+    program = parse(SOFTMAX_ROW, name="softmax_row").bind_defaults()
+    kernel = polymap.compile(program, pins=pins)
+    km = kernel.mapping.kernels[0]
+    assert km.lanes > 1 and km.shared_locals == ("row",)
+    copies = km.block_dim()[1] * km.block_dim()[2]
+    declared = f"__shared__ float row[{copies}][512];" if copies > 1 else "__shared__ float row[512];"
+    assert declared in kernel.source
+    x = np.random.default_rng(21).standard_normal((48, 300)).astype(np.float32)
+    got = kernel.run_host(X=x)["Y"]
+    # a sum of 300 positive terms reordered: relative error within C * u per output, twice
+    np.testing.assert_allclose(got, _softmax(x), rtol=2 * 300 * 2.0**-24 + 1e-6, atol=0)
+
+
+@pytest.mark.parametrize("lanes", [32, 64])
+def test_lanes_read_what_other_lanes_and_lane_0_left_in_the_shared_copy(lanes):
+    program = parse(REVERSED, name="reversed").bind_defaults()
+    kernel = polymap.compile(program, pins={"i": {"lanes": lanes}})
+    assert kernel.mapping.kernels[0].shared_locals == ("t",)
+    x = np.random.default_rng(22).integers(-1000, 1000, (20, 100)).astype(np.int32)
+    want = 3 * x[:, ::-1] + 3 * x[:, :1]
+    np.testing.assert_array_equal(kernel.run_host(X=x)["Y"], want)
+
+
+@pytest.mark.parametrize("lanes", [32, 64])
+def test_a_copy_per_step_reused_in_shared_memory_is_exact(lanes):
+    program = parse(PER_STEP, name="per_step").bind_defaults()
+    kernel = polymap.compile(program, pins={"i": {"lanes": lanes}})
+    km = kernel.mapping.kernels[0]
+    assert set(km.shared_locals) == {"acc", "t"} and len(km.spread) == 4
+    x = np.random.default_rng(23).integers(-100, 100, (6, 70)).astype(np.int32)
+    want = np.zeros((6, 70), np.int64)
+    for k in range(5):
+        want += (k + 1) * np.roll(x, -k, axis=1)
+    np.testing.assert_array_equal(kernel.run_host(X=x)["Y"], want)
+    assert ".shared" in kernel.ptx()  # NVRTC compiles the shared arrays for sm_90
+
+
+# ------------------------------------------------------------------ the proof
+
+
+def test_the_proof_refuses_a_shared_array_taken_for_a_register_of_each_lane(monkeypatch):
+    program = parse(REVERSED, name="reversed").bind_defaults()
+    mapping = polymap.optimize(program, pins={"i": {"lanes": 32}})
+    km = mapping.kernels[0]
+    forged = tuple(dataclasses.replace(sp, shared=()) for sp in km.spread)
+    edited = dataclasses.replace(mapping, kernels=(dataclasses.replace(km, spread=forged),))
+    monkeypatch.setattr(prove_lanes, "spread_loops", lambda *a, **k: forged)
+    with pytest.raises(VerificationError, match="passes a local's value between lanes that no fork or join"):
+        polymap.compile(mapping.program, edited)
+
+
+def test_the_proof_refuses_two_lanes_writing_one_element_of_a_shared_array(monkeypatch):
+    program = parse(HALVES, name="halves").bind_defaults()
+    mapping = polymap.optimize(program, pins={"i": {"lanes": 32}})
+    km = mapping.kernels[0]
+    (read,) = km.spread  # the carried write stays on lane 0
+    assert read.path == (2,) and read.shared == ("t",)
+    forged = (dataclasses.replace(read, path=(1,), statements=("S0",)), read)
+    edited = dataclasses.replace(mapping, kernels=(dataclasses.replace(km, spread=forged),))
+    monkeypatch.setattr(prove_lanes, "spread_loops", lambda *a, **k: forged)
+    with pytest.raises(VerificationError, match="on two lanes inside one run of loop 'j'"):
+        polymap.compile(mapping.program, edited)
+
+
+# ------------------------------------------------------------------ the model
+
+
+def test_shared_arrays_leave_the_registers_and_enter_the_blocks_shared_memory():
+    program, model, kernel = _model(SOFTMAX_ROW, "softmax_row")
+    problem = KernelProblem.build(kernel, model, H100, Pins(), None)
+    assert (problem.shared_elements, problem.shared_bytes) == (512, 2048)
+    mapping = polymap.optimize(program, pins={"i": {"lanes": 32, "threads": 4}})
+    km = mapping.kernels[0]
+    assert problem.registers(km) == REGISTERS_BASE + 1  # s alone: row is in shared memory
+    one = polymap.optimize(program, pins={"i": {"lanes": 1}}).kernels[0]
+    assert problem.registers(one) == REGISTERS_BASE + 513
+    assert km.block_dim() == (32, 4, 1)
+    cost = mapping.costs[0]
+    assert cost.shared_bytes == 4 * 2048 and cost.registers == REGISTERS_BASE + 1  # a row per warp
+
+
+def test_bank_conflicts_of_a_shared_array_follow_the_lanes_stride():
+    def access(stride, element_bytes=4, instances=64):
+        return SharedLocalAccess("S0", "t[j]", "t", False, element_bytes, instances, stride)
+
+    # 64 instances: two warp instructions; lanes k apart in 4-byte words meet gcd(k, 32) in a bank
+    assert [access(s).wavefronts(32) for s in (0, 1, 2, 3, 8, 32, 33)] == [2, 2, 4, 2, 16, 64, 2]
+    assert access(1, element_bytes=8).wavefronts(32) == 4  # 8-byte elements: two banks a lane
+    assert access(None).wavefronts(32) == 64 and access(None).requests(32) == 64  # lane 0 alone
+
+
+def test_an_array_too_big_for_shared_memory_and_for_one_thread_is_refused_with_both_reasons():
+    # 52000 bytes: over a block's 48 KiB of shared memory, and 13000 registers a thread
+    big = SOFTMAX_ROW.replace("512", "13000").replace("param C = 300", "param C = 12000")
+    program = parse(big, name="big_row").bind_defaults()
+    with pytest.raises(
+        MappingError, match=r"with lanes a point keeps row in shared memory instead, 52000 bytes"
+    ):
+        polymap.optimize(program)
+    # 40000 bytes fit: only lanes can map it
+    fits = SOFTMAX_ROW.replace("512", "10000").replace("param C = 300", "param C = 9000")
+    km = polymap.optimize(parse(fits, name="fits").bind_defaults()).kernels[0]
+    assert km.lanes > 1 and km.shared_locals == ("row",)
