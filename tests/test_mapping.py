@@ -324,6 +324,14 @@ def _feasible(extents: tuple[int, ...], loops: tuple[tuple, ...], lanes: int = 0
     return True
 
 
+def _span_blocks(problem: KernelProblem, mapped: KernelMapping) -> int:
+    """The most blocks a block of this mapping's span may launch, however split over the
+    loops (what the model's shared-memory capacity reads)."""
+    caps = tuple(max(0, math.ceil(math.log2(n))) if n > 1 else 0 for n in problem.extents)
+    span_log = round(math.log2(math.prod(m.threads * m.seq for m in mapped.loops)))
+    return span_blocks(most_blocks(problem.extents, caps), problem.extents, span_log)
+
+
 def _stagings(problem: KernelProblem, mapped: KernelMapping):
     """Every staging the model allows for a mapping, restated for the oracle: one scope,
     K = 2^m up to the loop's extent (1 for the whole body), any non-empty set of its
@@ -333,10 +341,7 @@ def _stagings(problem: KernelProblem, mapped: KernelMapping):
     one slot or, over a tiled loop and where the tiles fit twice, in two (double buffering)."""
     yield None
     extents = dict(problem.scope_extents)
-    # the most blocks a block of this span may launch, however split over the loops
-    caps = tuple(max(0, math.ceil(math.log2(n))) if n > 1 else 0 for n in problem.extents)
-    span_log = round(math.log2(math.prod(m.threads * m.seq for m in mapped.loops)))
-    blocks = span_blocks(most_blocks(problem.extents, caps), problem.extents, span_log)
+    blocks = _span_blocks(problem, mapped)
     scopes = dict.fromkeys(c.loop for c in problem.candidates)
     for scope in scopes:
         cands = [c for c in problem.candidates if c.loop == scope]
@@ -438,8 +443,15 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
                     for loop, (t, b, lt, ls), (d, v), n in zip(band, combo, spread, problem.extents)
                 ),
             )
+            laned = dataclasses.replace(mapped, lanes=lanes, spread=problem.spread)
+            # the arrays the lanes share, a copy per point of the block, within its capacity
+            shared = problem.shared_bytes * problem.shared_copies(laned)
+            if lanes and shared > shared_capacity(
+                H100, laned.threads_per_block, _span_blocks(problem, laned)
+            ):
+                continue
             variants = (
-                [dataclasses.replace(mapped, lanes=lanes, spread=problem.spread)]
+                [laned]
                 if lanes
                 else [
                     KernelMapping(mapped.kernel, mapped.loops, staging, interleaved)
@@ -674,9 +686,12 @@ def test_scip_optimum_equals_enumeration_beyond_affine_par_loops(name):
         # (with register promotion the k loop may run on a block's lanes)
         assert polymap.optimize(program, pins={"i": {"lanes": 1}}).kernels[0].staging.slots == 2
     if name == "register-limited":  # the limit decides: without it the optimum is another mapping
-        model = analyze(program)
-        problem = KernelProblem.build(kernels(program)[0], model, H100, Pins(), None)
-        assert best_any < problem.solve(Pins())[0].objective - 1e-4
+        # (a thread per point, t in its registers; with lanes a block's lanes share t instead)
+        assert polymap.optimize(program).kernels[0].shared_locals == ("t",)
+        problem = KernelProblem.build(kernels(program)[0], analyze(program), H100, Pins(), None, spread=())
+        best, best_any = _enumerate_best(problem)
+        objective = problem.solve(Pins())[0].objective
+        assert objective == pytest.approx(best, rel=1e-6, abs=1e-4) and best_any < objective - 1e-4
 
 
 def test_the_first_load_roof_is_a_latency_per_wave_of_threads_and_only_for_reads():
@@ -838,8 +853,9 @@ def test_a_staged_gemm_gets_start_hints_of_256_and_512_threads():
 
 def test_block_local_buffers_too_big_for_any_block_are_named_in_the_error():
     """A band point's own buffers live in its thread; 4096 + 64 floats need more registers
-    than a block of 32 threads has per thread (65536 / 32 = 2048): the error names them and
-    their sizes, not only the target."""
+    than a block of 32 threads has per thread (65536 / 32 = 2048): with one thread per point
+    the error names them and their sizes, not only the target. With lanes (SCIP's choice)
+    the point's lanes share them in shared memory (16640 bytes)."""
     program = parse(
         """
 in  X: f32[64, 4096]
@@ -854,8 +870,9 @@ par 64 i {
 """,
         name="big_locals",
     )
+    assert optimize(program).kernels[0].shared_locals == ("T", "U")
     with pytest.raises(
         InfeasibleMappingError, match=r"T \(4096\), U \(64\), 4160 elements in one thread"
     ) as err:
-        optimize(program)
-    assert "2048 a thread" in str(err.value)
+        optimize(program, pins={"i": {"lanes": 1}})
+    assert "2048 a thread" in str(err.value) and "the pins 'i' (lanes=1) conflict" in str(err.value)

@@ -883,6 +883,8 @@ class KernelProblem:
         pinned = dict(self._pins_here())
         described = "; ".join(f"'{k}' ({pinned[k].describe()})" for k in conflict)
         turned = any(pinned[k].transpose for k in conflict)
+        # one thread per point (lanes=1) keeps the body's arrays in its registers
+        alone = any(pinned[k].lanes == 1 for k in conflict)
         raise InfeasibleMappingError(
             f"{self.kernel.name} (loops {', '.join(self.kernel.indices)}): the pins {described} conflict: "
             f"no mapping within the limits of {self.target.name} satisfies them together"
@@ -892,12 +894,14 @@ class KernelProblem:
                 if turned
                 else ""
             )
+            + (self._locals_hint(lanes=False) if alone else "")
         )
 
-    def _locals_hint(self) -> str:
+    def _locals_hint(self, lanes: bool = True) -> str:
         """Why no mapping fits, when the thread body's block-local buffers alone need more
         registers than the smallest block may hold per thread (each thread keeps its band
-        point's copy of them: a planned tile of a fused chain, ``--fuse``, can be that big)."""
+        point's copy of them: a planned tile of a fused chain, ``--fuse``, can be that big),
+        and, where ``lanes`` may share some of them, shared memory cannot hold those."""
         t = self.target
         most = t.max_registers_per_block // t.warp_size
         if REGISTERS_BASE + self.local_elements <= most:
@@ -912,12 +916,14 @@ class KernelProblem:
             f"thread"
         )
         shared = sorted({name for sp in self.spread for name in sp.shared})
-        if shared and REGISTERS_BASE + self.local_elements - self.shared_elements <= most:
+        if lanes and shared and REGISTERS_BASE + self.local_elements - self.shared_elements <= most:
             return (
                 f"{where}; with lanes a point keeps {', '.join(shared)} in shared memory instead, "
                 f"{self.shared_bytes} bytes, more than a block's {t.shared_memory_per_block} (with --fuse, "
                 f"a smaller capacity plans smaller tiles)"
             )
+        if not lanes:
+            return f"{where} (with lanes, a spread loop's arrays are shared in shared memory instead)"
         return (
             f"{where} (a body's buffers are shared by the lanes only where a spread loop reads or writes "
             f"them, docs/mapping.md; with --fuse, a smaller capacity plans smaller tiles)"
