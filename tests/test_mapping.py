@@ -424,6 +424,9 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
     if AGAIN in problem.reuse:
         fit = next((w for w in (1, 2, 4, 8, 16, 32) if w // 2 < busy and problem.reuse_fits(32 * w)), 1)
         warps = sorted(set(warps) | {w for w in (1, 2, 4, 8, 16, 32) if w <= fit})
+    # and up to the fewest warps whose shared arrays leave the SM its thread slots' blocks
+    fit = 2 ** problem.shared_fit_warps_log2()
+    warps = sorted(set(warps) | {w for w in (1, 2, 4, 8, 16, 32) if w <= fit and w // 2 < busy})
     for lanes in (0, *(32 * w for w in warps)) if problem.spread else (0,):
         feasible = (
             combo
@@ -444,11 +447,9 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
                 ),
             )
             laned = dataclasses.replace(mapped, lanes=lanes, spread=problem.spread)
-            # the arrays the lanes share, a copy per point of the block, within its capacity
-            shared = problem.shared_bytes * problem.shared_copies(laned)
-            if lanes and shared > shared_capacity(
-                H100, laned.threads_per_block, _span_blocks(problem, laned)
-            ):
+            # the arrays the lanes share, a copy per point of the block, within a block's
+            # shared memory (what they take from the SM's occupancy, the cost charges)
+            if lanes and problem.shared_bytes * problem.shared_copies(laned) > H100.shared_memory_per_block:
                 continue
             variants = (
                 [laned]
@@ -581,6 +582,17 @@ ORACLE_PROGRAMS = {
           C[i, j] = acc
         } }
     """,
+    # a row of 8 KiB the lanes share in shared memory: 24 such blocks fill an SM's 228 KiB,
+    # fewer than the thread slots of small blocks allow, so the occupancy they leave is a cost
+    "shared-occupancy": """
+        in X: f32[16384, 2048]
+        out Y: f32[16384, 2048]
+        par 16384 i {
+          new t: f32[2048]
+          seq 2048 k { t[k] = X[i, k] * 2 }
+          seq 2048 k { Y[i, k] = t[2047 - k] }
+        }
+    """,
     # a row reduction: a warp per row (lanes) against a thread per row; the enumeration tries
     # both, with every band mapping each allows
     "lanes-row-sum": """
@@ -685,6 +697,9 @@ def test_scip_optimum_equals_enumeration_beyond_affine_par_loops(name):
     if name == "seq-staged":  # likewise double buffering, among mappings of a thread per point
         # (with register promotion the k loop may run on a block's lanes)
         assert polymap.optimize(program, pins={"i": {"lanes": 1}}).kernels[0].staging.slots == 2
+    if name == "shared-occupancy":  # the shared arrays' occupancy is charged, not refused
+        km = polymap.optimize(program).kernels[0]
+        assert km.shared_locals == ("t",) and km.lanes > 32
     if name == "register-limited":  # the limit decides: without it the optimum is another mapping
         # (a thread per point, t in its registers; with lanes a block's lanes share t instead)
         assert polymap.optimize(program).kernels[0].shared_locals == ("t",)

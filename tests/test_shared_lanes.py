@@ -256,3 +256,27 @@ def test_an_array_too_big_for_shared_memory_and_for_one_thread_is_refused_with_b
     fits = SOFTMAX_ROW.replace("512", "10000").replace("param C = 300", "param C = 9000")
     km = polymap.optimize(parse(fits, name="fits").bind_defaults()).kernels[0]
     assert km.lanes > 1 and km.shared_locals == ("row",)
+
+
+ROWS_OF_8K = """in  X: f32[16384, 2048]
+out Y: f32[16384, 2048]
+par 16384 i {
+  new t: f32[2048]
+  seq 2048 k { t[k] = X[i, k] * 2 }
+  seq 2048 k { Y[i, k] = t[2047 - k] }
+}
+"""
+
+
+def test_shared_arrays_that_hold_an_sm_to_fewer_blocks_cost_their_occupancy():
+    program = parse(ROWS_OF_8K, name="rows_of_8k")
+    # a warp per row, one a block: 8192 + 1024 reserved bytes each, 25 blocks in the H100's
+    # 228 KiB (233472 bytes), 800 of its 2048 thread slots (32 blocks of 32 threads: 1024)
+    mapping = polymap.optimize(program, pins={"i": {"lanes": 32, "threads": 1}})
+    assert mapping.kernels[0].block_dim() == (32, 1, 1)
+    assert mapping.costs[0].fill == pytest.approx(800 / 2048)
+    # a block of 8 warps per row: 8 blocks by the SM's 2048 thread slots, 25 by shared
+    # memory: the threads decide, and the SM is full
+    wide = polymap.optimize(program, pins={"i": {"lanes": 256}})
+    assert wide.costs[0].fill == pytest.approx(1.0)
+    assert polymap.optimize(program).costs[0].time_s <= wide.costs[0].time_s

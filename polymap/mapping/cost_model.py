@@ -212,13 +212,18 @@ def shared_capacity(target: GpuTarget, threads_per_block: int, blocks: float) ->
 
 
 def fill_fraction(
-    target: GpuTarget, mapping: KernelMapping, extents: tuple[int, ...], busy_lanes: int | None = None
+    target: GpuTarget,
+    mapping: KernelMapping,
+    extents: tuple[int, ...],
+    busy_lanes: int | None = None,
+    shared_bytes: int = 0,
 ) -> float:
     """The fraction of the GPU a launch keeps busy, in the model's form (``ScipModel._time``:
     prod N / prod S threads, or prod N independent points where they interleave, against the
     GPU's thread slots; prod N / prod T S blocks against its SMs; the thread slots that blocks
     of this size can hold), whatever the rounding up. ``busy_lanes``: of a point's lanes,
-    those with work (``KernelProblem.busy_lanes``; all of them where None)."""
+    those with work (``KernelProblem.busy_lanes``; all of them where None); ``shared_bytes``:
+    a block's shared arrays, which may hold the SM to fewer blocks (``occupancy_penalty``)."""
     work = math.prod(extents)
     # with lanes a warp or a block per point: its busy lanes each
     lanes = mapping.lanes if busy_lanes is None else busy_lanes
@@ -228,16 +233,21 @@ def fill_fraction(
         1.0,
         in_flight / (target.sm_count * target.max_threads_per_sm),
         work / span / target.sm_count,
-        1 / occupancy_penalty(target, mapping.threads_per_block),
+        1 / occupancy_penalty(target, mapping.threads_per_block, shared_bytes),
     )
 
 
 def latency_time(
-    target: GpuTarget, work: int, points: int, reads_global: bool, threads_per_block: int | None = None
+    target: GpuTarget,
+    work: int,
+    points: int,
+    reads_global: bool,
+    threads_per_block: int | None = None,
+    shared_bytes: int = 0,
 ) -> float:
     """The first-load roof in seconds: ``work / points`` threads, at most as many resident
     as the GPU's thread slots hold in blocks of ``threads_per_block`` (all of them where it is
-    None; ``occupancy_penalty``), each waiting ``memory_latency_s`` for its first global
+    None; ``occupancy_penalty``, with ``shared_bytes`` a block), each waiting ``memory_latency_s`` for its first global
     load, so a launch takes at least that latency per wave of threads, and at least one
     (Little's law in the model's form: a thread with more points has more loads in flight,
     and fewer waves wait). Not divided by the fill: the waves already count the threads.
@@ -248,7 +258,7 @@ def latency_time(
         return 0.0
     slots = target.sm_count * target.max_threads_per_sm
     if threads_per_block is not None:
-        slots /= occupancy_penalty(target, threads_per_block)
+        slots /= occupancy_penalty(target, threads_per_block, shared_bytes)
     return target.memory_latency_s * max(1.0, work / points / slots)
 
 
@@ -273,10 +283,24 @@ def atomic_time(target: GpuTarget, updates: int) -> float:
     return updates / target.clock_hz
 
 
-def occupancy_penalty(target: GpuTarget, threads_per_block: int) -> float:
-    """1 / the fraction of an SM's thread slots that blocks of this size can occupy."""
+def occupancy_penalty(target: GpuTarget, threads_per_block: int, shared_bytes: int = 0) -> float:
+    """1 / the fraction of an SM's thread slots that blocks of this size can occupy, each
+    holding ``shared_bytes`` of shared memory that the model lets limit how many an SM holds
+    (the arrays lanes share, ``shared_locals.py``; a staged tile is kept within the share of
+    a full SM instead, ``shared_capacity``)."""
     resident = min(target.max_threads_per_sm, target.max_blocks_per_sm * threads_per_block)
-    return target.max_threads_per_sm / resident
+    if shared_bytes:
+        resident = min(resident, threads_per_block * blocks_by_shared_memory(target, shared_bytes))
+    return target.max_threads_per_sm / max(1, resident)
+
+
+def blocks_by_shared_memory(target: GpuTarget, shared_bytes: int) -> int:
+    """The blocks of ``shared_bytes`` of shared memory each that an SM holds at once: its
+    shared memory over each block's bytes with the system's reserve, in whole allocation
+    units (at least one: a block within the per-block limit always runs)."""
+    unit = target.shared_memory_allocation_unit
+    per_block = -(-(shared_bytes + target.shared_memory_reserved_per_block) // unit) * unit
+    return max(1, target.shared_memory_per_sm // per_block)
 
 
 def sectors_per_request(stride: int, element_bytes: int, *, lanes: int, sector: int) -> int:

@@ -248,6 +248,7 @@ class ScipModel(StagingConstraints, StartHints):
         # with lanes, 2^m warps per band point (``lane_warps_log2=m``, one set where w is):
         # m > 0 is a block per band point whose warps combine through shared memory
         self.uw, self.lw, self.tree = {}, 0, 0
+        self.shared_occupancy = []  # (occupancy penalty, binary of a lanes' block shape)
         if self.p.spread:
             self.uw, self.lw = self._one_of(
                 "lane_warps_log2", range(self._most_lane_warps() + 1), total=self.w
@@ -269,7 +270,9 @@ class ScipModel(StagingConstraints, StartHints):
         gemv took 32 warps as readily as 2; left out of the search, which they also slowed,
         as a grouped loop off x is), unless a pin asks for them, or fewer band points in
         flight let a band point's re-reads hit in L2 (``KernelProblem.reuse_fits``: the
-        fewest warps that do)."""
+        fewest warps that do), or the lanes' shared arrays hold an SM to fewer blocks than
+        its thread slots allow (``KernelProblem.shared_fit_warps_log2``: up to the fewest
+        warps that they do not)."""
         t, p = self.p.target, self.p
         useful = max(1, -(-p.spread_iterations // t.warp_size))  # an empty loop: one warp
         busy = max(0, (useful - 1).bit_length())  # the power of two at or above the busy warps
@@ -277,6 +280,8 @@ class ScipModel(StagingConstraints, StartHints):
         most = min(busy, max(0, math.ceil(math.log2(slots / (math.prod(p.extents) * t.warp_size)))))
         if AGAIN in p.reuse:
             most = next((m for m in range(most, busy + 1) if p.reuse_fits(t.warp_size * 2**m)), most)
+        # or fewer blocks of more warps hold more threads where the shared arrays limit them
+        most = max(most, min(busy, p.shared_fit_warps_log2()))
         for lanes in (pin.lanes for pin in self.loop_pins.values() if pin.lanes):
             most = max(most, log2_floor(max(lanes, t.warp_size)) - self.log_warp)
         return min(most, self.log_block - self.log_warp)
@@ -531,6 +536,8 @@ class ScipModel(StagingConstraints, StartHints):
         # occupancy: an SM holds at most max_blocks_per_sm blocks, so small blocks leave
         # thread slots empty
         scip.addCons(u >= quicksum(occupancy_penalty(t, 2**v) * block[v] for v in block))
+        for penalty, shape in self.shared_occupancy:  # and the lanes' shared arrays (``_lanes``)
+            scip.addCons(u >= penalty * shape)
         # the atomics roof: a constant of the kernel, whatever the mapping (``atomic_time``)
         time = scip.addVar("time_us", vtype="C", lb=p.atomic_s * 1e6)
         memory = scip.addVar("memory_us", vtype="C", lb=0.0)
@@ -589,8 +596,8 @@ class ScipModel(StagingConstraints, StartHints):
                 scip.addCons(time >= tangent)
             # blocks too small to fill an SM's thread slots hold fewer threads, so more waves:
             # the same tangents, scaled by the occupancy penalty, under each such block size
-            for v, var in block.items():
-                penalty = occupancy_penalty(t, 2**v)
+            shapes = [(occupancy_penalty(t, 2**v), var) for v, var in block.items()]
+            for penalty, var in shapes + self.shared_occupancy:
                 if penalty > 1:
                     for tangent in tangents:
                         scip.addConsIndicator(time - penalty * tangent >= 0, var)
@@ -612,7 +619,7 @@ class ScipModel(StagingConstraints, StartHints):
         for scope in self.scope.values():
             scip.addCons(scope <= 1 - self.w)
         scip.addCons(self.inter <= 1 - self.w)
-        p, warp = self.p, self.p.target.warp_size
+        p, t, warp = self.p, self.p.target, self.p.target.warp_size
         strides, points = p.lane_strides(p.spread), math.prod(p.extents)
         for m, var in self.uw.items():
             extra = lane_instructions(p.target, p.accesses, strides, p.spread, points, warp * 2**m, p.runs)
@@ -622,15 +629,26 @@ class ScipModel(StagingConstraints, StartHints):
             return
         # the shared arrays (``shared_locals.py``): their loads and stores, their wavefronts,
         # and a copy per band point of the block (a warp each: 2^v / 32 in a block of 2^v
-        # threads; a block of warps: one), in the block's shared memory
+        # threads; a block of warps, 2^(5 + m) threads: one), within the block's shared
+        # memory; where they hold an SM to fewer blocks than its thread slots allow, the
+        # occupancy they leave (``occupancy_penalty``) divides the fill, as the block's size
+        # does: per lanes' block shape, a binary set where that shape is chosen
         self.instructions.append(sum(a.requests(warp) for a in p.shared_accesses) * self.w)
         self.wavefronts.append(sum(a.wavefronts(warp) for a in p.shared_accesses) * self.w)
-        used = scip.addVar("shared_arrays_bytes", vtype="C", lb=0.0)
-        most = p.target.max_threads_per_block // warp
-        warps = quicksum(2**v // warp * var for v, var in block.items())
-        scip.addCons(used >= p.shared_bytes * (warps - most * (1 - self.uw.get(0, 0))))
-        scip.addCons(used >= p.shared_bytes * self.tree)
-        self.shared_used = used if self.shared_used is None else self.shared_used + used
+        for v, var in block.items():
+            for m, lanes in self.uw.items():
+                if 2**v < warp * 2**m or (m > 0 and 2**v != warp * 2**m):
+                    continue  # a block of several warps is one point: its threads are its lanes
+                used = p.shared_bytes * (2**v // warp if m == 0 else 1)
+                shape = lanes if m > 0 else scip.addVar(f"lanes_block_shape[{v}]", vtype="B")
+                if m == 0:  # block size 2^v with a warp per point: both binaries
+                    scip.addCons(shape >= var + lanes - 1)
+                if used > t.shared_memory_per_block:
+                    scip.addCons(var + lanes <= 1)
+                    continue
+                penalty = occupancy_penalty(t, 2**v, used)
+                if penalty > occupancy_penalty(t, 2**v):
+                    self.shared_occupancy.append((penalty, shape))
 
     def _loop_steps(self):
         """The loops' own instructions (``cost_model.loop_step_instructions``): per warp

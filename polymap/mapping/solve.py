@@ -57,6 +57,7 @@ from polymap.mapping.cost_model import (
     log2_floor,
     loop_step_instructions,
     mentioned_loops,
+    occupancy_penalty,
     sectors_per_request,
     shared_read_cost,
     shared_wavefront_rate,
@@ -785,6 +786,21 @@ class KernelProblem:
             total += sum(size[name] for name in sp.from_lane0)
         return total
 
+    def shared_fit_warps_log2(self) -> int:
+        """log2 of the fewest warps of a block per point whose SM holds as many threads as
+        without the shared arrays (``occupancy_penalty``; 0 where there are none): below it,
+        the arrays' bytes limit the blocks an SM holds, so more warps a block hold more."""
+        t, used = self.target, self.shared_bytes
+        logs = range(log2_floor(t.max_threads_per_block // WARP_LANES) + 1)
+        if not used:
+            return 0
+        fits = (
+            m
+            for m in logs
+            if occupancy_penalty(t, WARP_LANES << m, used) <= occupancy_penalty(t, WARP_LANES << m)
+        )
+        return next(fits, logs[-1])
+
     @staticmethod
     def shared_copies(mapping: KernelMapping) -> int:
         """Copies of the shared arrays in a block: one per band point it holds (a warp
@@ -1027,6 +1043,7 @@ class KernelProblem:
         staged = self._staged(mapping)
         spans = {m.index: m.threads * m.seq for m in mapping.loops}
         rows, total_bytes, shared, wavefronts = [], 0.0, 0, 0.0
+        arrays = 0  # the bytes of a block's shared arrays (lanes): they may limit the SM's blocks
         cached = self.cached_buffers
         from_l2 = self.from_caches(mapping.lanes)
         cached_traffic = 0.0  # of total_bytes: what the caches serve (reads) or merge (writes)
@@ -1125,13 +1142,14 @@ class KernelProblem:
                 t, self.accesses, strides, mapping.spread, math.prod(self.extents), mapping.lanes, self.runs
             )
             # the shared arrays: a copy per band point of the block, loads and stores
-            shared += self.shared_bytes * self.shared_copies(mapping)
+            arrays = self.shared_bytes * self.shared_copies(mapping)
+            shared += arrays
             for a in self.shared_accesses:
                 instructions += a.requests(t.warp_size)
                 wavefronts += a.wavefronts(t.warp_size)
         threads = mapping.threads_per_block * mapping.blocks
         busy = self.busy_lanes(mapping.lanes)
-        fill = fill_fraction(t, mapping, self.extents, busy)
+        fill = fill_fraction(t, mapping, self.extents, busy, arrays)
         # every byte passes through the caches; DRAM moves the cached buffers' footprints once
         memory_s = (total_bytes - cached_traffic + self.cached_bytes) / t.dram_bandwidth
         cache_s = total_bytes / t.cache_bandwidth if any(from_l2) or cached else 0.0
@@ -1144,6 +1162,7 @@ class KernelProblem:
             mapping.points,
             self.reads_global,
             mapping.threads_per_block,
+            arrays,
         )
         tile_s, overlapped = 0.0, False
         staging = mapping.staging
