@@ -321,7 +321,8 @@ def given(program: Program, mapping: Mapping, *, analyses: Analyses | None = Non
             )
         if cost.shared_bytes > mapping.target.shared_memory_per_block:
             raise ArgumentError(
-                f"{km.kernel.name}: its tiles take {cost.shared_bytes} bytes of shared memory per block, more "
+                f"{km.kernel.name}: its tiles and shared arrays take {cost.shared_bytes} bytes of shared memory "
+                "per block, more "
                 f"than a block of {mapping.target.name} may use ({mapping.target.shared_memory_per_block}); "
                 "fewer staged buffers, smaller tiles or one slot would fit"
             )

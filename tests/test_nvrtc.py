@@ -224,3 +224,13 @@ def test_a_failed_load_is_not_remembered(monkeypatch):
     # Once the bindings import again (e.g. installed mid-session), NVRTC works.
     assert nvrtc_available()
     assert ".entry softplus_tile(" in compile_ptx(VALID_KERNEL)
+
+
+def test_the_assemblers_error_is_the_line_shown_not_a_warning_before_it():
+    # (from a review) a kernel over the static shared-memory limit: NVRTC's log opens with a
+    # warning, and the reason is ptxas's line
+    log = (
+        'warning #177-D: variable "ty" was declared but never referenced\n'
+        "ptxas error   : Entry function 'k' uses too much shared data (0xc084 bytes, 0xc000 max)\n"
+    )
+    assert nvrtc_runtime._first_error_line(log).startswith("ptxas error   : Entry function 'k' uses too much")

@@ -280,3 +280,89 @@ def test_shared_arrays_that_hold_an_sm_to_fewer_blocks_cost_their_occupancy():
     wide = polymap.optimize(program, pins={"i": {"lanes": 256}})
     assert wide.costs[0].fill == pytest.approx(1.0)
     assert polymap.optimize(program).costs[0].time_s <= wide.costs[0].time_s
+
+
+FFN_64 = """in X: f32[64, 32]
+in W1: f32[32, 64]
+in W2: f32[64, 32]
+new H: f32[64, 64]
+out Y: f32[64, 32]
+H[m, f] = 0
+H[m, f] += X[m, d] * W1[d, f]
+Y[m, e] += H[m, f] * W2[f, e]
+"""
+
+
+@pytest.mark.parametrize("capacity", ["512", "4K"])
+def test_a_fused_chains_tiles_are_shared_by_the_lanes_and_the_sums_keep_their_order(capacity):
+    from polymap.plan.program import fused_program
+
+    program = parse(FFN_64, name="ffn_64")
+    kernel = polymap.compile(fused_program(program, capacity))
+    shared = {name for km in kernel.mapping.kernels for name in km.shared_locals}
+    assert shared >= {"X_tile"}  # the tiles a phase fills and the next one reads
+    rng = np.random.default_rng(24)
+    arrays = {
+        n: rng.integers(-4, 5, s).astype(np.float32)
+        for n, s in (("X", (64, 32)), ("W1", (32, 64)), ("W2", (64, 32)))
+    }
+    want = (arrays["X"].astype(np.float64) @ arrays["W1"]) @ arrays["W2"]  # small integers: exact
+    np.testing.assert_array_equal(kernel.run_host(**arrays)["Y"], want)
+
+
+# (from a review) a gathered index into a shared array, and an array of exactly a block's 48
+# KiB beside the block's own combine scratch
+GATHERED = """param R = 40
+in  X: f32[R, 64]
+in  P: i32[R]
+in  I: i32[R, 64]
+out Y: f32[R, 64]
+par R i {
+  new t: f32[64]
+  new n: i32
+  n = P[i]
+  seq 64 j {
+    t[j] = X[i, j]
+  }
+  seq 64 j {
+    Y[i, j] = t[n] + t[I[i, j]]
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("pins", [None, {"i": {"lanes": 32}}, {"i": {"lanes": 1}}])
+def test_a_gathered_index_into_a_shared_array(pins):
+    program = parse(GATHERED, name="gathered").bind_defaults()
+    kernel = polymap.compile(program, pins=pins)
+    rng = np.random.default_rng(25)
+    x = rng.integers(-50, 50, (40, 64)).astype(np.float32)
+    p, idx = rng.integers(0, 64, 40).astype(np.int32), rng.integers(0, 64, (40, 64)).astype(np.int32)
+    want = x[np.arange(40), p][:, None] + np.take_along_axis(x, idx, axis=1)
+    np.testing.assert_array_equal(kernel.run_host(X=x, P=p, I=idx)["Y"], want)
+
+
+def test_a_blocks_shared_arrays_and_its_combine_stay_within_48_kib():
+    text = """param R = 40
+param C = 12288
+assume C <= 12288
+in  X: f32[R, C]
+out Y: f32[R, C]
+par R i {
+  new t: f32[12288]
+  seq C j { t[j] = X[i, j] * 2 }
+  new s: f32
+  s = 0
+  seq C j { s += t[j] }
+  seq C j { Y[i, j] = t[C - 1 - j] + s }
+}
+"""
+    program = parse(text, name="edge")
+    mapping = polymap.optimize(program)
+    assert mapping.costs[0].shared_bytes <= 49152
+    # a block of several warps adds their partials of s: no room left for them
+    with pytest.raises(MappingError):
+        polymap.optimize(program, pins={"i": {"lanes": 64}})
+    # ptxas builds it (it refused 49284 bytes of static shared data) and agrees on the bytes
+    (code,) = polymap.compile(program).machine_code().kernels
+    assert code.model_shared == mapping.costs[0].shared_bytes

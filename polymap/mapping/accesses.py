@@ -83,19 +83,32 @@ class GlobalAccess:
         points where ``delta`` moves none of its source's indices (it cancels); where it does,
         the two values are any two of the dimension, ``(extent - 1) * row stride`` at most,
         which is what the Farkas bound charges too."""
-        moved = {i for i, step in delta.items() if step}
-        worst = 0
         if self.gathered:
-            indices = list(self.indices)
-            for k, extent in self.gathered:
-                if index_vars(indices[k]) & moved:
-                    worst += (extent - 1) * self.row_strides[k]
-                indices[k] = IConst(0)
-            return worst + replace(self, indices=tuple(indices), gathered=()).exact_stride(delta)
+            worst, indices = gathered_stride(self.indices, self.gathered, self.row_strides, delta)
+            return worst + replace(self, indices=indices, gathered=()).exact_stride(delta)
         coefficients = dict(self.coefficients)
         if not self.quasi_affine and all(i in coefficients for i, step in delta.items() if step):
             return abs(sum(c * delta.get(i, 0) for i, c in self.coefficients))
         return isl_stride(self.domain, self.indices, self.row_strides, dict(self.isl_names), delta)
+
+
+def gathered_stride(
+    indices: tuple[IndexExpr, ...],
+    gathered: tuple[tuple[int, int], ...],
+    row_strides: tuple[int, ...],
+    delta: dict[str, int],
+) -> tuple[int, tuple[IndexExpr, ...]]:
+    """The part of a stride a gathered index makes (``(position, extent)`` each in
+    ``gathered``): ``(extent - 1) * row stride`` where ``delta`` moves one of its source's
+    indices, 0 where it moves none (the index cancels); and the indices with each gathered
+    one replaced by 0, for the rest of the stride."""
+    moved = {i for i, step in delta.items() if step}
+    worst, rest = 0, list(indices)
+    for k, extent in gathered:
+        if index_vars(rest[k]) & moved:
+            worst += (extent - 1) * row_strides[k]
+        rest[k] = IConst(0)
+    return worst, tuple(rest)
 
 
 def isl_stride(
@@ -188,7 +201,7 @@ def _global_access(
     deltas = {i: delta_symbol(i) for i in band}
     # all loops stepped at once: whether the access is quasi-affine, and if not its exact
     # strides c_j (exact_stride); the solver's bounds are per loop (_lane_systems)
-    extents = _gathered_extents(access, decl)
+    extents = gathered_extents(access, decl)
     here = _Address(xs, tag=f"q_{tag}", extents=extents)
     there = _Address(
         {u: x + deltas.get(u, 0) for u, x in xs.items()},
@@ -290,7 +303,7 @@ def _flat(address: _Address, indices, simplified, strides) -> sympy.Expr:
     return sum(terms, sympy.S.Zero)
 
 
-def _gathered_extents(access, decl: BufferDecl) -> dict[int, int]:
+def gathered_extents(access, decl: BufferDecl) -> dict[int, int]:
     """The extent of each gathered position of ``access`` (a bound program's shape)."""
     extents = _row_extents(decl)
     return {k: extents[k] for k in access.gathered}

@@ -639,7 +639,12 @@ class ScipModel(StagingConstraints, StartHints):
             for m, lanes in self.uw.items():
                 if 2**v < warp * 2**m or (m > 0 and 2**v != warp * 2**m):
                     continue  # a block of several warps is one point: its threads are its lanes
-                used = p.shared_bytes * (2**v // warp if m == 0 else 1)
+                # a copy per point, and a block's forks' and joins' own (``tree_bytes``)
+                used = (
+                    p.shared_bytes * (2**v // warp)
+                    if m == 0
+                    else p.shared_bytes + p.lanes_tree_bytes(p.spread, 2**v)
+                )
                 shape = lanes if m > 0 else scip.addVar(f"lanes_block_shape[{v}]", vtype="B")
                 if m == 0:  # block size 2^v with a warp per point: both binaries
                     scip.addCons(shape >= var + lanes - 1)

@@ -18,7 +18,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from polymap.mapping.accesses import isl_stride, kernel_statements, row_strides
+from polymap.mapping.accesses import (
+    gathered_extents,
+    gathered_stride,
+    isl_stride,
+    kernel_statements,
+    row_strides,
+)
 from polymap.mapping.space import Kernel, SpreadLoop
 from polymap.poly.model import PolyModel
 
@@ -71,10 +77,11 @@ def shared_local_accesses(
                 continue
             decl = model.program.buffer(access.buffer)
             stride = None
-            if loop is not None:
-                stride = isl_stride(
-                    stmt.loops_domain, access.indices, row_strides(decl), isl_names, {loop.index: 1}
-                )
+            if loop is not None:  # a gathered index: any two of its dimension (``gathered_stride``)
+                strides, step = row_strides(decl), {loop.index: 1}
+                extents = tuple(gathered_extents(access, decl).items())
+                worst, rest = gathered_stride(access.indices, extents, strides, step)
+                stride = worst + isl_stride(stmt.loops_domain, rest, strides, isl_names, step)
             found.append(
                 SharedLocalAccess(
                     stmt.name,

@@ -776,12 +776,16 @@ class KernelProblem:
         """The shared memory of a block of warps' forks and joins: per spread loop, a partial
         per warp of each accumulator, and one element per value lane 0 shares (a broadcast,
         the start of a ``max=``/``min=``)."""
-        if mapping.lanes <= WARP_LANES:
+        return self.lanes_tree_bytes(mapping.spread, mapping.lanes)
+
+    def lanes_tree_bytes(self, spread: tuple[SpreadLoop, ...], lanes: int) -> int:
+        """``tree_bytes`` of these spread loops on ``lanes`` lanes a point."""
+        if lanes <= WARP_LANES:
             return 0
         size = {d.name: d.dtype.numpy.itemsize for d in declared_locals(self.kernel.body)}
-        warps = mapping.lanes // WARP_LANES
+        warps = lanes // WARP_LANES
         total = 0
-        for sp in mapping.spread:
+        for sp in spread:
             total += sum(warps * size[name] for name, _ in sp.accumulators)
             total += sum(size[name] for name in sp.from_lane0)
         return total
@@ -886,16 +890,16 @@ class KernelProblem:
                 f"feasible mapping{limit}"
             )
         keys = [k for k, _ in self._pins_here()]
-        if not keys:
-            raise InfeasibleMappingError(
-                f"{self.kernel.name}: no mapping satisfies the limits of {self.target.name}"
-                + (self._locals_hint() or self._capacity_hint())
-            )
         conflict = list(keys)
         for key in keys:  # deletion filter: drop every pin the conflict survives without
             trial = [k for k in conflict if k != key]
             if self.solve(self._only(trial))[1] is None:
                 conflict = trial
+        if not conflict:  # no pin at all, or none that matters: no mapping fits the limits
+            raise InfeasibleMappingError(
+                f"{self.kernel.name}: no mapping satisfies the limits of {self.target.name}"
+                + (self._locals_hint() or self._capacity_hint())
+            )
         pinned = dict(self._pins_here())
         described = "; ".join(f"'{k}' ({pinned[k].describe()})" for k in conflict)
         turned = any(pinned[k].transpose for k in conflict)
@@ -1142,8 +1146,10 @@ class KernelProblem:
                 t, self.accesses, strides, mapping.spread, math.prod(self.extents), mapping.lanes, self.runs
             )
             # the shared arrays: a copy per band point of the block, loads and stores
-            arrays = self.shared_bytes * self.shared_copies(mapping)
-            shared += arrays
+            copies = self.shared_bytes * self.shared_copies(mapping)
+            shared += copies
+            # with the forks' and joins' own, what may hold an SM to fewer blocks
+            arrays = copies + self.tree_bytes(mapping) if copies else 0
             for a in self.shared_accesses:
                 instructions += a.requests(t.warp_size)
                 wavefronts += a.wavefronts(t.warp_size)

@@ -39,7 +39,8 @@ _ARCH = re.compile(r"sm_(\d+[a-z]?)")
 _LOCATED_ERROR = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?:catastrophic )?error\b")
 # Any diagnostic that is an error, located or not (``nvrtc: error: unrecognized option``),
 # but not a warning that merely mentions the word or the "1 error detected" summary.
-_ANY_ERROR = re.compile(r"(?:^|: )(?:catastrophic )?error\b")
+# "x.cu(3): error: ...", "catastrophic error", and the assembler's "ptxas error   : ..."
+_ANY_ERROR = re.compile(r"(?:^|: |ptxas )(?:catastrophic )?error\b")
 
 
 def nvrtc_available() -> bool:
