@@ -417,6 +417,27 @@ def test_the_fused_program_maps_compiles_and_runs_on_the_host(tmp_path, capsys):
     assert "planned within 6" in out and "C: max abs error 0.0e+00" in out
 
 
+@pytest.mark.parametrize("fuse", [True, "1K", "4KiB"])
+def test_compile_with_fuse_plans_first_and_keeps_the_programs_inputs_and_outputs(fuse):
+    program = polymap.parse(FFN.replace("param M = 4", "param M = 32").replace("param F = 2", "param F = 16"))
+    program = program.bind_defaults()
+    kernel = polymap.compile(program, fuse=fuse)
+    assert kernel.mapping.program.name == f"{program.name}_planned"
+    arrays = _inputs(program)
+    assert np.array_equal(kernel.run_host(**arrays)["Y"], polymap.reference(program, **arrays)["Y"])
+
+
+def test_fuse_with_a_given_mapping_is_refused():
+    program = polymap.parse(FC)
+    mapping = polymap.optimize(program, fuse="16")
+    assert mapping.program.name.endswith("_planned")
+    with pytest.raises(ArgumentError, match="fuse plans the program before a mapping is chosen"):
+        polymap.compile(program, mapping, fuse=True)
+    arrays = _inputs(program)  # the mapping with its own program compiles, equal to the reference
+    got = polymap.compile(mapping.program, mapping).run_host(**arrays)["C"]
+    assert np.array_equal(got, polymap.reference(program, **arrays)["C"])
+
+
 def test_the_plan_command_prints_the_program(capsys):
     assert main(["plan", str(MODELS / "fc_bias_relu.te"), "--capacity", "64KiB", "--program", "-q"]) == 0
     out = capsys.readouterr().out
