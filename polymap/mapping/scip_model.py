@@ -645,15 +645,17 @@ class ScipModel(StagingConstraints, StartHints):
                     if m == 0
                     else p.shared_bytes + p.lanes_tree_bytes(p.spread, 2**v)
                 )
-                shape = lanes if m > 0 else scip.addVar(f"lanes_block_shape[{v}]", vtype="B")
-                if m == 0:  # block size 2^v with a warp per point: both binaries
-                    scip.addCons(shape >= var + lanes - 1)
                 if used > t.shared_memory_per_block:
                     scip.addCons(var + lanes <= 1)
                     continue
                 penalty = occupancy_penalty(t, 2**v, used)
-                if penalty > occupancy_penalty(t, 2**v):
-                    self.shared_occupancy.append((penalty, shape))
+                if penalty <= occupancy_penalty(t, 2**v):
+                    continue  # the threads decide, as without the arrays
+                shape = lanes  # a block of warps: its size is the lanes'
+                if m == 0:  # blocks of 2^v threads with a warp per point: both binaries
+                    shape = scip.addVar(f"lanes_block_shape[{v}]", vtype="B")
+                    scip.addCons(shape >= var + lanes - 1)
+                self.shared_occupancy.append((penalty, shape))
 
     def _loop_steps(self):
         """The loops' own instructions (``cost_model.loop_step_instructions``): per warp
