@@ -27,11 +27,11 @@ from polymap.errors import (
     UninitializedReadError,
     VerificationError,
 )
+from polymap.fused import compile, optimize
 from polymap.ir.nodes import Program
 from polymap.ir.parse import load, parse
-from polymap.kernel import Kernel, compile
+from polymap.kernel import Kernel
 from polymap.mapping.result import Mapping
-from polymap.mapping.solve import optimize
 from polymap.mapping.space import Axis, Distribution, LoopPin
 from polymap.poly.model import analyze
 from polymap.prove import verify

@@ -110,21 +110,12 @@ def compile(
     time_limit: float | None = None,
     reassociate: bool = True,
     deterministic: bool = True,
-    fuse=None,
 ) -> Kernel:
     """Compile ``program`` to CUDA C. Without a ``mapping``, ``optimize`` chooses one (with
     ``pins``, ``context``, ``time_limit``, ``reassociate`` and ``deterministic``); a given mapping is proved again with isl
     before any code is generated, so a hand-made mapping cannot produce wrong code.
-    With ``fuse`` (``True``: the target's shared memory per block; or a capacity, ``"8K"``
-    elements or ``"32KiB"``), the einsum chain is first tiled and fused within it
-    (``polymap.plan.program.fused_for``, docs/fusion.md) and the planned program compiled:
-    its inputs and outputs are the program's.
     The steps are ``polymap.pipeline.compile_program``."""
     check_program_argument(program, "compile")
-    if fuse is not None and fuse is not False:
-        from polymap.plan.program import fused_for
-
-        program = fused_for(program, fuse, target, mapping)
     return Kernel(
         compile_program(
             program,

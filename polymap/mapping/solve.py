@@ -141,14 +141,9 @@ def optimize(
     staging: bool = True,
     reassociate: bool = True,
     deterministic: bool = True,
-    fuse=None,
 ) -> Mapping:
     """Choose the thread mapping of every kernel of ``program`` with SCIP, prove it with isl,
     and return it with its predicted cost and SCIP's report.
-
-    With ``fuse`` (``True``: the target's shared memory per block; or a capacity, ``"8K"``
-    elements or ``"32KiB"``), the einsum chain is first tiled and fused within it
-    (``polymap.plan.program.fused_for``): ``Mapping.program`` is the planned program.
 
     Unbound sizes stay symbolic for the proof (every size in ``context``); the cost is
     estimated at concrete sizes: each size's default, else its smallest value >= 256 in the
@@ -180,10 +175,6 @@ def optimize(
     The steps themselves are ``polymap.pipeline.optimize_program``."""
     from polymap.pipeline import optimize_program  # the pipeline sits above mapping/
 
-    if fuse is not None and fuse is not False:
-        from polymap.plan.program import fused_for  # the planner sits above mapping/ too
-
-        program = fused_for(program, fuse, target)
     return optimize_program(
         program,
         target,

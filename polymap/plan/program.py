@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from polymap.errors import ArgumentError, InternalError
+from polymap.errors import InternalError
 from polymap.ir.nodes import (
     Assign,
     AssignOp,
@@ -422,25 +422,6 @@ def fused_program(program: Program, capacity, **options) -> Program:
     from polymap.plan.planner import plan
 
     return checked_planned_program(program, plan(program, capacity, **options)).program
-
-
-def fused_for(program: Program, fuse, target, mapping=None) -> Program:
-    """The program ``polymap.optimize``/``compile`` map for their ``fuse`` argument: as it is
-    (None or False), or planned within a capacity (``fused_program``): ``True`` for the
-    target's shared memory per block (48 KiB on an H100), else the capacity itself (elements,
-    ``16K``, or bytes, ``"64KiB"``). A given ``mapping`` carries its own program: planning
-    again would map another one."""
-    if fuse is None or fuse is False:
-        return program
-    if mapping is not None:
-        raise ArgumentError(
-            "fuse plans the program before a mapping is chosen; a given mapping is of its own program "
-            "(pass mapping.program, planned as it was, and no fuse)"
-        )
-    from polymap.targets import get_target
-
-    capacity = f"{get_target(target).shared_memory_per_block}B" if fuse is True else fuse
-    return fused_program(program, capacity)
 
 
 def counted_traffic(planned: PlannedProgram) -> dict[tuple[int, int], tuple[int, int]]:
