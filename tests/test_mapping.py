@@ -449,7 +449,7 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
             laned = dataclasses.replace(mapped, lanes=lanes, spread=problem.spread)
             # the arrays the lanes share, a copy per point of the block, within a block's
             # shared memory (what they take from the SM's occupancy, the cost charges)
-            arrays = problem.shared_bytes * problem.shared_copies(laned) + problem.tree_bytes(laned)
+            arrays = problem.shared_bytes * laned.shared_copies + problem.tree_bytes(laned)
             if lanes and problem.shared_bytes and arrays > H100.shared_memory_per_block:
                 continue
             variants = (

@@ -9,6 +9,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from test_plan import FFN
 
 import polymap
 from polymap import prove_lanes
@@ -282,22 +283,11 @@ def test_shared_arrays_that_hold_an_sm_to_fewer_blocks_cost_their_occupancy():
     assert polymap.optimize(program).costs[0].time_s <= wide.costs[0].time_s
 
 
-FFN_64 = """in X: f32[64, 32]
-in W1: f32[32, 64]
-in W2: f32[64, 32]
-new H: f32[64, 64]
-out Y: f32[64, 32]
-H[m, f] = 0
-H[m, f] += X[m, d] * W1[d, f]
-Y[m, e] += H[m, f] * W2[f, e]
-"""
-
-
 @pytest.mark.parametrize("capacity", ["512", "4K"])
 def test_a_fused_chains_tiles_are_shared_by_the_lanes_and_the_sums_keep_their_order(capacity):
     from polymap.plan.program import fused_program
 
-    program = parse(FFN_64, name="ffn_64")
+    program = parse(FFN, name="ffn").bind(M=64, D=32, F=64)  # test_plan's chain, larger
     kernel = polymap.compile(fused_program(program, capacity))
     shared = {name for km in kernel.mapping.kernels for name in km.shared_locals}
     assert shared >= {"X_tile"}  # the tiles a phase fills and the next one reads

@@ -398,11 +398,10 @@ class _Emitter:
             lines += self.vector_flags(schedule)
         self.expanded = per_point_buffers(km)
         self.shared_locals = {}  # a shared array (``SpreadLoop.shared``) -> its copy's C index
-        copies = km.block_dim()[1] * km.block_dim()[2]  # a warp per band point, or a block
         for decl in declared_locals(kernel.body):
-            if decl.name in km.shared_locals:
-                lines.append(f"  {self.shared_local_declaration(decl, copies)}")
-                self.shared_locals[decl.name] = self.band_thread(km) if copies > 1 else None
+            if decl.name in km.shared_locals:  # a copy per warp of a band point, or one a block
+                lines.append(f"  {self.shared_local_declaration(decl, km.shared_copies)}")
+                self.shared_locals[decl.name] = self.band_thread(km) if km.shared_copies > 1 else None
                 continue
             lines.append(f"  {self.local_declaration(decl, self.expanded.get(decl.name, 1))}")
         # a thread's points are loops of constant bounds (``AstPrinter.boxes``) the compiler

@@ -639,12 +639,7 @@ class ScipModel(StagingConstraints, StartHints):
             for m, lanes in self.uw.items():
                 if 2**v < warp * 2**m or (m > 0 and 2**v != warp * 2**m):
                     continue  # a block of several warps is one point: its threads are its lanes
-                # a copy per point, and a block's forks' and joins' own (``tree_bytes``)
-                used = (
-                    p.shared_bytes * (2**v // warp)
-                    if m == 0
-                    else p.shared_bytes + p.lanes_tree_bytes(p.spread, 2**v)
-                )
+                used = p.shared_arrays_bytes(warp * 2**m, 2**v)
                 if used > t.shared_memory_per_block:
                     scip.addCons(var + lanes <= 1)
                     continue

@@ -25,7 +25,7 @@ from polymap.mapping.accesses import (
     kernel_statements,
     row_strides,
 )
-from polymap.mapping.space import Kernel, SpreadLoop
+from polymap.mapping.space import Kernel, SpreadLoop, shared_arrays
 from polymap.poly.model import PolyModel
 
 BANK_BYTES = 4  # a shared-memory bank serves one 4-byte word per wavefront
@@ -61,7 +61,7 @@ def shared_local_accesses(
     kernel: Kernel, model: PolyModel, spread: tuple[SpreadLoop, ...], launches: int = 1
 ) -> tuple[SharedLocalAccess, ...]:
     """The accesses of ``kernel``'s statements to the arrays its ``spread`` loops share."""
-    shared = {name for sp in spread for name in sp.shared}
+    shared = shared_arrays(spread)
     if not shared:
         return ()
     names = {s.name for s in kernel_statements(kernel)}

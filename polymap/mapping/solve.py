@@ -87,7 +87,9 @@ from polymap.mapping.space import (
     SpreadLoop,
     body_loops,
     kernels,
+    lanes_copies,
     merge_pins,
+    shared_arrays,
 )
 from polymap.mapping.staging import (
     ASYNC_ELEMENT_BYTES,
@@ -702,7 +704,7 @@ class KernelProblem:
         spread = spread_loops(kernel, model, reassociate=reassociate) if spread is None else spread
         if target.warp_size != WARP_LANES:  # the lanes' shuffles and combines are written for 32
             spread = ()
-        shared = [d for d in declared_locals(kernel.body) if any(d.name in sp.shared for sp in spread)]
+        shared = [d for d in declared_locals(kernel.body) if d.name in shared_arrays(spread)]
         return cls(
             kernel,
             model,
@@ -805,11 +807,14 @@ class KernelProblem:
         )
         return next(fits, logs[-1])
 
-    @staticmethod
-    def shared_copies(mapping: KernelMapping) -> int:
-        """Copies of the shared arrays in a block: one per band point it holds (a warp
-        each, or the whole block)."""
-        return 1 if mapping.lanes > WARP_LANES else mapping.threads_per_block // WARP_LANES
+    def shared_arrays_bytes(self, lanes: int, threads_per_block: int) -> int:
+        """The shared memory of a block's shared arrays (a copy per point, ``lanes_copies``)
+        with its forks' and joins' own (``lanes_tree_bytes``): what may hold an SM to fewer
+        blocks (``occupancy_penalty``), at most a block's 48 KiB. 0 without shared arrays."""
+        if not self.shared_bytes:
+            return 0
+        copies = self.shared_bytes * lanes_copies(lanes, threads_per_block)
+        return copies + self.lanes_tree_bytes(self.spread, lanes)
 
     @property
     def runs(self) -> dict[tuple[int, ...], int]:
@@ -935,7 +940,7 @@ class KernelProblem:
             f"{t.warp_size} threads, the smallest, has {t.max_registers_per_block} registers, {most} a "
             f"thread"
         )
-        shared = sorted({name for sp in self.spread for name in sp.shared})
+        shared = sorted(shared_arrays(self.spread))
         if lanes and shared and REGISTERS_BASE + self.local_elements - self.shared_elements <= most:
             return (
                 f"{where}; with lanes a point keeps {', '.join(shared)} in shared memory instead, "
@@ -1146,10 +1151,8 @@ class KernelProblem:
                 t, self.accesses, strides, mapping.spread, math.prod(self.extents), mapping.lanes, self.runs
             )
             # the shared arrays: a copy per band point of the block, loads and stores
-            copies = self.shared_bytes * self.shared_copies(mapping)
-            shared += copies
-            # with the forks' and joins' own, what may hold an SM to fewer blocks
-            arrays = copies + self.tree_bytes(mapping) if copies else 0
+            shared += self.shared_bytes * mapping.shared_copies
+            arrays = self.shared_arrays_bytes(mapping.lanes, mapping.threads_per_block)
             for a in self.shared_accesses:
                 instructions += a.requests(t.warp_size)
                 wavefronts += a.wavefronts(t.warp_size)

@@ -286,6 +286,17 @@ class SpreadLoop:
         return len(self.path) - 1
 
 
+def shared_arrays(spread: tuple[SpreadLoop, ...]) -> tuple[str, ...]:
+    """The arrays these spread loops share (``SpreadLoop.shared``), each once, in order."""
+    return tuple(dict.fromkeys(name for sp in spread for name in sp.shared))
+
+
+def lanes_copies(lanes: int, threads_per_block: int) -> int:
+    """Copies of the shared arrays in a block of ``threads_per_block`` threads with ``lanes``
+    lanes a point: one per band point it holds (a warp each, or the whole block)."""
+    return 1 if lanes > WARP_LANES else threads_per_block // WARP_LANES
+
+
 def body_loops(body: tuple[Stmt, ...], path: tuple[int, ...]) -> tuple[Loop, ...]:
     """The loops of a thread body along ``path`` (a ``SpreadLoop``'s), outermost first: its
     enclosing loops, then the loop itself."""
@@ -350,7 +361,12 @@ class KernelMapping:
     def shared_locals(self) -> tuple[str, ...]:
         """The block-local arrays kept once per band point in shared memory, where every
         lane reads and writes them (``SpreadLoop.shared``): those any spread loop touches."""
-        return tuple(dict.fromkeys(name for sp in self.spread for name in sp.shared))
+        return shared_arrays(self.spread)
+
+    @property
+    def shared_copies(self) -> int:
+        """Copies of the shared arrays in a block (``lanes_copies``)."""
+        return lanes_copies(self.lanes, self.threads_per_block)
 
     @property
     def blocks(self) -> int:
