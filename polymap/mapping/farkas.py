@@ -456,7 +456,19 @@ def add_to_scip(
 #   unnoticed is worse than an abort, and every crash seen was inside RINS. Over the models
 #   of models/, SCIP takes the same nodes to the same optima without RINS
 #   (docs/benchmarks/2026-11-27-scip-without-rins.md).
-UNSAFE_SCIP_PARAMS: Mapping[str, Any] = {"heuristics/shiftandpropagate/freq": -1, "heuristics/rins/freq": -1}
+# - the NLP relaxation: polymap solves the kernels' models side by side, one thread each
+#   (solve.map_kernels), and SCIP's NLP evaluates expressions with CppAD, which the SCIP in
+#   this wheel does not set up for threads. With RINS off, a process that mapped 50 programs
+#   in a row (docs/benchmarks/2026-11-29-fuse-as-written.py) died of a segmentation fault in
+#   SCIPexprintEval (CppAD), under Ipopt, under the nlpdiving heuristic of a completesol
+#   sub-SCIP, while another thread solved too; twice at the same point. The NLP only feeds
+#   primal heuristics: without it every model of models/ reaches the same optimum, SCIP's
+#   time over them 10.5 s against 12.3 s (docs/benchmarks/2026-11-29-scip-nlp-off.md).
+UNSAFE_SCIP_PARAMS: Mapping[str, Any] = {
+    "heuristics/shiftandpropagate/freq": -1,
+    "heuristics/rins/freq": -1,
+    "nlp/disable": True,
+}
 
 
 def solve(model: Model, *, time_limit_s: float | None = None) -> SolveReport:
