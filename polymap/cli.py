@@ -259,8 +259,15 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         "--fuse",
         default=None,
         metavar="CAPACITY",
-        help="first tile and fuse the einsum chain within CAPACITY (as `polymap plan`) and map the planned "
-        "program instead (16K elements, 64KiB bytes)",
+        help="first tile and fuse the einsum chain within CAPACITY (as `polymap plan`; 16K elements, 64KiB "
+        "bytes) and map the segments it fuses a tile at a time as bands, the other nests as written",
+    )
+    parser.add_argument(
+        "--fuse-if",
+        choices=("faster", "always"),
+        default="faster",
+        help="with --fuse: map the fused program only where the cost model predicts it faster than the "
+        "program as written (faster, the default: both are mapped to compare), or always",
     )
     parser.add_argument(
         "--no-reassociate",
@@ -390,12 +397,16 @@ def _load(args: argparse.Namespace, note=None):
     from polymap.poly.affinity import analyze_binding_defaults, binding_note
 
     program = load(args.file).bind(**dict(args.size))
+    args.chosen_mapping = None
     if getattr(args, "fuse", None) is not None:
-        from polymap.plan.program import fused_program
+        from polymap.fused import choose_fusion
 
         with step("plan: SCIP"):
-            program = fused_program(program, args.fuse)
-        print(f"planned within {args.fuse}: mapping {program.name}", file=note or sys.stdout)
+            choice = choose_fusion(
+                program, args.fuse, args.target, fuse_if=args.fuse_if, **_solver_options(args)
+            )
+        print(choice.note(), file=note or sys.stdout)
+        program, args.chosen_mapping = choice.program, choice.mapping
     program, model, bound = analyze_binding_defaults(program, context=args.context)
     if bound:
         print(binding_note(bound), file=note or sys.stdout)
@@ -475,7 +486,7 @@ def _map(args: argparse.Namespace) -> int:
         from polymap.plot import checked_plot_path
 
         checked_plot_path(args.plot)  # before the solve: a bad path costs nothing
-    mapping = optimize(program, args.target, **_solver_options(args))
+    mapping = args.chosen_mapping or optimize(program, args.target, **_solver_options(args))
     if args.json:
         import json
 
@@ -495,6 +506,8 @@ def _compile(args: argparse.Namespace, program):
     target, pins, context and time limit, then compiled to CUDA C."""
     import polymap
 
+    if args.chosen_mapping is not None:  # mapped by --fuse to compare: proved again, not solved again
+        return polymap.compile(args.chosen_mapping.program, args.chosen_mapping, args.target)
     # one pipeline run: optimizing first and passing the mapping would prove it twice
     return polymap.compile(program, None, args.target, **_solver_options(args))
 

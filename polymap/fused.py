@@ -6,6 +6,8 @@ sits above the mapping and the pipeline, which it calls.)"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from polymap import kernel as _kernel
 from polymap.errors import ArgumentError
 from polymap.ir.nodes import Program
@@ -13,28 +15,101 @@ from polymap.mapping import solve as _solve
 from polymap.mapping.result import Mapping
 from polymap.targets import GpuTarget, get_target
 
+FUSE_IF = ("faster", "always")
+
 FUSE_NOTE = """
 
     With ``fuse`` (``True``: the target's shared memory per block, 48 KiB on an H100; or a
     capacity: elements, ``"8K"``, or bytes, ``"32KiB"``), the program's einsum chain is first
-    tiled and fused within it (``polymap.plan.program.fused_program``) and the planned program
-    mapped: its inputs and outputs are the program's, ``Mapping.program`` is the planned one.
-    A given mapping carries its own program, so ``fuse`` is refused beside one."""
+    tiled and fused within it (``polymap.plan.planner.plan``), and the segments it fuses a
+    tile at a time are rewritten as bands (``polymap.plan.program.program_to_map``; every
+    other nest stays as written). With ``fuse_if="faster"`` (the default) that program is
+    mapped only where the cost model predicts it faster than the program as written (both
+    are mapped to compare; ``choose_fusion`` says which and why); ``fuse_if="always"`` maps
+    it regardless. ``Mapping.program`` is the program mapped. A given mapping carries its own
+    program, so ``fuse`` is refused beside one."""
 
 
-def fused_for(program: Program, fuse, target: str | GpuTarget, mapping: Mapping | None = None) -> Program:
-    """The program to map for ``fuse`` (see ``FUSE_NOTE``): as it is for None or False."""
+@dataclass(frozen=True, slots=True)
+class FusionChoice:
+    """What ``fuse`` maps, and why: ``program`` is the fused program (``planned``) or the
+    program as written; ``predicted_s`` the cost model's (fused, as written) times of one run
+    where both were mapped to compare, and ``mapping`` the mapping of ``program`` from that
+    comparison (None where no comparison ran)."""
+
+    capacity: str
+    program: Program
+    planned: Program | None  # None: the plan fuses nothing a tile at a time, or not as a band
+    predicted_s: tuple[float, float] | None = None
+    mapping: Mapping | None = None
+
+    @property
+    def fused(self) -> bool:
+        return self.planned is not None and self.program is self.planned
+
+    def note(self) -> str:
+        """One line for the report: what the plan rewrote and which program is mapped."""
+        head = f"planned within {self.capacity}: "
+        if self.planned is None:
+            return head + (
+                f"no segment fused a tile at a time to rewrite (each is unfused, kept whole, or one nest "
+                f"as written): mapping {self.program.name} as written"
+            )
+        if self.predicted_s is None:
+            return (
+                head + f"mapping {self.planned.name} (fused segments rewritten, the other nests as written)"
+            )
+        fused, written = (f"{t * 1e6:.4g} us" for t in self.predicted_s)
+        if self.fused:
+            return head + f"mapping {self.planned.name}, predicted {fused} against {written} as written"
+        return head + (
+            f"the fused program {self.planned.name} is predicted at {fused}, the program as written at "
+            f"{written}: mapping {self.program.name} as written (to map the fused one: --fuse-if always, "
+            f'fuse_if="always")'
+        )
+
+
+def choose_fusion(
+    program: Program,
+    fuse,
+    target: str | GpuTarget = "h100",
+    *,
+    fuse_if: str = "faster",
+    links: dict | None = None,
+    **options,
+) -> FusionChoice:
+    """The program to map for ``fuse`` (see ``FUSE_NOTE``), with ``optimize``'s ``options``
+    for the comparison; ``links`` pins intermediates in the plan as ``plan``'s do."""
+    from polymap.plan.program import fused_program
+
+    if fuse_if not in FUSE_IF:
+        raise ArgumentError(f"fuse_if is one of {', '.join(map(repr, FUSE_IF))}, not {fuse_if!r}")
+    capacity = f"{get_target(target).shared_memory_per_block}B" if fuse is True else fuse
+    written = program.bind_defaults()
+    candidate = fused_program(program, capacity, links=links)
+    label = str(capacity)
+    if candidate == written:
+        return FusionChoice(label, written, None)
+    if fuse_if == "always":
+        return FusionChoice(label, candidate, candidate)
+    fused_mapping = _solve.optimize(candidate, target, **options)
+    written_mapping = _solve.optimize(written, target, **options)
+    times = (sum(c.time_s for c in fused_mapping.costs), sum(c.time_s for c in written_mapping.costs))
+    if times[0] < times[1]:
+        return FusionChoice(label, candidate, candidate, times, fused_mapping)
+    return FusionChoice(label, written, candidate, times, written_mapping)
+
+
+def _checked(fuse, mapping: Mapping | None) -> bool:
+    """Whether ``fuse`` asks for a plan (refused beside a given mapping)."""
     if fuse is None or fuse is False:
-        return program
+        return False
     if mapping is not None:
         raise ArgumentError(
             "fuse plans the program before a mapping is chosen; a given mapping is of its own program "
             "(pass mapping.program, planned as it was, and no fuse)"
         )
-    from polymap.plan.program import fused_program
-
-    capacity = f"{get_target(target).shared_memory_per_block}B" if fuse is True else fuse
-    return fused_program(program, capacity)
+    return True
 
 
 def compile(
@@ -43,13 +118,24 @@ def compile(
     target: str | GpuTarget = "h100",
     *,
     fuse=None,
+    fuse_if: str = "faster",
     **options,
 ):  # noqa: A001 (polymap.compile)
-    return _kernel.compile(fused_for(program, fuse, target, mapping), mapping, target, **options)
+    if not _checked(fuse, mapping):
+        return _kernel.compile(program, mapping, target, **options)
+    choice = choose_fusion(program, fuse, target, fuse_if=fuse_if, **options)
+    if choice.mapping is not None:  # mapped to compare: proved again, not solved again
+        return _kernel.compile(choice.mapping.program, choice.mapping, target)
+    return _kernel.compile(choice.program, None, target, **options)
 
 
-def optimize(program: Program, target: str | GpuTarget = "h100", *, fuse=None, **options) -> Mapping:
-    return _solve.optimize(fused_for(program, fuse, target), target, **options)
+def optimize(
+    program: Program, target: str | GpuTarget = "h100", *, fuse=None, fuse_if: str = "faster", **options
+) -> Mapping:
+    if not _checked(fuse, None):
+        return _solve.optimize(program, target, **options)
+    choice = choose_fusion(program, fuse, target, fuse_if=fuse_if, **options)
+    return choice.mapping or _solve.optimize(choice.program, target, **options)
 
 
 compile.__doc__ = (_kernel.compile.__doc__ or "") + FUSE_NOTE

@@ -12,10 +12,12 @@ from plan_oracle import best_bytes, nest_cost
 import polymap
 from polymap.cli import main
 from polymap.errors import ArgumentError, PlanError, UninitializedReadError
+from polymap.fused import choose_fusion
+from polymap.ir.printer import format_program
 from polymap.plan.chain import read_chain
 from polymap.plan.frontier import STRATEGIES, capacity_list, frontier
 from polymap.plan.planner import Capacity, plan
-from polymap.plan.program import checked_planned_program, counted_traffic, planned_program
+from polymap.plan.program import checked_planned_program, counted_traffic, fused_program, planned_program
 from polymap.plan.tree import Level, LinkMode, Loop
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
@@ -412,9 +414,9 @@ def test_a_new_buffer_updated_without_a_start_is_refused():
 def test_the_fused_program_maps_compiles_and_runs_on_the_host(tmp_path, capsys):
     path = tmp_path / "fc.te"
     path.write_text(FC)
-    assert main(["run", str(path), "--fuse", "6", "--host", "-q"]) == 0
+    assert main(["run", str(path), "--fuse", "6", "--fuse-if", "always", "--host", "-q"]) == 0
     out = capsys.readouterr().out
-    assert "planned within 6" in out and "C: max abs error 0.0e+00" in out
+    assert "planned within 6: mapping fc_planned" in out and "C: max abs error 0.0e+00" in out
 
 
 @pytest.mark.parametrize("fuse", [True, "1K", "4KiB"])
@@ -423,15 +425,92 @@ def test_compile_with_fuse_plans_first_and_keeps_the_programs_inputs_and_outputs
     program = program.bind_defaults()
     # reassociate=False: the mapping may spread a planned reduction over lanes, which
     # reorders its float sum; kept in order, the kernel equals the reference bit for bit
-    kernel = polymap.compile(program, fuse=fuse, reassociate=False)
-    assert kernel.mapping.program.name == f"{program.name}_planned"
+    kernel = polymap.compile(program, fuse=fuse, fuse_if="always", reassociate=False)
+    # the planned program where the plan fuses H a band tile at a time (the FFN writes each
+    # einsum in a nest of its own), the program as written where it does not
+    result = plan(program, "48KiB" if fuse is True else fuse)
+    fuses = any(len(group) > 1 and result.nests[group[0]].band for group in result.segments)
+    assert kernel.mapping.program.name == (f"{program.name}_planned" if fuses else program.name)
     arrays = _inputs(program)
     assert np.array_equal(kernel.run_host(**arrays)["Y"], polymap.reference(program, **arrays)["Y"])
 
 
+def test_a_plan_that_fuses_nothing_maps_the_program_as_written():
+    # the plan's tiles of an unfused einsum bound its traffic; the mapper stages the nest
+    # as written in tiles sized for the GPU
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    assert fused_program(program, "8K", links={"Q": "dram", "S": "dram"}) == program.bind_defaults()
+
+
+def test_a_segment_the_program_writes_as_one_nest_stays_as_written():
+    program = polymap.load(MODELS / "fc_bias_relu.te").bind(M=16, K=8, N=32)
+    result = plan(program, 256)
+    assert result.segments == ((0, 1),)  # C fused a tile at a time: the GEMM, its bias and ReLU
+    assert fused_program(program, 256) == program.bind_defaults()
+
+
+def test_a_fused_segment_whose_band_is_one_tile_stays_as_written():
+    # Q whole on chip, one band tile: on a GPU the program's own buffer Q is that tile
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    links = {"Q": "tiled", "S": "dram"}
+    result = plan(program, "8K", links=links)
+    assert result.segments == ((0, 1), (2,)) and not result.nests[0].band
+    assert fused_program(program, "8K", links=links) == program.bind_defaults()
+
+
+def test_only_the_fused_segment_is_rewritten_the_rest_stays_as_written():
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    links = {"Q": "tiled", "S": "dram"}
+    result = plan(program, "2K", links=links)
+    assert result.segments == ((0, 1), (2,)) and [loop.dim for loop in result.nests[0].band] == ["s"]
+    mapped = fused_program(program, "2K", links=links)
+    written = program.bind_defaults()
+    assert mapped.name == f"{program.name}_planned"
+    text = format_program(mapped)
+    assert "new Q_band" in text  # Q_proj and QK: one band, Q's tile on chip
+    # O's einsum as written: no tiles of its own, the last nest
+    assert "O_tile" not in text and "V_tile" not in text
+    assert text.rstrip().endswith("seq 32 t {\n      O[s, d] += S[s, t] * V[t, d]\n    }\n  }\n}")
+    arrays = _inputs(program.bind_defaults())
+    got = polymap.reference(mapped, **arrays)["O"]
+    np.testing.assert_array_equal(got, polymap.reference(written, **arrays)["O"])
+
+
+def test_fuse_maps_the_fused_program_only_where_it_is_predicted_faster(capsys):
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    links = {"Q": "tiled", "S": "dram"}
+    fused = polymap.optimize(fused_program(program, "2K", links=links))
+    written = polymap.optimize(program)
+    times = [sum(c.time_s for c in m.costs) for m in (fused, written)]
+    choice = choose_fusion(program, "2K", links=links)
+    assert choice.planned is not None and choice.predicted_s is not None
+    assert choice.predicted_s == pytest.approx(times)
+    assert sum(c.time_s for c in choice.mapping.costs) == pytest.approx(min(times))
+    assert choice.program.name == (
+        "gpt3_attention_tiny_planned" if times[0] < times[1] else "gpt3_attention_tiny"
+    )
+    # the command line says what it compared and maps what the choice maps
+    at_1k = choose_fusion(program, "1K")
+    assert main(["map", str(MODELS / "gpt3_attention_tiny.te"), "--fuse", "1K", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(at_1k.note() + "\n") and f"mapping of program {at_1k.program.name} " in out
+    # the line docs/fusion.md shows is the one printed
+    assert at_1k.note() in (MODELS.parent / "docs" / "fusion.md").read_text()
+
+
+def test_fuse_if_always_maps_the_fused_program_and_other_values_are_refused():
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    always = choose_fusion(program, "2K", fuse_if="always", links={"Q": "tiled", "S": "dram"})
+    assert always.program.name == "gpt3_attention_tiny_planned" and always.predicted_s is None
+    at_1k = choose_fusion(program, "1K", fuse_if="always")
+    assert polymap.optimize(program, fuse="1K", fuse_if="always").program.name == at_1k.program.name
+    with pytest.raises(ArgumentError, match="fuse_if is one of 'faster', 'always', not 'sometimes'"):
+        polymap.optimize(program, fuse="2K", fuse_if="sometimes")
+
+
 def test_fuse_with_a_given_mapping_is_refused():
     program = polymap.parse(FC)
-    mapping = polymap.optimize(program, fuse="16")
+    mapping = polymap.optimize(program, fuse="8", fuse_if="always")  # C fused a tile at a time
     assert mapping.program.name.endswith("_planned")
     with pytest.raises(ArgumentError, match="fuse plans the program before a mapping is chosen"):
         polymap.compile(program, mapping, fuse=True)

@@ -285,10 +285,13 @@ def test_shared_arrays_that_hold_an_sm_to_fewer_blocks_cost_their_occupancy():
 
 @pytest.mark.parametrize("capacity", ["512", "4K"])
 def test_a_fused_chains_tiles_are_shared_by_the_lanes_and_the_sums_keep_their_order(capacity):
-    from polymap.plan.program import fused_program
+    from polymap.plan.planner import plan
+    from polymap.plan.program import planned_program
 
     program = parse(FFN, name="ffn").bind(M=64, D=32, F=64)  # test_plan's chain, larger
-    kernel = polymap.compile(fused_program(program, capacity))
+    # the whole plan as a program, its unfused einsums' tiles too (``--fuse`` maps those
+    # as written): every segment's tiles are block-local arrays
+    kernel = polymap.compile(planned_program(program, plan(program, capacity)).program)
     shared = {name for km in kernel.mapping.kernels for name in km.shared_locals}
     # the tiles a phase fills and the next one reads (which ones depends on the plan SCIP
     # picks among equal-bytes optima)

@@ -18,10 +18,11 @@ strides).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polymap.errors import InternalError
 from polymap.ir.nodes import (
+    Anchor,
     Assign,
     AssignOp,
     BufferDecl,
@@ -360,26 +361,87 @@ class _Writer:
 def planned_program(program: Program, plan: Plan) -> PlannedProgram:
     """``program`` (sizes bound as the plan had them) rewritten as ``plan`` says, with the
     copy statements it makes."""
-    from polymap.ir.parse import parse
-    from polymap.ir.printer import format_program
-
     bound = program.bind_defaults()
     writer = _Writer(bound, plan)
     names: dict[str, str] = {}
-    body = _named(writer.body(), names, [0])
-    # a tile declared outside every loop (a segment without a band) is program-wide
-    hoisted = [stmt.decl for stmt in body if isinstance(stmt, New)]
-    body = tuple(stmt for stmt in body if not isinstance(stmt, New))
-    rewritten = Program(f"{program.name}_planned", (), tuple(writer.buffers + hoisted), body)
-    # the text must read back as this very program: what a user sees is what ran
-    parsed = parse(format_program(rewritten), name=rewritten.name, source=f"<the plan of {program.name}>")
-    if parsed != rewritten:
-        raise InternalError(f"the planned program of {program.name} does not read back as written")
+    parsed = _as_program(bound, writer, writer.body(), names)
     copies = tuple(
         CopyStatement(names[f"{COPY}{k}"], e, t, buffer, direction)
         for k, (e, t, buffer, direction) in enumerate(writer.copies)
     )
     return PlannedProgram(parsed, copies)
+
+
+def _as_program(bound: Program, writer: _Writer, body: tuple[Stmt, ...], names: dict[str, str]) -> Program:
+    """``body`` as ``bound``'s planned program, its statements named in text order (``names``
+    maps each copy's marker to its name), checked to read back from its own text."""
+    from polymap.ir.parse import parse
+    from polymap.ir.printer import format_program
+
+    body = _named(body, names, [0])
+    # a tile declared outside every loop (a segment without a band) is program-wide
+    hoisted = [stmt.decl for stmt in body if isinstance(stmt, New)]
+    body = tuple(stmt for stmt in body if not isinstance(stmt, New))
+    rewritten = Program(f"{bound.name}_planned", (), tuple(writer.buffers + hoisted), body)
+    # the text must read back as this very program: what a user sees is what ran
+    parsed = parse(format_program(rewritten), name=rewritten.name, source=f"<the plan of {bound.name}>")
+    if parsed != rewritten:
+        raise InternalError(f"the planned program of {bound.name} does not read back as written")
+    return parsed
+
+
+def program_to_map(program: Program, plan: Plan) -> Program:
+    """What ``--fuse`` maps: ``program`` (sizes bound) with each segment of ``plan`` that
+    fuses einsums rewritten as :func:`planned_program` writes it (its band, its tiles on
+    chip), and every other einsum's nest as written.
+
+    An unfused segment's tiles only bound its DRAM traffic under the capacity (they are
+    Timeloop's buffers, a k-tile of one element where any size moves the same bytes); the
+    thread mapper stages such a nest itself, in tiles sized for the GPU (shared memory,
+    vector copies, double buffering), which the plan's copies into block-local arrays would
+    take from it. An intermediate kept whole on chip is the program's own buffer in the
+    planned program too (the L2 holds it on a GPU). So only a tiled fusion changes the
+    program, and only one with a band of more than one tile that the program does not write
+    already: a fused segment whose einsums are one top-level nest as written (the GEMM with
+    its bias and ReLU) stays so, and so does one whose band is a single tile (its
+    intermediates whole, as the program's own buffers are). Where that leaves nothing to
+    rewrite, this is ``program`` itself; where a top-level nest of ``program`` holds einsums
+    of a fused segment and others, the whole plan is written (:func:`planned_program`)."""
+    bound = program.bind_defaults()
+    owner = {name: e for e, einsum in enumerate(plan.chain.einsums) for name in einsum.statements}
+    segment_of = {e: group for group in plan.segments for e in group}
+    writer = _Writer(bound, plan)
+    body: list[Stmt] = []
+    written: set[tuple[int, ...]] = set()
+    nests = [(nest, {owner.get(name) for name in _statement_names(nest)}) for nest in bound.body]
+    for nest, inside in nests:
+        groups = {segment_of[e] for e in inside if e is not None}
+        if all(len(group) == 1 for group in groups):
+            body.append(nest)  # no einsum of a fused segment: as written
+            continue
+        if len(groups) != 1 or None in inside:  # a fused segment shares the nest
+            return planned_program(program, plan).program
+        (group,) = groups
+        if inside == set(group) or not plan.nests[group[0]].band:
+            # the program writes the segment fused already, in one nest (a GEMM's epilogue
+            # on each point's own value, kept in its registers), or the band is one tile
+            # (each intermediate whole, as the program's own buffer, in the L2 on a GPU):
+            # mapped as written
+            body.append(nest)
+        elif group not in written:  # the segment's band, where its first nest was
+            written.add(group)
+            body += writer._segment(group)
+    if not written:
+        return bound
+    return _as_program(bound, writer, tuple(body), {})
+
+
+def _statement_names(stmt: Stmt) -> list[str]:
+    if isinstance(stmt, (Assign, Anchor)):
+        return [stmt.name]
+    if isinstance(stmt, Loop):
+        return [name for inner in stmt.body for name in _statement_names(inner)]
+    return []
 
 
 def _named(
@@ -394,9 +456,9 @@ def _named(
             counter[0] += 1
             if stmt.name.startswith(COPY):
                 names[stmt.name] = name
-            out.append(Assign(name, stmt.buffer, stmt.indices, stmt.op, stmt.value))
+            out.append(replace(stmt, name=name))  # a nest kept as written keeps its guards
         elif isinstance(stmt, Loop):
-            out.append(Loop(stmt.kind, stmt.index, stmt.extent, _named(stmt.body, names, counter)))
+            out.append(replace(stmt, body=_named(stmt.body, names, counter)))
         else:
             out.append(stmt)
     return tuple(out)
@@ -418,10 +480,13 @@ def checked_planned_program(program: Program, plan: Plan) -> PlannedProgram:
 
 def fused_program(program: Program, capacity, **options) -> Program:
     """``program`` planned within ``capacity`` (``polymap.plan.planner.plan``'s options) and
-    rewritten as its plan says: a program to map, prove and compile like any other."""
+    its fused segments rewritten as the plan says (:func:`program_to_map`): a program to
+    map, prove and compile like any other."""
     from polymap.plan.planner import plan
 
-    return checked_planned_program(program, plan(program, capacity, **options)).program
+    result = plan(program, capacity, **options)
+    checked_planned_program(program, result)  # the plan describes the program it writes
+    return program_to_map(program, result)
 
 
 def counted_traffic(planned: PlannedProgram) -> dict[tuple[int, int], tuple[int, int]]:
