@@ -265,7 +265,7 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fuse-if",
         choices=("faster", "always"),
-        default="faster",
+        default=None,
         help="with --fuse: map the fused program only where the cost model predicts it faster than the "
         "program as written (faster, the default: both are mapped to compare), or always",
     )
@@ -397,7 +397,13 @@ def _load(args: argparse.Namespace, note=None):
     from polymap.poly.affinity import analyze_binding_defaults, binding_note
 
     program = load(args.file).bind(**dict(args.size))
+    from polymap.errors import ArgumentError
+
     args.chosen_mapping = None
+    if getattr(args, "fuse_if", None) is not None and args.fuse is None:
+        raise ArgumentError(
+            f"--fuse-if {args.fuse_if} chooses between a fused program and the program as written; give --fuse too"
+        )
     if getattr(args, "fuse", None) is not None:
         from polymap.fused import choose_fusion
 

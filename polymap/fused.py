@@ -23,7 +23,7 @@ FUSE_NOTE = """
     capacity: elements, ``"8K"``, or bytes, ``"32KiB"``), the program's einsum chain is first
     tiled and fused within it (``polymap.plan.planner.plan``), and the segments it fuses a
     tile at a time are rewritten as bands (``polymap.plan.program.program_to_map``; every
-    other nest stays as written). With ``fuse_if="faster"`` (the default) that program is
+    other nest stays as written). With ``fuse_if="faster"`` (the default, None) that program is
     mapped only where the cost model predicts it faster than the program as written (both
     are mapped to compare; ``choose_fusion`` says which and why); ``fuse_if="always"`` maps
     it regardless. ``Mapping.program`` is the program mapped. A given mapping carries its own
@@ -74,14 +74,16 @@ def choose_fusion(
     fuse,
     target: str | GpuTarget = "h100",
     *,
-    fuse_if: str = "faster",
+    fuse_if: str | None = None,
     links: dict | None = None,
     **options,
 ) -> FusionChoice:
-    """The program to map for ``fuse`` (see ``FUSE_NOTE``), with ``optimize``'s ``options``
-    for the comparison; ``links`` pins intermediates in the plan as ``plan``'s do."""
+    """The program to map for ``fuse`` (see ``FUSE_NOTE``; ``fuse_if`` None is "faster"), with
+    ``optimize``'s ``options`` for the comparison; ``links`` pins intermediates in the plan as
+    ``plan``'s do."""
     from polymap.plan.program import fused_program
 
+    fuse_if = fuse_if or "faster"
     if fuse_if not in FUSE_IF:
         raise ArgumentError(f"fuse_if is one of {', '.join(map(repr, FUSE_IF))}, not {fuse_if!r}")
     capacity = f"{get_target(target).shared_memory_per_block}B" if fuse is True else fuse
@@ -100,9 +102,14 @@ def choose_fusion(
     return FusionChoice(label, written, candidate, times, written_mapping)
 
 
-def _checked(fuse, mapping: Mapping | None) -> bool:
-    """Whether ``fuse`` asks for a plan (refused beside a given mapping)."""
+def _checked(fuse, mapping: Mapping | None, fuse_if: str | None) -> bool:
+    """Whether ``fuse`` asks for a plan (refused beside a given mapping; ``fuse_if`` without
+    one is refused too: it would change nothing)."""
     if fuse is None or fuse is False:
+        if fuse_if is not None:
+            raise ArgumentError(
+                f"fuse_if={fuse_if!r} chooses between a fused program and the program as written; pass fuse too"
+            )
         return False
     if mapping is not None:
         raise ArgumentError(
@@ -118,10 +125,10 @@ def compile(
     target: str | GpuTarget = "h100",
     *,
     fuse=None,
-    fuse_if: str = "faster",
+    fuse_if: str | None = None,
     **options,
 ):  # noqa: A001 (polymap.compile)
-    if not _checked(fuse, mapping):
+    if not _checked(fuse, mapping, fuse_if):
         return _kernel.compile(program, mapping, target, **options)
     choice = choose_fusion(program, fuse, target, fuse_if=fuse_if, **options)
     if choice.mapping is not None:  # mapped to compare: proved again, not solved again
@@ -130,9 +137,9 @@ def compile(
 
 
 def optimize(
-    program: Program, target: str | GpuTarget = "h100", *, fuse=None, fuse_if: str = "faster", **options
+    program: Program, target: str | GpuTarget = "h100", *, fuse=None, fuse_if: str | None = None, **options
 ) -> Mapping:
-    if not _checked(fuse, None):
+    if not _checked(fuse, None, fuse_if):
         return _solve.optimize(program, target, **options)
     choice = choose_fusion(program, fuse, target, fuse_if=fuse_if, **options)
     return choice.mapping or _solve.optimize(choice.program, target, **options)

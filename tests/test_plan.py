@@ -458,6 +458,37 @@ def test_a_fused_segment_whose_band_is_one_tile_stays_as_written():
     assert fused_program(program, "8K", links=links) == program.bind_defaults()
 
 
+def test_a_fused_segment_is_written_as_its_einsums_over_the_band_tile():
+    # only S is a tile; Q, K, V and O are read and written in their own buffers, each
+    # einsum's output points one loop over the band tile, its reduction in order
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    links = {"Q": "dram", "S": "tiled"}
+    result = plan(program, "1K", links=links)
+    assert result.segments == ((0,), (1, 2)) and [(b.dim, b.factor) for b in result.nests[1].band] == [
+        ("s", 2)
+    ]
+    mapped = fused_program(program, "1K", links=links)
+    segment = """par 2 s_band {
+  new S_band: f32[16, 32]
+  par 512 p {
+    S_band[p // 32, p % 32] = 0
+    seq 128 d2 {
+      S_band[p // 32, p % 32] += Q[s_band * 16 + p // 32, d2] * K[p % 32, d2]
+    }
+  }
+  par 2048 p2 {
+    seq 32 t2 {
+      O[s_band * 16 + p2 // 128, p2 % 128] += S_band[p2 // 128, t2] * V[t2, p2 % 128]
+    }
+  }
+}"""
+    assert format_program(mapped).rstrip().endswith(segment)
+    arrays = _inputs(program.bind_defaults())
+    np.testing.assert_array_equal(
+        polymap.reference(mapped, **arrays)["O"], polymap.reference(program, **arrays)["O"]
+    )
+
+
 def test_only_the_fused_segment_is_rewritten_the_rest_stays_as_written():
     program = polymap.load(MODELS / "gpt3_attention_tiny.te")
     links = {"Q": "tiled", "S": "dram"}
@@ -506,6 +537,16 @@ def test_fuse_if_always_maps_the_fused_program_and_other_values_are_refused():
     assert polymap.optimize(program, fuse="1K", fuse_if="always").program.name == at_1k.program.name
     with pytest.raises(ArgumentError, match="fuse_if is one of 'faster', 'always', not 'sometimes'"):
         polymap.optimize(program, fuse="2K", fuse_if="sometimes")
+    # without fuse it would change nothing: refused, not ignored
+    with pytest.raises(ArgumentError, match="fuse_if='always' chooses between .*; pass fuse too"):
+        polymap.compile(program, fuse_if="always")
+
+
+def test_fuse_if_without_fuse_is_refused_on_the_command_line(capsys):
+    assert main(["map", str(MODELS / "gpt3_attention_tiny.te"), "--fuse-if", "always", "-q"]) != 0
+    assert "--fuse-if always chooses between a fused program and the program as written; give --fuse too" in (
+        capsys.readouterr().err
+    )
 
 
 def test_fuse_with_a_given_mapping_is_refused():

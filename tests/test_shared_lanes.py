@@ -15,6 +15,7 @@ import polymap
 from polymap import prove_lanes
 from polymap.errors import MappingError, VerificationError
 from polymap.ir.parse import parse
+from polymap.ir.printer import format_program
 from polymap.mapping.lanes import spread_loops
 from polymap.mapping.shared_locals import SharedLocalAccess
 from polymap.mapping.solve import REGISTERS_BASE, KernelProblem
@@ -361,3 +362,49 @@ par R i {
     # ptxas builds it (it refused 49284 bytes of static shared data) and agrees on the bytes
     (code,) = polymap.compile(program).machine_code().kernels
     assert code.model_shared == mapping.costs[0].shared_bytes
+
+
+# a band tile's points as one loop (a fused phase, ``plan/program.py``): p // 32 moves
+# between warps only, p % 32 along them
+FLATTENED = """
+in Q: f32[64, 128]
+in K: f32[32, 128]
+out S: f32[64, 32]
+par 2 b {
+  new T: f32[32, 32]
+  par 1024 p {
+    T[p // 32, p % 32] = 0
+    seq 128 d {
+      T[p // 32, p % 32] += Q[b * 32 + p // 32, d] * K[p % 32, d]
+    }
+  }
+  par 1024 q {
+    S[b * 32 + q // 32, q % 32] = T[q // 32, q % 32]
+  }
+}
+"""
+
+
+def test_the_lane_stride_of_a_quasi_affine_index_is_taken_within_a_warp():
+    import re
+
+    mapping = polymap.optimize(parse(FLATTENED, name="flat"), pins={"b": {"lanes": 1024}})
+    # the report's access table: "read Q[b * 32 + p // 32, d] (L2)  S1  0  1 ...", the
+    # column after the statement is the lane stride
+    row = re.compile(r"^\s+(?:read|write) (\w+)\[.*\](?: \(L2\))?\s+S\d+\s+(\d+)\s")
+    strides = {m[1]: int(m[2]) for line in mapping.report().splitlines() if (m := row.match(line))}
+    # lanes 32w .. 32w + 31 read one row of Q (one sector), 32 rows of K 128 floats apart,
+    # and write 32 neighbouring floats of S; the steps from one warp to the next (128
+    # floats for Q, 3968 back for K) are no warp's request
+    assert strides == {"Q": 0, "K": 128, "S": 1}
+    # the band tile's element a lane sums into is a register across the loop over d
+    # (``transform/registers.py``: block-local arrays too), stored into T once
+    text = format_program(mapping.program)
+    assert "T_acc += Q[b * 32 + p // 32, d] * K[p % 32, d]" in text
+    assert "T[p // 32, p % 32] = T_acc" in text
+    arrays = {
+        "Q": np.arange(64 * 128, dtype=np.float32).reshape(64, 128) % 7,
+        "K": np.arange(32 * 128, dtype=np.float32).reshape(32, 128) % 5,
+    }
+    kernel = polymap.compile(mapping.program, mapping)
+    np.testing.assert_array_equal(kernel.run_host(**arrays)["S"], arrays["Q"] @ arrays["K"].T)

@@ -76,20 +76,38 @@ class GlobalAccess:
     # (position, extent) of each gathered index (``A[I[i], j]``): any value in [0, extent)
     gathered: tuple[tuple[int, int], ...] = ()
 
-    def exact_stride(self, delta: dict[str, int]) -> int:
+    def exact_stride(self, delta: dict[str, int], within: tuple[str, int] | None = None) -> int:
         """max |addr(x + delta) - addr(x)| over the points x with x and x + delta in the
         domain, computed exactly by isl (the Farkas bound may exceed it for quasi-affine
         accesses: it bounds the rational relaxation). A gathered index is the same at both
         points where ``delta`` moves none of its source's indices (it cancels); where it does,
         the two values are any two of the dimension, ``(extent - 1) * row stride`` at most,
-        which is what the Farkas bound charges too."""
+        which is what the Farkas bound charges too. ``within = (index, n)``: only the steps
+        inside one group of n (x's ``index`` is not the last of its group: ``index mod n <
+        n - 1``), the neighbouring lanes of one warp where iteration i of a loop runs on lane
+        i mod n; a quasi-affine index such as ``p // 32`` then moves only between warps."""
         if self.gathered:
             worst, indices = gathered_stride(self.indices, self.gathered, self.row_strides, delta)
-            return worst + replace(self, indices=indices, gathered=()).exact_stride(delta)
+            return worst + replace(self, indices=indices, gathered=()).exact_stride(delta, within)
         coefficients = dict(self.coefficients)
         if not self.quasi_affine and all(i in coefficients for i, step in delta.items() if step):
             return abs(sum(c * delta.get(i, 0) for i, c in self.coefficients))
-        return isl_stride(self.domain, self.indices, self.row_strides, dict(self.isl_names), delta)
+        names = dict(self.isl_names)
+        domain = self.domain
+        if within is not None and within[0] in names:
+            index, group = within
+            tuple_name = domain.get_tuple_name()
+            space = domain.get_space()
+            params = ", ".join(
+                space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))
+            )
+            dims = ", ".join(names.values())
+            domain = domain.intersect(
+                isl.Set(
+                    f"[{params}] -> {{ {tuple_name}[{dims}] : {names[index]} mod {group} < {group - 1} }}"
+                )
+            )
+        return isl_stride(domain, self.indices, self.row_strides, names, delta)
 
 
 def gathered_stride(

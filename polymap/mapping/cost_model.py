@@ -323,14 +323,16 @@ def wrapped_sectors(
     return max(1, min(warp, -(-span // sector), count * -(-row // sector), lanes * -(-column // sector)))
 
 
-def lane_stride(access: GlobalAccess, spread: tuple[SpreadLoop, ...]) -> int | None:
+def lane_stride(access: GlobalAccess, spread: tuple[SpreadLoop, ...], warp: int) -> int | None:
     """With lanes (``lanes.py``): the elements between neighbouring lanes' addresses for an
-    access of a spread loop (one step of the loop, exact by isl), None for any other access
-    (lane 0's alone). ``KernelProblem.lane_strides`` keeps them, one isl computation each."""
+    access of a spread loop (one step of the loop within a warp of ``warp`` lanes, exact by
+    isl: iteration i runs on lane i mod lanes, a multiple of the warp), None for any other
+    access (lane 0's alone). ``KernelProblem.lane_strides`` keeps them, one isl computation
+    each."""
     loop = next((sp for sp in spread if access.statement in sp.statements), None)
     if loop is None:
         return None
-    return access.exact_stride({loop.index: 1})
+    return access.exact_stride({loop.index: 1}, within=(loop.index, warp))
 
 
 def lane_sectors(target: GpuTarget, access: GlobalAccess, stride: int | None) -> int:

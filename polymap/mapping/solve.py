@@ -833,7 +833,8 @@ class KernelProblem:
     def lane_strides(self, spread: tuple[SpreadLoop, ...]) -> tuple[int | None, ...]:
         """Each access's ``cost_model.lane_stride`` under these spread loops (kept)."""
         if spread not in self._lane_strides:
-            self._lane_strides[spread] = tuple(lane_stride(a, spread) for a in self.accesses)
+            warp = self.target.warp_size
+            self._lane_strides[spread] = tuple(lane_stride(a, spread, warp) for a in self.accesses)
         return self._lane_strides[spread]
 
     @property

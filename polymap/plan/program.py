@@ -142,6 +142,23 @@ class _Writer:
                 prologue += self._copy_nest(
                     e, t, name, [IConst(0)] * len(sizes), sizes, "in", whole_buffer=use.buffer
                 )
+        nest = self._band(group, lambda e, bands, tiles: self._einsum(e, bands, tiles, held))
+        return prologue + nest
+
+    def gpu_segment(self, group: tuple[int, ...]) -> list[Stmt]:
+        """A fused segment as the thread mapper takes it: the band loops and the band tiles of
+        its intermediates as in :meth:`_segment`, and in them each einsum as the program
+        writes it, over its share of the band tile (:meth:`_phase`: its output points one
+        ``par`` loop, each with the output's start, around its reduction dims ``seq`` in the
+        einsum's order, so every sum keeps its order). Only the intermediates are tiles;
+        every other tensor is read and written in its own buffer, which the mapper stages in
+        tiles of its own choosing."""
+        return self._band(group, self._phase)
+
+    def _band(self, group: tuple[int, ...], write) -> list[Stmt]:
+        """The segment's band loops around the band tiles of its tiled intermediates and
+        ``write(e, bands, tiles)`` of each einsum ``e``."""
+        chain, nests = self.plan.chain, self.plan.nests
         # band loops: one index per fused rank, shared by the einsums of the segment
         band_vars: list[dict[str, str]] = []
         for e in group:
@@ -174,16 +191,63 @@ class _Writer:
             )
             tiles[link.producer] = name
         for e, bands in zip(group, band_vars, strict=True):
-            inner += self._einsum(e, bands, tiles, held)
+            inner += write(e, bands, tiles)
         nest: list[Stmt] = inner
         first = nests[group[0]]
         for loop in reversed(first.band):
             nest = [Loop(LoopKind.PAR, band_vars[0][loop.dim], IConst(loop.factor), tuple(nest))]
-        return prologue + nest
+        return nest
 
     def _local_size(self, e: int, dim: str) -> int:
         band = {loop.dim: loop.factor for loop in self.plan.nests[e].band}
         return self.plan.chain.einsums[e].dim(dim).size // band.get(dim, 1)
+
+    def _phase(self, e: int, bands: dict[str, str], tiles: dict[int, str]) -> list[Stmt]:
+        """Einsum ``e`` as written, over its share of the band tile (:meth:`gpu_segment`).
+        Its output dims are one ``par`` loop over the share, each dim's index its place in
+        the share (row-major: ``p // 32``, ``p % 32``): a block's lanes take the loop, so
+        every lane gets points of the whole share (lanes spread one loop of a body, and the
+        share's rows alone are too few for a block)."""
+        einsum = self.plan.chain.einsums[e]
+        outputs = [d for d in einsum.dims if not d.reduction]
+        extents = [self._local_size(e, d.name) for d in outputs]
+        point = self.names.fresh("p" if len(outputs) > 1 else outputs[0].name) if outputs else None
+        local: dict[str, IndexExpr] = {}
+        for k, dim in enumerate(outputs):
+            stride = math.prod(extents[k + 1 :])
+            value: IndexExpr = IVar(point)
+            if stride > 1:
+                value = IBin(IndexOp.FLOORDIV, value, IConst(stride))
+            if k > 0:
+                value = IBin(IndexOp.MOD, value, IConst(extents[k]))
+            local[dim.name] = value
+        for dim in einsum.dims:
+            if dim.reduction:
+                local[dim.name] = IVar(self.names.fresh(dim.name))
+
+        def index(dim: str, on_tile: bool) -> IndexExpr:
+            if on_tile or dim not in bands:
+                return local[dim]
+            return _add([_scaled(bands[dim], self._local_size(e, dim)), local[dim]])
+
+        places: dict[int, tuple[str, list[IndexExpr]]] = {}
+        for t, use in enumerate(einsum.tensors):
+            tiled = link_mode_of(self.plan.chain, self.plan.modes, e, t) is LinkMode.TILED
+            buffer = tiles[e if use.is_output else e - 1] if tiled else use.buffer
+            places[t] = (buffer, [index(d, tiled) for d in use.dims])
+        body: list[Stmt] = self._compute(einsum, places)
+        for dim in reversed([d for d in einsum.dims if d.reduction]):
+            body = [Loop(LoopKind.SEQ, local[dim.name].name, IConst(dim.size), tuple(body))]
+        # the output's start: the absorbed ``= 0``, or a tile's zeros (a buffer of the program
+        # that starts as zeros and is only updated needs none, as written)
+        start = self._init_value(einsum)
+        out_tiled = link_mode_of(self.plan.chain, self.plan.modes, e, len(einsum.tensors) - 1)
+        if start is not None and (len(einsum.statements) > 1 or out_tiled is LinkMode.TILED):
+            buffer, indices = places[len(einsum.tensors) - 1]
+            body = [Assign("S", buffer, tuple(indices), AssignOp.SET, start), *body]
+        if point is not None:
+            body = [Loop(LoopKind.PAR, point, IConst(math.prod(extents)), tuple(body))]
+        return body
 
     # ---------------------------------------------------------------- one einsum
 
@@ -430,7 +494,7 @@ def program_to_map(program: Program, plan: Plan) -> Program:
             body.append(nest)
         elif group not in written:  # the segment's band, where its first nest was
             written.add(group)
-            body += writer._segment(group)
+            body += writer.gpu_segment(group)
     if not written:
         return bound
     return _as_program(bound, writer, tuple(body), {})

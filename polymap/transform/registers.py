@@ -23,8 +23,9 @@ proof see is exactly what the emitted code does (one load and one store per redu
 a 0-d local the code generator keeps in a register), instead of an optimization the
 backend would make behind their back.
 
-When. A ``seq`` loop L and a top-level buffer X (``in``/``out``/``inout``/program-wide
-``new``; block-local buffers already are registers) qualify when L is inside a kernel (in
+When. A ``seq`` loop L and a buffer X, top-level (``in``/``out``/``inout``/program-wide
+``new``) or a block-local array (a fused chain's band tile, which a block's lanes share in
+shared memory; a block-local scalar is a register already), qualify when L is inside a kernel (in
 the thread body of a band of ``par`` loops, or strictly inside a serial kernel's top-level
 statement: the load and store must not become kernels of their own), L contains no
 ``par`` loop, some statement in L writes X, every access to X in L (reads, update reads,
@@ -248,11 +249,18 @@ def _candidates(program: Program, chosen: list[_Key]) -> list[_Key]:
         if not candidate:
             continue
         before = _statement_before(program, path)
-        for decl in program.buffers:
+        for decl in _promotable(program):
             taken = any(b == decl.name and path[: len(p)] == p and path != p for p, b in chosen)
             if not taken and _element(loop, decl.name, before) is not None:
                 out.append((path, decl.name))
     return out
+
+
+def _promotable(program: Program) -> tuple[BufferDecl, ...]:
+    """The buffers whose elements a register may hold across a loop: the top-level ones,
+    and the block-local arrays (a fused chain's band tile, which a block's lanes share in
+    shared memory); a block-local scalar is a register already."""
+    return program.buffers + tuple(b for b in program.all_buffers()[len(program.buffers) :] if b.shape)
 
 
 def _statement_before(program: Program, path: tuple[int, ...]) -> Stmt | None:
@@ -282,7 +290,7 @@ def _rewrite(program: Program, chosen: list[_Key], unloaded: set[_Key] | frozens
     used = set(program.param_names) | {n for n, _ in program.bindings}
     used |= {b.name for b in program.all_buffers()}
     used |= {loop.index for loop, _, _ in _kernel_loops(program)}
-    decls = {b.name: b for b in program.buffers}
+    decls = {b.name: b for b in _promotable(program)}
 
     def fresh(buffer: str) -> str:
         name, n = f"{buffer}_acc", 2
