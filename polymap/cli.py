@@ -412,6 +412,8 @@ def _load(args: argparse.Namespace, note=None):
                 program, args.fuse, args.target, fuse_if=args.fuse_if, **_solver_options(args)
             )
         print(choice.note(), file=note or sys.stdout)
+        # a fused program's kernels are checked against the program as written
+        args.written_program = program.bind_defaults() if choice.fused else None
         program, args.chosen_mapping = choice.program, choice.mapping
     program, model, bound = analyze_binding_defaults(program, context=args.context)
     if bound:
@@ -705,7 +707,8 @@ def _run(args: argparse.Namespace) -> int:
 
         def checked_by_reference():
             with step("the NumPy reference"):
-                return reference(program, **inputs)
+                # with --fuse, of the program in the file: the plan's rewrite is checked too
+                return reference(getattr(args, "written_program", None) or program, **inputs)
 
         expected = _in_background(checked_by_reference)
     if on_gpu:

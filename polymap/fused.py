@@ -32,8 +32,8 @@ FUSE_NOTE = """
 
 @dataclass(frozen=True, slots=True)
 class FusionChoice:
-    """What ``fuse`` maps, and why: ``program`` is the fused program (``planned``) or the
-    program as written; ``predicted_s`` the cost model's (fused, as written) times of one run
+    """What ``fuse`` maps, and why: ``program`` is the fused program (``planned``, planned at
+    bound sizes) or the program as given (its sizes still free); ``predicted_s`` the cost model's (fused, as written) times of one run
     where both were mapped to compare, and ``mapping`` the mapping of ``program`` from that
     comparison (None where no comparison ran)."""
 
@@ -42,6 +42,9 @@ class FusionChoice:
     planned: Program | None  # None: the plan fuses nothing a tile at a time, or not as a band
     predicted_s: tuple[float, float] | None = None
     mapping: Mapping | None = None
+    # why the fused program was not compared: the pins or context given name the program
+    # as written, and do not apply to it (its loops are the plan's, its sizes bound)
+    not_compared: str | None = None
 
     @property
     def fused(self) -> bool:
@@ -54,6 +57,11 @@ class FusionChoice:
             return head + (
                 f"no segment fused a tile at a time to rewrite (each is unfused, kept whole, or one nest "
                 f"as written): mapping {self.program.name} as written"
+            )
+        if self.not_compared is not None:
+            return head + (
+                f"the fused program {self.planned.name} was not mapped ({self.not_compared}; pins and a "
+                f"context apply to the program as written): mapping {self.program.name} as written"
             )
         if self.predicted_s is None:
             return (
@@ -81,25 +89,31 @@ def choose_fusion(
     """The program to map for ``fuse`` (see ``FUSE_NOTE``; ``fuse_if`` None is "faster"), with
     ``optimize``'s ``options`` for the comparison; ``links`` pins intermediates in the plan as
     ``plan``'s do."""
+    from polymap.ir.validate import check_program_argument
     from polymap.plan.program import fused_program
 
-    fuse_if = fuse_if or "faster"
+    check_program_argument(program, "compile")
+    fuse_if = "faster" if fuse_if is None else fuse_if
     if fuse_if not in FUSE_IF:
         raise ArgumentError(f"fuse_if is one of {', '.join(map(repr, FUSE_IF))}, not {fuse_if!r}")
     capacity = f"{get_target(target).shared_memory_per_block}B" if fuse is True else fuse
-    written = program.bind_defaults()
     candidate = fused_program(program, capacity, links=links)
     label = str(capacity)
-    if candidate == written:
-        return FusionChoice(label, written, None)
+    if candidate == program.bind_defaults():
+        return FusionChoice(label, program, None)  # as given: its sizes stay arguments
     if fuse_if == "always":
         return FusionChoice(label, candidate, candidate)
-    fused_mapping = _solve.optimize(candidate, target, **options)
-    written_mapping = _solve.optimize(written, target, **options)
+    written_mapping = _solve.optimize(program, target, **options)
+    try:
+        fused_mapping = _solve.optimize(candidate, target, **options)
+    except ArgumentError as err:
+        if options.get("pins") is None and options.get("context") is None:
+            raise
+        return FusionChoice(label, program, candidate, None, written_mapping, str(err))
     times = (sum(c.time_s for c in fused_mapping.costs), sum(c.time_s for c in written_mapping.costs))
     if times[0] < times[1]:
         return FusionChoice(label, candidate, candidate, times, fused_mapping)
-    return FusionChoice(label, written, candidate, times, written_mapping)
+    return FusionChoice(label, program, candidate, times, written_mapping)
 
 
 def _checked(fuse, mapping: Mapping | None, fuse_if: str | None) -> bool:

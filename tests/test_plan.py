@@ -549,6 +549,50 @@ def test_fuse_if_without_fuse_is_refused_on_the_command_line(capsys):
     )
 
 
+def test_fuse_that_rewrites_nothing_keeps_the_sizes_free():
+    # found by trying it as a user: the program as written, not bound to its defaults, so
+    # its kernels still take the sizes as arguments
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    kernel = polymap.compile(program, fuse="16K")
+    assert {"SEQ", "DIM"} <= {a.c_name for a in kernel.cuda.arguments}
+    assert kernel.mapping.program.params == program.params
+
+
+def test_pins_of_the_program_as_written_skip_the_comparison_and_say_so():
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    choice = choose_fusion(program, "1K", pins={"t": {"threads": 32}})
+    assert choice.program is program and choice.predicted_s is None
+    assert "pin 't'" in choice.not_compared
+    assert "was not mapped" in choice.note() and "mapping gpt3_attention_tiny as written" in choice.note()
+    assert polymap.optimize(program, fuse="1K", pins={"t": {"threads": 32}}).program.name == program.name
+
+
+def test_run_with_fuse_checks_the_kernels_against_the_program_in_the_file(monkeypatch, capsys):
+    import sys
+
+    reference_module = sys.modules["polymap.reference"]  # the module (polymap.reference is its function)
+    seen = []
+    real = reference_module.reference
+
+    def spy(program, **arrays):
+        seen.append(program.name)
+        return real(program, **arrays)
+
+    monkeypatch.setattr(reference_module, "reference", spy)
+    tiny = str(MODELS / "gpt3_attention_tiny.te")
+    assert main(["run", tiny, "--fuse", "1K", "--fuse-if", "always", "--host", "--no-reassociate", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "mapping gpt3_attention_tiny_planned" in out and "O: max abs error 0.0e+00" in out
+    assert seen == ["gpt3_attention_tiny"]
+
+
+def test_fuse_needs_a_program_not_a_path():
+    with pytest.raises(ArgumentError):
+        polymap.compile(str(MODELS / "gpt3_attention_tiny.te"), fuse="1K")
+    with pytest.raises(ArgumentError, match="fuse_if is one of"):
+        polymap.optimize(polymap.load(MODELS / "gpt3_attention_tiny.te"), fuse="1K", fuse_if="")
+
+
 def test_fuse_with_a_given_mapping_is_refused():
     program = polymap.parse(FC)
     mapping = polymap.optimize(program, fuse="8", fuse_if="always")  # C fused a tile at a time

@@ -15,6 +15,34 @@ import polymap
 from polymap.plan.planner import plan
 from polymap.plan.program import program_to_map
 
+# two chains of our own, found by a review: a chain of three small GEMMs, and two
+# element-wise einsums, where the fused program is predicted faster
+THREE_GEMMS = """
+param M = 32
+param D = 16
+in  X:  f32[M, D]
+in  A: f32[D, D]
+in  B: f32[D, D]
+in  C: f32[D, D]
+new H1: f32[M, D]
+new H2: f32[M, D]
+out Y:  f32[M, D]
+H1[m, d] = 0
+H1[m, d] += X[m, e] * A[e, d]
+H2[m, d] = 0
+H2[m, d] += H1[m, e] * B[e, d]
+Y[m, d] += H2[m, e] * C[e, d]
+"""
+ELEMENTWISE = """
+param M = 256, N = 128
+in  A: f32[M, N]
+in  B: f32[M, N]
+new T: f32[M, N]
+out C: f32[M, N]
+T[i, j] = A[i, j] * B[i, j]
+C[i, j] = T[i, j] + A[i, j]
+"""
+
 root = Path(sys.argv[1])
 tiny = polymap.load(root / "models" / "gpt3_attention_tiny.te")
 ffn = polymap.load(root / "models" / "orojenesis_ffn.te")  # the 2-GEMM chain, at smaller sizes
@@ -23,6 +51,8 @@ CASES = [
     ("gpt3_attention_tiny", tiny, "2K", {"Q": "tiled", "S": "dram"}),
     ("orojenesis_ffn M=64 D=32 F=64", ffn.bind(M=64, D=32, F=64), "4K", None),
     ("orojenesis_ffn M=1024 D=256 F=1024", ffn.bind(M=1024, D=256, F=1024), "16K", {"H": "tiled"}),
+    ("three GEMMs 32x16x16", polymap.parse(THREE_GEMMS, name="three_gemm"), "1K", None),
+    ("element-wise pair 256x128", polymap.parse(ELEMENTWISE, name="eltwise"), "128", None),
 ]
 print(
     "| chain | capacity | links | segments | bands | fused program us (kernels) | as written us (kernels) |"
