@@ -489,11 +489,11 @@ def _frontier(args: argparse.Namespace) -> int:
 def _map(args: argparse.Namespace) -> int:
     from polymap.mapping.solve import optimize
 
-    program, _ = _load(args, note=sys.stderr if args.json else None)
     if args.plot is not None:
         from polymap.plot import checked_plot_path
 
-        checked_plot_path(args.plot)  # before the solve: a bad path costs nothing
+        checked_plot_path(args.plot)  # before the plan and the solve: a bad path costs nothing
+    program, _ = _load(args, note=sys.stderr if args.json else None)
     mapping = args.chosen_mapping or optimize(program, args.target, **_solver_options(args))
     if args.json:
         import json

@@ -87,8 +87,8 @@ def choose_fusion(
     **options,
 ) -> FusionChoice:
     """The program to map for ``fuse`` (see ``FUSE_NOTE``; ``fuse_if`` None is "faster"), with
-    ``optimize``'s ``options`` for the comparison; ``links`` pins intermediates in the plan as
-    ``plan``'s do."""
+    ``optimize``'s ``options`` for the comparison (its ``time_limit`` the planner's too);
+    ``links`` pins intermediates in the plan as ``plan``'s do."""
     from polymap.ir.validate import check_program_argument
     from polymap.plan.program import fused_program
 
@@ -97,8 +97,10 @@ def choose_fusion(
     if fuse_if not in FUSE_IF:
         raise ArgumentError(f"fuse_if is one of {', '.join(map(repr, FUSE_IF))}, not {fuse_if!r}")
     capacity = f"{get_target(target).shared_memory_per_block}B" if fuse is True else fuse
-    candidate = fused_program(program, capacity, links=links)
-    label = str(capacity)
+    # the planner's SCIP gets the time limit each mapping solve gets
+    limit = {} if options.get("time_limit") is None else {"time_limit_s": options["time_limit"]}
+    candidate = fused_program(program, capacity, links=links, **limit)
+    label = str(capacity).strip()
     if candidate == program.bind_defaults():
         return FusionChoice(label, program, None)  # as given: its sizes stay arguments
     if fuse_if == "always":

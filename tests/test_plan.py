@@ -593,6 +593,33 @@ def test_fuse_needs_a_program_not_a_path():
         polymap.optimize(polymap.load(MODELS / "gpt3_attention_tiny.te"), fuse="1K", fuse_if="")
 
 
+def test_fuse_gives_the_planner_the_time_limit_and_checks_a_plot_path_first(monkeypatch, capsys, tmp_path):
+    import polymap.fused as fused_module
+    import polymap.plan.planner as planner_module
+
+    limits = []
+    real = planner_module.plan
+
+    def spy(program, capacity, **options):
+        limits.append(options.get("time_limit_s"))
+        return real(program, capacity, **options)
+
+    monkeypatch.setattr(planner_module, "plan", spy)
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    choice = choose_fusion(program, " 1K", time_limit=7.5)
+    assert limits == [7.5] and choice.note().startswith("planned within 1K: ")
+
+    def never(*args, **kwargs):
+        raise AssertionError("planned before the plot path was checked")
+
+    monkeypatch.setattr(fused_module, "choose_fusion", never)
+    bad = tmp_path / "missing" / "x.png"
+    assert (
+        main(["map", str(MODELS / "gpt3_attention_tiny.te"), "--fuse", "1K", "--plot", str(bad), "-q"]) != 0
+    )
+    assert str(bad.parent) in capsys.readouterr().err
+
+
 def test_fuse_with_a_given_mapping_is_refused():
     program = polymap.parse(FC)
     mapping = polymap.optimize(program, fuse="8", fuse_if="always")  # C fused a tile at a time
