@@ -394,11 +394,10 @@ def _pins(items: list[tuple[str, str, str]]) -> dict:
 def _load(args: argparse.Namespace, note=None):
     """The program of ``args.file`` with ``--size`` bound (and the defaults flat indices need);
     the note saying which defaults were bound goes to ``note`` (default: stdout)."""
+    from polymap.errors import ArgumentError
     from polymap.poly.affinity import analyze_binding_defaults, binding_note
 
     program = load(args.file).bind(**dict(args.size))
-    from polymap.errors import ArgumentError
-
     args.chosen_mapping = None
     if getattr(args, "fuse_if", None) is not None and args.fuse is None:
         raise ArgumentError(

@@ -92,22 +92,7 @@ class GlobalAccess:
         coefficients = dict(self.coefficients)
         if not self.quasi_affine and all(i in coefficients for i, step in delta.items() if step):
             return abs(sum(c * delta.get(i, 0) for i, c in self.coefficients))
-        names = dict(self.isl_names)
-        domain = self.domain
-        if within is not None and within[0] in names:
-            index, group = within
-            tuple_name = domain.get_tuple_name()
-            space = domain.get_space()
-            params = ", ".join(
-                space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))
-            )
-            dims = ", ".join(names.values())
-            domain = domain.intersect(
-                isl.Set(
-                    f"[{params}] -> {{ {tuple_name}[{dims}] : {names[index]} mod {group} < {group - 1} }}"
-                )
-            )
-        return isl_stride(domain, self.indices, self.row_strides, names, delta)
+        return isl_stride(self.domain, self.indices, self.row_strides, dict(self.isl_names), delta, within)
 
 
 def gathered_stride(
@@ -135,10 +120,13 @@ def isl_stride(
     row_strides: tuple[int, ...],
     names: dict[str, str],
     delta: dict[str, int],
+    within: tuple[str, int] | None = None,
 ) -> int:
     """max |addr(x + delta) - addr(x)| over the points x of ``domain`` with x + delta in it,
     exact by isl: ``addr`` the row-major offset of ``indices`` (``row_strides`` per index),
-    ``names`` each user loop index's isl name (the domain's dimensions)."""
+    ``names`` each user loop index's isl name (the domain's dimensions); with ``within =
+    (index, n)`` only over the x whose ``index`` is not the last of its group of n
+    (``GlobalAccess.exact_stride``)."""
     shift = {u: IBin(IndexOp.ADD, IVar(u), IConst(delta.get(u, 0))) for u in names}
 
     def flat(exprs):
@@ -158,6 +146,11 @@ def isl_stride(
         + "] }"
     )
     pairs = domain.intersect(moved.intersect_range(domain).domain())
+    if within is not None and within[0] in names:
+        index, group = within
+        pairs = pairs.intersect(
+            isl.Set(f"[{params}] -> {{ {tuple_name}[{dims}] : {names[index]} mod {group} < {group - 1} }}")
+        )
     if pairs.is_empty():
         return 0
     diff = diff.intersect_domain(pairs)

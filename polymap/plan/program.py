@@ -42,7 +42,7 @@ from polymap.ir.nodes import (
     map_values,
 )
 from polymap.ir.walk import loops as program_loops
-from polymap.ir.walk import statements
+from polymap.ir.walk import statements, walk_block
 from polymap.plan.chain import Einsum, TensorUse
 from polymap.plan.planner import Plan
 from polymap.plan.tree import Level, LinkMode, link_mode_of
@@ -456,8 +456,9 @@ def _as_program(bound: Program, writer: _Writer, body: tuple[Stmt, ...], names: 
 
 def program_to_map(program: Program, plan: Plan) -> Program:
     """What ``--fuse`` maps: ``program`` (sizes bound) with each segment of ``plan`` that
-    fuses einsums rewritten as :func:`planned_program` writes it (its band, its tiles on
-    chip), and every other einsum's nest as written.
+    fuses einsums rewritten (``_Writer.gpu_segment``: the plan's band and its intermediates'
+    band tiles, each einsum as written over its share of the tile), and every other
+    einsum's nest as written.
 
     An unfused segment's tiles only bound its DRAM traffic under the capacity (they are
     Timeloop's buffers, a k-tile of one element where any size moves the same bytes); the
@@ -477,7 +478,10 @@ def program_to_map(program: Program, plan: Plan) -> Program:
     writer = _Writer(bound, plan)
     body: list[Stmt] = []
     written: set[tuple[int, ...]] = set()
-    nests = [(nest, {owner.get(name) for name in _statement_names(nest)}) for nest in bound.body]
+    nests = [
+        (nest, {owner.get(s.name) for s in walk_block((nest,)) if isinstance(s, (Assign, Anchor))})
+        for nest in bound.body
+    ]
     for nest, inside in nests:
         groups = {segment_of[e] for e in inside if e is not None}
         if all(len(group) == 1 for group in groups):
@@ -498,14 +502,6 @@ def program_to_map(program: Program, plan: Plan) -> Program:
     if not written:
         return bound
     return _as_program(bound, writer, tuple(body), {})
-
-
-def _statement_names(stmt: Stmt) -> list[str]:
-    if isinstance(stmt, (Assign, Anchor)):
-        return [stmt.name]
-    if isinstance(stmt, Loop):
-        return [name for inner in stmt.body for name in _statement_names(inner)]
-    return []
 
 
 def _named(

@@ -245,11 +245,12 @@ def _candidates(program: Program, chosen: list[_Key]) -> list[_Key]:
     """Every (loop, buffer) that qualifies, outermost loops first, leaving out a buffer
     already promoted by a chosen loop around it."""
     out: list[_Key] = []
+    buffers = _promotable(program)
     for loop, path, candidate in _kernel_loops(program):
         if not candidate:
             continue
         before = _statement_before(program, path)
-        for decl in _promotable(program):
+        for decl in buffers:
             taken = any(b == decl.name and path[: len(p)] == p and path != p for p, b in chosen)
             if not taken and _element(loop, decl.name, before) is not None:
                 out.append((path, decl.name))
