@@ -133,10 +133,21 @@ def test_the_order_is_proved_and_compiles_to_outer_product_code():
         body,
     )
     assert " if (" not in body
-    # the other blocks keep each point's guard: isl's bounds of the points, inside the same
-    # loops of constant trip counts
+    # the other blocks keep each point's guard: isl's bounds of the points, evaluated once
+    # into a mask of the thread's live points, whose bit the same loops of constant trip
+    # counts test inside the k loop
+    mask = re.search(
+        r"unsigned long long (\w+) = 0;.*\n\s*for \(int s_i = 0; s_i <= 3; \+\+s_i\) \{\n\s*if \(s_i <= [^\n]*\) \{\n"
+        r"\s*for \(int s_j = 0; s_j <= 3; \+\+s_j\) \{\n\s*if \(s_j <= [^\n]*\) \{\n"
+        r"\s*\1 \|= 1ULL << \(4 \* s_i \+ s_j\);",
+        edge,
+    )
+    assert mask
+    compute = edge[re.search(r"for \(int k = 16 \* kt;", edge).start() :]
     assert re.search(
-        r"for \(int s_j = 0; s_j <= 3; \+\+s_j\) \{\n\s*if \(s_j <= [^\n]*\) \{\s*// S\d: C_acc \+= ", edge
+        rf"for \(int s_j = 0; s_j <= 3; \+\+s_j\) \{{\n\s*if \(\({mask[1]} >> \(4 \* s_i \+ s_j\)\) & 1ULL\) \{{"
+        r"\s*// S\d: C_acc \+= ",
+        compute,
     )
 
 
@@ -266,3 +277,39 @@ def test_scips_objective_is_the_cost_of_its_decisions_with_the_fill_of_interleav
     mapping = optimize(program, pins={"i": {"seq": 8}})
     assert mapping.solver[0].status == "optimal"
     assert mapping.solver[0].objective == pytest.approx(mapping.costs[0].objective_s * 1e6, rel=1e-5)
+
+
+# every step of k writes each point's own element: a point outside the band that ran would
+# write into a neighbouring row's (or past the buffer)
+PER_POINT_WRITES = """
+param M
+param N
+param K
+in  A: f32[M, K]
+in  B: f32[N]
+out C: f32[M, N, K]
+par M i {
+  par N j {
+    seq K k {
+      C[i, j, k] = A[i, k] * B[j]
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("sizes", [{"M": 13, "N": 6, "K": 3}, {"M": 3, "N": 1, "K": 2}])
+def test_an_edge_blocks_live_points_mask_keeps_every_guard(sizes):
+    """An edge block's points inside the k loop run where a mask of the thread's live points
+    says (``AstPrinter._masked_nest``): it must hold every guard of the nest, or a point past
+    the band writes a neighbour's element of C."""
+    program = parse(PER_POINT_WRITES, name="per_point")
+    pins = {
+        "i": {"seq": 4, "distribution": "blocked", "interleave": True},
+        "j": {"seq": 4, "distribution": "blocked"},
+    }
+    kernel = compile(program, optimize(program, pins=pins))
+    edge = kernel.source.split(EDGE_BLOCK_LINE, 1)[1]
+    compute = edge[re.search(r"for \(int k = ", edge).start() :]
+    assert re.search(r"if \(\(live >> \(4 \* s_i \+ s_j\)\) & 1ULL\) \{\s*// S\d: C\[", compute)
+    _check_on_host(kernel, sizes)

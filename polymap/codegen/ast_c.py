@@ -66,6 +66,10 @@ class AstPrinter:
         # isl iterators printed as loops of constant bounds, the compiler to unroll them:
         # each with the least and greatest value it takes (``KernelSchedule.point_boxes``)
         self.boxes: Mapping[str, tuple[int, int]] = {}
+        # where set, the guards of the boxed loops inside another loop are read from a mask
+        # of the thread's live points computed once (``LiveMasks``)
+        self.live_masks: LiveMasks | None = None
+        self._loops = 0  # loops not boxed around the node being printed
 
     # -- expressions
 
@@ -209,7 +213,11 @@ class AstPrinter:
                 return self._boxed_loop(node, iterator, box, indent)
             it, c_type = self.names(iterator), self.c_type(iterator)
             init = self.expr(node.for_get_init())
-            body = self.node(node.for_get_body(), indent + 1)
+            self._loops += not node.for_is_degenerate()
+            try:
+                body = self.node(node.for_get_body(), indent + 1)
+            finally:
+                self._loops -= not node.for_is_degenerate()
             if node.for_is_degenerate():
                 return [f"{pad}{{", f"{pad}  const {c_type} {it} = {init};", *body, f"{pad}}}"]
             cond = self.expr(node.for_get_cond())
@@ -241,31 +249,168 @@ class AstPrinter:
         guard around the body where they say more than the box (an edge block's points): the
         same iterations, in a loop the compiler unrolls, so that a per-point buffer indexed
         by the iterator is indexed by constants and stays in registers."""
+        if self.live_masks is not None and self._loops:
+            masked = self._masked_nest(node, indent)
+            if masked is not None:
+                return masked
+        guards = self._box_guards(node, iterator, box)
+        body = self.node(node.for_get_body(), indent + 1 + bool(guards))
+        if guards:
+            pad = "  " * indent
+            body = [f"{pad}  if ({self.expr(_conjunction(guards))}) {{", *body, f"{pad}  }}"]
+        return self._box_lines(iterator, box, body, indent)
+
+    def _box_lines(self, iterator: str, box: tuple[int, int], body: list[str], indent: int) -> list[str]:
+        """``body`` inside a loop of ``iterator`` over ``box`` the compiler unrolls (a block
+        with the iterator a constant where the box has one value)."""
         pad = "  " * indent
         it, c_type = self.names(iterator), self.c_type(iterator)
         lo, hi = box
-        at, init = node.for_get_iterator(), node.for_get_init()
-        if node.for_is_degenerate():  # one value: the iterator equals isl's init
-            guards = [] if _is_int(init, lo) and lo == hi else [at.eq(init)]
-        else:
-            cond, inc = node.for_get_cond(), node.for_get_inc()
-            guards = [] if _is_int(init, lo) else [at.ge(init)]
-            if not _is_bound(cond, iterator, hi):
-                guards.append(cond)
-            if not _is_int(inc, 1):  # isl's stride: every inc-th value from init (past it: &&)
-                if not guards:
-                    guards.append(at.ge(init))
-                guards.append(at.sub(init).pdiv_r(inc).eq(isl.AstExpr.from_val(isl.Val(0))))
-        body = self.node(node.for_get_body(), indent + 1 + bool(guards))
-        if guards:
-            guard = guards[0]
-            for more in guards[1:]:
-                guard = guard.and_(more)
-            body = [f"{pad}  if ({self.expr(guard)}) {{", *body, f"{pad}  }}"]
         if lo == hi:
             return [f"{pad}{{", f"{pad}  const {c_type} {it} = {lo};", *body, f"{pad}}}"]
         loop = f"{pad}for ({c_type} {it} = {lo}; {it} <= {hi}; ++{it}) {{"
         return [f"{pad}POLYMAP_UNROLL", loop, *body, f"{pad}}}"]
+
+    @staticmethod
+    def _box_guards(node: isl.AstNode, iterator: str, box: tuple[int, int]) -> list[isl.AstExpr]:
+        """isl's bounds of the loop ``node`` that say more than ``box``: the conditions a
+        boxed loop puts around its body."""
+        lo, hi = box
+        at, init = node.for_get_iterator(), node.for_get_init()
+        if node.for_is_degenerate():  # one value: the iterator equals isl's init
+            return [] if _is_int(init, lo) and lo == hi else [at.eq(init)]
+        cond, inc = node.for_get_cond(), node.for_get_inc()
+        guards = [] if _is_int(init, lo) else [at.ge(init)]
+        if not _is_bound(cond, iterator, hi):
+            guards.append(cond)
+        if not _is_int(inc, 1):  # isl's stride: every inc-th value from init (past it: &&)
+            if not guards:
+                guards.append(at.ge(init))
+            guards.append(at.sub(init).pdiv_r(inc).eq(isl.AstExpr.from_val(isl.Val(0))))
+        return guards
+
+    def _masked_nest(self, node: isl.AstNode, indent: int) -> list[str] | None:
+        """A nest of boxed loops inside another loop (a thread's points inside a reduction
+        loop), its guards read from a mask of the thread's live points: one bit per point,
+        set where every guard of the nest holds, computed once where the printed code starts
+        (``LiveMasks``). The same points run, the same guards decide it; but the compiler,
+        which hoists each point's guard out of the loop around the nest, keeps one mask in
+        registers instead of a flag per point (batched_matmul: 208 registers with the flags,
+        126 with the mask; record 2026-11-29-live-point-masks). None where the nest's guards
+        depend on more than the sizes, the block, the thread and the nest's own iterators,
+        where it has no guard, or more than 64 points."""
+        chain: list[tuple[str, tuple[int, int], list[isl.AstExpr]]] = []
+        known = set(self.live_masks.invariant)
+        while True:
+            iterator = node.for_get_iterator().get_id().get_name()
+            box = self.boxes[iterator]
+            known.add(iterator)
+            guards = self._box_guards(node, iterator, box)
+            inner = node.for_get_body()
+            # isl's conditions between this loop and the next (an ``if`` without ``else``)
+            # join the loop's guards where they too depend on the point alone
+            while (
+                inner.get_type() == _N.if_
+                and not inner.if_has_else_node()
+                and _ids(inner.if_get_cond()) <= known
+            ):
+                guards.append(inner.if_get_cond())
+                inner = inner.if_get_then_node()
+            chain.append((iterator, box, guards))
+            if inner.get_type() != _N.for_ or inner.for_get_iterator().get_id().get_name() not in self.boxes:
+                break
+            node = inner
+        if not any(guards for _, _, guards in chain):
+            return None
+        if not all(_ids(g) <= known for _, _, guards in chain for g in guards):
+            return None
+        points = 1
+        for _, (lo, hi), _ in chain:
+            points *= hi - lo + 1
+        if points > 64:
+            return None
+        bit = self._point_bit(chain)
+        mask = self.live_masks.mask(self, chain, bit)
+        pad = "  " * (indent + len(chain))
+        body = self.node(inner, indent + len(chain) + 1)
+        lines = [f"{pad}if (({mask} >> ({bit})) & 1ULL) {{", *body, f"{pad}}}"]
+        for k in reversed(range(len(chain))):
+            iterator, box, _ = chain[k]
+            lines = self._box_lines(iterator, box, lines, indent + k)
+        return lines
+
+    def _point_bit(self, chain) -> str:
+        """The C expression of a point's bit in a mask over the nest ``chain``: the points in
+        the nest's order, the innermost loop's neighbours adjacent."""
+        terms, stride = [], 1
+        for iterator, (lo, hi), _ in reversed(chain):
+            it = self.names(iterator)
+            term = f"({it} - {lo})" if lo else it
+            terms.append(term if stride == 1 else f"{stride} * {term}")
+            stride *= hi - lo + 1
+        return " + ".join(reversed(terms))
+
+
+class LiveMasks:
+    """The masks of live points of one printed path of a kernel (``AstPrinter._masked_nest``):
+    ``invariant`` are the isl names fixed over the whole path (sizes, host indices, block
+    and thread coordinates), which a guard may mention; ``fresh`` gives a C name no other
+    name of the kernel has. A nest with the same loops and guards shares a mask."""
+
+    def __init__(self, invariant: frozenset[str], fresh: Callable[[str], str]) -> None:
+        self.invariant = invariant
+        self.fresh = fresh
+        self._names: dict[tuple, str] = {}
+        self._lines: list[str] = []
+
+    def mask(self, printer: AstPrinter, chain, bit: str) -> str:
+        """The name of the mask of ``chain`` (defining it the first time): a loop nest over
+        the nest's boxes that sets a point's bit where every guard of the nest holds, each
+        guard evaluated where the nest evaluates it (inside the guards of the loops around)."""
+        texts = tuple((it, box, tuple(printer.expr(g) for g in guards)) for it, box, guards in chain)
+        if texts in self._names:
+            return self._names[texts]
+        name = self.fresh("live")
+
+        def nest(k: int, depth: int) -> list[str]:
+            pad = "  " * depth
+            if k == len(chain):
+                return [f"{pad}{name} |= 1ULL << ({bit});"]
+            iterator, (lo, hi), guards = chain[k]
+            inner = nest(k + 1, depth + 1 + bool(guards))
+            if guards:
+                inner = [f"{pad}  if ({printer.expr(_conjunction(guards))}) {{", *inner, f"{pad}  }}"]
+            it, c_type = printer.names(iterator), printer.c_type(iterator)
+            return [f"{pad}for ({c_type} {it} = {lo}; {it} <= {hi}; ++{it}) {{", *inner, f"{pad}}}"]
+
+        body = nest(0, 0)
+        note = "// a bit per point of the thread: its guards hold (read inside the loops below)"
+        self._lines += [f"unsigned long long {name} = 0;  {note}", *body]
+        self._names[texts] = name
+        return name
+
+    def take(self, indent: int) -> list[str]:
+        """The masks' definitions made since the last call, indented by ``indent``: the next
+        path (a kernel's code for full blocks, then for the others) defines its own."""
+        lines, self._lines, self._names = self._lines, [], {}
+        return ["  " * indent + line for line in lines]
+
+
+def _conjunction(guards: list[isl.AstExpr]) -> isl.AstExpr:
+    guard = guards[0]
+    for more in guards[1:]:
+        guard = guard.and_(more)
+    return guard
+
+
+def _ids(e: isl.AstExpr) -> set[str]:
+    """The isl identifiers an AST expression mentions."""
+    kind = e.get_type()
+    if kind == _T.id:
+        return {e.get_id().get_name()}
+    if kind == _T.op:
+        return set().union(*(_ids(e.get_op_arg(k)) for k in range(e.get_op_n_arg())))
+    return set()
 
 
 def _is_int(e: isl.AstExpr, value: int) -> bool:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import islpy as isl
 
-from polymap.codegen.ast_c import AstPrinter
+from polymap.codegen.ast_c import AstPrinter, LiveMasks
 from polymap.codegen.cexpr import C_TYPE, StatementPrinter, linear_offset, records_faults
 from polymap.codegen.cnames import CNames
 from polymap.codegen.comments import comment, comment_text
@@ -410,14 +410,20 @@ class _Emitter:
         printer.boxes = schedule.point_boxes
         printer.leaf = lambda name, args, key: self.leaf(schedule, printer, name, args, key)
         self.size_ranges = {p: schedule.ranges[self.model.names[p]] for p in self.program.param_names}
+        # the names fixed over the kernel, which the guards of a live-points mask may mention
+        fixed = frozenset(schedule.hardware) | {self.model.names[p] for p in self.program.param_names}
+        printer.live_masks = masks = LiveMasks(fixed, self.cn.fresh)
         if schedule.full is None:
-            lines += printer.node(schedule.ast, 1)
+            body = printer.node(schedule.ast, 1)
+            lines += masks.take(1) + body
         else:  # full blocks run the code without the points' guards (``splits_full_blocks``)
             condition, full = schedule.full
             lines.append(f"  if ({printer.expr(condition)}) {{  {FULL_BLOCK_NOTE}")
-            lines += printer.node(full, 2)
+            body = printer.node(full, 2)
+            lines += masks.take(2) + body
             lines.append(EDGE_BLOCK_LINE)
-            lines += printer.node(schedule.ast, 2)
+            body = printer.node(schedule.ast, 2)
+            lines += masks.take(2) + body
             lines.append("  }")
         lines.append("}")
         launch = KernelLaunch(

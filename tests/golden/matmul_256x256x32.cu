@@ -636,6 +636,16 @@ extern "C" __global__ void __launch_bounds__(64, 1) matmul_256x256x32_kernel0(
       }
     }
   } else {  // a block at an edge: its points guarded
+    unsigned long long live = 0;  // a bit per point of the thread: its guards hold (read inside the loops below)
+    for (int s_i = 0; s_i <= 15; ++s_i) {
+      if (s_i <= pm_min(15, M - 32 * by - 16 * ty - 1)) {
+        for (int s_j = 0; s_j <= 1; ++s_j) {
+          if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
+            live |= 1ULL << (2 * s_i + s_j);
+          }
+        }
+      }
+    }
     POLYMAP_UNROLL
     for (int s_i = 0; s_i <= 15; ++s_i) {
       if (s_i <= pm_min(15, M - 32 * by - 16 * ty - 1)) {
@@ -691,13 +701,11 @@ extern "C" __global__ void __launch_bounds__(64, 1) matmul_256x256x32_kernel0(
       for (int k = 32 * kt; k <= pm_min(K - 1, 32 * kt + 31); ++k) {
         POLYMAP_UNROLL
         for (int s_i = 0; s_i <= 15; ++s_i) {
-          if (s_i <= pm_min(15, M - 32 * by - 16 * ty - 1)) {
-            POLYMAP_UNROLL
-            for (int s_j = 0; s_j <= 1; ++s_j) {
-              if (s_j <= pm_min(1, -2 * bx + pm_floord(N - tx - 1, 32))) {
-                // S1: C_acc += A[i, k] * B[k, j]
-                C_acc[(2 * s_i + s_j)] += A_sh[-32 * kt + k][16 * ty + s_i] * B_sh[-32 * kt + k][tx + 32 * s_j];
-              }
+          POLYMAP_UNROLL
+          for (int s_j = 0; s_j <= 1; ++s_j) {
+            if ((live >> (2 * s_i + s_j)) & 1ULL) {
+              // S1: C_acc += A[i, k] * B[k, j]
+              C_acc[(2 * s_i + s_j)] += A_sh[-32 * kt + k][16 * ty + s_i] * B_sh[-32 * kt + k][tx + 32 * s_j];
             }
           }
         }
