@@ -146,14 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         help="the on-chip store: elements (16384, 16K, 512K) or bytes with a unit (64KiB, 228KB; K is 1024)",
     )
-    planner.add_argument(
-        "--link",
-        action="append",
-        type=_link,
-        default=[],
-        metavar="BUFFER=MODE",
-        help="pin an intermediate: Q=dram (written back), Q=tiled (fused, a tile at a time), Q=whole (on chip whole)",
-    )
+    _link_option(planner)
     planner.add_argument("--json", action="store_true", help="print the plan as JSON (the same content)")
     planner.add_argument(
         "--program",
@@ -262,6 +255,7 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         help="first tile and fuse the einsum chain within CAPACITY (as `polymap plan`; 16K elements, 64KiB "
         "bytes) and map the segments it fuses a tile at a time as bands, the other nests as written",
     )
+    _link_option(parser, " (with --fuse)")
     parser.add_argument(
         "--fuse-if",
         choices=("faster", "always"),
@@ -325,6 +319,29 @@ def _seconds(text: str) -> float:
     if not math.isfinite(value) or value <= 0 or value > 1e9:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
+
+
+def _link_option(parser: argparse.ArgumentParser, scope: str = "") -> None:
+    parser.add_argument(
+        "--link",
+        action="append",
+        type=_link,
+        default=[],
+        metavar="BUFFER=MODE",
+        help="pin an intermediate of the plan: Q=dram (written back), Q=tiled (fused, a tile at a time), "
+        f"Q=whole (on chip whole){scope}",
+    )
+
+
+def _links(args: argparse.Namespace) -> dict[str, str]:
+    """``--link``'s pins as ``plan``'s ``links``; a buffer given twice is refused."""
+    from polymap.errors import ArgumentError
+
+    links = dict(args.link)
+    if len(links) < len(args.link):
+        twice = sorted({b for b, _ in args.link if sum(1 for c, _ in args.link if c == b) > 1})
+        raise ArgumentError(f"--link {', '.join(twice)} given more than once")
+    return links
 
 
 def _link(text: str) -> tuple[str, str]:
@@ -391,29 +408,32 @@ def _pins(items: list[tuple[str, str, str]]) -> dict:
     return pins
 
 
-def _load(args: argparse.Namespace, note=None):
+def _load(args: argparse.Namespace, note=None, fusion_note: bool = True):
     """The program of ``args.file`` with ``--size`` bound (and the defaults flat indices need);
-    the note saying which defaults were bound goes to ``note`` (default: stdout)."""
+    the note saying which defaults were bound goes to ``note`` (default: stdout), as does
+    what ``--fuse`` chose unless ``fusion_note`` is false (a report that carries it)."""
     from polymap.errors import ArgumentError
     from polymap.poly.affinity import analyze_binding_defaults, binding_note
 
     program = load(args.file).bind(**dict(args.size))
-    args.chosen_mapping = None
+    args.chosen_mapping = args.fusion_choice = None
     if getattr(args, "fuse_if", None) is not None and args.fuse is None:
         raise ArgumentError(
             f"--fuse-if {args.fuse_if} chooses between a fused program and the program as written; give --fuse too"
         )
+    if getattr(args, "link", None) and args.fuse is None:
+        raise ArgumentError("--link pins an intermediate of the plan; give --fuse too")
     if getattr(args, "fuse", None) is not None:
         from polymap.fused import choose_fusion
 
-        with step("plan: SCIP"):
-            choice = choose_fusion(
-                program, args.fuse, args.target, fuse_if=args.fuse_if, **_solver_options(args)
-            )
-        print(choice.note(), file=note or sys.stdout)
+        choice = choose_fusion(
+            program, args.fuse, args.target, fuse_if=args.fuse_if, links=_links(args), **_solver_options(args)
+        )
+        if fusion_note:
+            print(choice.note(), file=note or sys.stdout)
         # a fused program's kernels are checked against the program as written
         args.written_program = program.bind_defaults() if choice.fused else None
-        program, args.chosen_mapping = choice.program, choice.mapping
+        program, args.chosen_mapping, args.fusion_choice = choice.program, choice.mapping, choice
     program, model, bound = analyze_binding_defaults(program, context=args.context)
     if bound:
         print(binding_note(bound), file=note or sys.stdout)
@@ -432,17 +452,12 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from polymap.errors import ArgumentError
     from polymap.plan.planner import DEFAULT_TIME_LIMIT_S, plan
 
     program = load(args.file).bind(**dict(args.size))
     limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit
     with step("plan: SCIP"):
-        links = dict(args.link)
-        if len(links) < len(args.link):
-            twice = sorted({b for b, _ in args.link if sum(1 for c, _ in args.link if c == b) > 1})
-            raise ArgumentError(f"--link {', '.join(twice)} given more than once")
-        result = plan(program, args.capacity, links=links, time_limit_s=limit)
+        result = plan(program, args.capacity, links=_links(args), time_limit_s=limit)
     if args.json:
         import json
 
@@ -486,14 +501,18 @@ def _frontier(args: argparse.Namespace) -> int:
 
 
 def _map(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from polymap.mapping.solve import optimize
 
     if args.plot is not None:
         from polymap.plot import checked_plot_path
 
         checked_plot_path(args.plot)  # before the plan and the solve: a bad path costs nothing
-    program, _ = _load(args, note=sys.stderr if args.json else None)
+    program, _ = _load(args, note=sys.stderr if args.json else None, fusion_note=False)
     mapping = args.chosen_mapping or optimize(program, args.target, **_solver_options(args))
+    if args.fusion_choice is not None:  # the report says what --fuse chose
+        mapping = replace(mapping, fusion=args.fusion_choice.summary())
     if args.json:
         import json
 
@@ -513,8 +532,10 @@ def _compile(args: argparse.Namespace, program):
     target, pins, context and time limit, then compiled to CUDA C."""
     import polymap
 
-    if args.chosen_mapping is not None:  # mapped by --fuse to compare: proved again, not solved again
-        return polymap.compile(args.chosen_mapping.program, args.chosen_mapping, args.target)
+    if args.fusion_choice is not None:  # its mapping carries what --fuse chose
+        from polymap.fused import compile_choice
+
+        return compile_choice(args.fusion_choice, args.target, **_solver_options(args))
     # one pipeline run: optimizing first and passing the mapping would prove it twice
     return polymap.compile(program, None, args.target, **_solver_options(args))
 
@@ -679,7 +700,7 @@ def _run(args: argparse.Namespace) -> int:
     from polymap.runtime.host_sizes import host_run_sizes
 
     notes = sys.stderr if args.json else sys.stdout  # --json: stdout is the JSON document only
-    program, model = _load(args, note=notes)
+    program, model = _load(args, note=notes, fusion_note=False)  # the report or JSON says it
     sizes = _concrete_sizes(program)  # before optimizing: a missing size fails fast
     kernel = _compile(args, program)
     if not args.json:
@@ -687,7 +708,13 @@ def _run(args: argparse.Namespace) -> int:
     on_gpu = not args.host and gpu_available()
     asked = dict(sizes)
     if not on_gpu:
-        fit = host_run_sizes(model, sizes, given={name for name, _ in args.size})
+        fused = args.fusion_choice is not None and args.fusion_choice.fused
+        fit = host_run_sizes(
+            model,
+            sizes,
+            given={name for name, _ in args.size},
+            kept_by="the sizes --fuse planned at (a fused program's sizes are numbers)" if fused else None,
+        )
         if fit.note() is not None:
             print(fit.note(), file=notes)
         sizes = fit.sizes

@@ -6,13 +6,14 @@ sits above the mapping and the pipeline, which it calls.)"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polymap import kernel as _kernel
 from polymap.errors import ArgumentError
 from polymap.ir.nodes import Program
 from polymap.mapping import solve as _solve
-from polymap.mapping.result import Mapping
+from polymap.mapping.result import FusionSummary, Mapping
+from polymap.progress import step
 from polymap.targets import GpuTarget, get_target
 
 FUSE_IF = ("faster", "always")
@@ -26,8 +27,10 @@ FUSE_NOTE = """
     other nest stays as written). With ``fuse_if="faster"`` (the default, None) that program is
     mapped only where the cost model predicts it faster than the program as written (both
     are mapped to compare; ``choose_fusion`` says which and why); ``fuse_if="always"`` maps
-    it regardless. ``Mapping.program`` is the program mapped. A given mapping carries its own
-    program, so ``fuse`` is refused beside one."""
+    it regardless. ``links`` pin intermediates of the plan as ``plan``'s do (``{"Q":
+    "tiled"}``; ``--link Q=tiled``). ``Mapping.program`` is the program mapped, and ``Mapping.fusion`` says
+    what was chosen and why (the report's third line, ``"fusion"`` in its JSON). A given
+    mapping carries its own program, so ``fuse`` is refused beside one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,14 @@ class FusionChoice:
     @property
     def fused(self) -> bool:
         return self.planned is not None and self.program is self.planned
+
+    def summary(self) -> FusionSummary:
+        """The choice as the mapping carries it (``Mapping.fusion``)."""
+        fused, written = self.predicted_s if self.predicted_s is not None else (None, None)
+        planned = self.planned.name if self.planned is not None else None
+        return FusionSummary(
+            self.capacity, self.fused, planned, fused, written, self.not_compared, self.note()
+        )
 
     def note(self) -> str:
         """One line for the report: what the plan rewrote and which program is mapped."""
@@ -99,33 +110,68 @@ def choose_fusion(
     capacity = f"{get_target(target).shared_memory_per_block}B" if fuse is True else fuse
     # the planner's SCIP gets the time limit each mapping solve gets
     limit = {} if options.get("time_limit") is None else {"time_limit_s": options["time_limit"]}
-    candidate = fused_program(program, capacity, links=links, **limit)
+    with step("plan: SCIP"):
+        candidate = fused_program(program, capacity, links=links, **limit)
     label = str(capacity).strip()
     if candidate == program.bind_defaults():
         return FusionChoice(label, program, None)  # as given: its sizes stay arguments
     if fuse_if == "always":
         return FusionChoice(label, candidate, candidate)
-    written_mapping = _solve.optimize(program, target, **options)
-    try:
-        fused_mapping = _solve.optimize(candidate, target, **options)
-    except ArgumentError as err:
-        if options.get("pins") is None and options.get("context") is None:
-            raise
-        return FusionChoice(label, program, candidate, None, written_mapping, str(err))
+    with step("fuse: both programs mapped to compare"):
+        written_mapping = _solve.optimize(program, target, **options)
+        try:
+            fused_mapping = _solve.optimize(candidate, target, **options)
+        except ArgumentError as err:
+            if options.get("pins") is None and options.get("context") is None:
+                raise
+            return _carried(FusionChoice(label, program, candidate, None, written_mapping, str(err)))
     times = (sum(c.time_s for c in fused_mapping.costs), sum(c.time_s for c in written_mapping.costs))
     if times[0] < times[1]:
-        return FusionChoice(label, candidate, candidate, times, fused_mapping)
-    return FusionChoice(label, program, candidate, times, written_mapping)
+        return _carried(FusionChoice(label, candidate, candidate, times, fused_mapping))
+    return _carried(FusionChoice(label, program, candidate, times, written_mapping))
 
 
-def _checked(fuse, mapping: Mapping | None, fuse_if: str | None) -> bool:
-    """Whether ``fuse`` asks for a plan (refused beside a given mapping; ``fuse_if`` without
-    one is refused too: it would change nothing)."""
+def _carried(choice: FusionChoice) -> FusionChoice:
+    """``choice`` with its comparison's mapping carrying it (``Mapping.fusion``)."""
+    return replace(choice, mapping=replace(choice.mapping, fusion=choice.summary()))
+
+
+def compile_choice(choice: FusionChoice, target: str | GpuTarget = "h100", **options):
+    """The kernel of the program ``choice`` maps, its mapping carrying the choice: the
+    comparison's mapping proved again (not solved again), or the program optimized with
+    ``options`` (``polymap.kernel.compile``'s) and proved once."""
+    from polymap.pipeline import compile_program
+
+    if choice.mapping is not None:
+        return _kernel.compile(choice.mapping.program, choice.mapping, target)
+    known = {"pins", "context", "time_limit", "reassociate", "deterministic"}
+    if set(options) - known:
+        raise TypeError(f"compile() got an unexpected keyword argument {sorted(set(options) - known)[0]!r}")
+    return _kernel.Kernel(
+        compile_program(
+            choice.program,
+            None,
+            target,
+            pins=options.get("pins"),
+            context=options.get("context"),
+            time_limit=options.get("time_limit"),
+            reassociate=options.get("reassociate", True),
+            deterministic=options.get("deterministic", True),
+            fusion=choice.summary(),
+        )
+    )
+
+
+def _checked(fuse, mapping: Mapping | None, fuse_if: str | None, links: dict | None) -> bool:
+    """Whether ``fuse`` asks for a plan (refused beside a given mapping; ``fuse_if`` or
+    ``links`` without one are refused too: they would change nothing)."""
     if fuse is None or fuse is False:
         if fuse_if is not None:
             raise ArgumentError(
                 f"fuse_if={fuse_if!r} chooses between a fused program and the program as written; pass fuse too"
             )
+        if links is not None:
+            raise ArgumentError("links pin intermediates of the plan fuse makes; pass fuse too")
         return False
     if mapping is not None:
         raise ArgumentError(
@@ -142,23 +188,30 @@ def compile(
     *,
     fuse=None,
     fuse_if: str | None = None,
+    links: dict | None = None,
     **options,
 ):  # noqa: A001 (polymap.compile)
-    if not _checked(fuse, mapping, fuse_if):
+    if not _checked(fuse, mapping, fuse_if, links):
         return _kernel.compile(program, mapping, target, **options)
-    choice = choose_fusion(program, fuse, target, fuse_if=fuse_if, **options)
-    if choice.mapping is not None:  # mapped to compare: proved again, not solved again
-        return _kernel.compile(choice.mapping.program, choice.mapping, target)
-    return _kernel.compile(choice.program, None, target, **options)
+    choice = choose_fusion(program, fuse, target, fuse_if=fuse_if, links=links, **options)
+    return compile_choice(choice, target, **options)
 
 
 def optimize(
-    program: Program, target: str | GpuTarget = "h100", *, fuse=None, fuse_if: str | None = None, **options
+    program: Program,
+    target: str | GpuTarget = "h100",
+    *,
+    fuse=None,
+    fuse_if: str | None = None,
+    links: dict | None = None,
+    **options,
 ) -> Mapping:
-    if not _checked(fuse, None, fuse_if):
+    if not _checked(fuse, None, fuse_if, links):
         return _solve.optimize(program, target, **options)
-    choice = choose_fusion(program, fuse, target, fuse_if=fuse_if, **options)
-    return choice.mapping or _solve.optimize(choice.program, target, **options)
+    choice = choose_fusion(program, fuse, target, fuse_if=fuse_if, links=links, **options)
+    if choice.mapping is not None:
+        return choice.mapping
+    return replace(_solve.optimize(choice.program, target, **options), fusion=choice.summary())
 
 
 compile.__doc__ = (_kernel.compile.__doc__ or "") + FUSE_NOTE

@@ -36,7 +36,7 @@ from polymap.errors import ArgumentError, MappingError, SolverError
 from polymap.ir.atomics import check_determinism
 from polymap.ir.nodes import Program
 from polymap.ir.zero_starts import zero_start_notes
-from polymap.mapping.result import BandChoice, Mapping, given_report
+from polymap.mapping.result import BandChoice, FusionSummary, Mapping, given_report
 from polymap.mapping.solve import cost_kernels, cost_sizes, map_kernels, rebind
 from polymap.mapping.space import kernels, parse_pins
 from polymap.poly.model import PolyModel, analyze
@@ -257,8 +257,10 @@ def compile_program(
     time_limit: float | None,
     reassociate: bool = True,
     deterministic: bool = True,
+    fusion: FusionSummary | None = None,
 ) -> CudaProgram:
-    """The steps of ``polymap.compile``: optimize (or prove a given mapping), then emit."""
+    """The steps of ``polymap.compile``: optimize (or prove a given mapping), then emit;
+    ``fusion``: what ``fuse`` chose, for the mapping optimize makes to carry."""
     analyses = Analyses()
     if mapping is None:
         mapped = optimize_program(
@@ -271,6 +273,8 @@ def compile_program(
             reassociate=reassociate,
             deterministic=deterministic,
         )
+        if fusion is not None:
+            mapped = Mapped(replace(mapped.mapping, fusion=fusion), mapped.model)
     else:
         if pins is not None or context is not None or not reassociate or not deterministic:
             raise ArgumentError(

@@ -73,6 +73,12 @@ def test_sizes_the_context_ties_together_halve_together_and_a_run_over_the_limit
     stuck = host_run_sizes(analyze(parse(MATMUL)), DEFAULTS, given={"M", "N", "K"})
     assert not stuck.reduced and stuck.over
     assert "the sizes given with --size or the context keep it there" in stuck.note()
+    # a fused program's sizes are the plan's numbers: the note names what fixed them
+    planned = host_run_sizes(
+        analyze(parse(MATMUL).bind(**DEFAULTS)), {}, given=set(), kept_by="the sizes --fuse planned at"
+    )
+    assert planned.over and "and the sizes --fuse planned at keep it there" in planned.note()
+    assert "--size" not in planned.note()
     assert host_run_sizes(analyze(parse(MATMUL)), {"M": 8, "N": 8, "K": 8}, given=set()).note() is None
 
 

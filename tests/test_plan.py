@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -104,9 +105,12 @@ def test_an_epilogue_in_place_is_a_link_and_an_intermediate_read_twice_is_not():
 @pytest.mark.parametrize(
     ("source", "words"),
     [
-        ("in A: f32[8]\nout B: f32[8]\npar 7 i { B[i + 1] = A[i] }\n", "indexes B with `i + 1`"),
+        ("in A: f32[8]\nout B: f32[8]\npar 7 i { B[i + 1] = A[i] }\n", "indexes B with `i + 1`: the planner"),
+        ("in A: f32[8]\nout B: f32[8]\npar 7 i { B[i + 1] = A[i] }\n", "(affine combinations such as i + k"),
+        ("in A: f32[8]\nout B: f32[4]\npar 4 i { B[i] = A[i // 2] }\n", "(quasi-affine indices (with // or %)"),
         ("in A: f32[8, 8]\nout B: f32[8]\npar 8 i { B[i] = A[i, i] }\n", "indexes A twice with 'i'"),
-        ("in A: f32[8]\nout B: f32[1]\nseq 8 i { B[0] = A[i] }\n", "indexes B with `0`"),
+        ("in A: f32[8]\nout B: f32[1]\nseq 8 i { B[0] = A[i] }\n", "indexes B with `0`: the planner"),
+        ("in A: f32[8]\nout B: f32[1]\nseq 8 i { B[0] = A[i] }\n", "(a constant index is not"),
         ("in A: f32[8]\nout B: f32[8]\npar 8 i { if i < 4 { B[i] = A[i] } }\n", "runs under a condition"),
         ("in A: f32[8, 4]\nout B: f32[8]\npar 8 i { seq 4 k { B[i] = A[i, k] } }\n", "only the last value"),
     ],
@@ -524,7 +528,15 @@ def test_fuse_maps_the_fused_program_only_where_it_is_predicted_faster(capsys):
     at_1k = choose_fusion(program, "1K")
     assert main(["map", str(MODELS / "gpt3_attention_tiny.te"), "--fuse", "1K", "-q"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(at_1k.note() + "\n") and f"mapping of program {at_1k.program.name} " in out
+    assert out.startswith(f"mapping of program {at_1k.program.name} ")
+    assert out.splitlines()[2] == f"  {at_1k.note()}"  # the report's third line
+    # ... and its JSON, and the mapping polymap.optimize returns with fuse
+    assert main(["map", str(MODELS / "gpt3_attention_tiny.te"), "--fuse", "1K", "-q", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["fusion"]
+    assert data["fused"] is False and data["planned_program"] == "gpt3_attention_tiny_planned"
+    assert (data["predicted_fused_s"], data["predicted_as_written_s"]) == pytest.approx(at_1k.predicted_s)
+    assert polymap.optimize(program, fuse="1K").fusion == at_1k.summary()
+    assert polymap.optimize(program).fusion is None
     # the line docs/fusion.md shows is the one printed
     assert at_1k.note() in (MODELS.parent / "docs" / "fusion.md").read_text()
 
@@ -547,6 +559,27 @@ def test_fuse_if_without_fuse_is_refused_on_the_command_line(capsys):
     assert "--fuse-if always chooses between a fused program and the program as written; give --fuse too" in (
         capsys.readouterr().err
     )
+
+
+def test_links_reach_the_plan_from_the_api_and_the_command_line(capsys):
+    """``links`` / ``--link`` pin the plan's intermediates where ``fuse`` plans: Q tiled and S
+    written back at 2K is a fused program (it rewrites Q's segment), without them the plan at
+    2K rewrites nothing."""
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    links = {"Q": "tiled", "S": "dram"}
+    pinned = polymap.optimize(program, fuse="2K", links=links, fuse_if="always")
+    assert pinned.fusion.planned == "gpt3_attention_tiny_planned" and pinned.fusion.fused
+    assert polymap.optimize(program, fuse="2K", fuse_if="always").fusion.planned is None
+    tiny = str(MODELS / "gpt3_attention_tiny.te")
+    assert main(["map", tiny, "--fuse", "2K", "--link", "Q=tiled", "--link", "S=dram", "--json", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["fusion"]["planned_program"] == "gpt3_attention_tiny_planned"
+    # without fuse they would change nothing: refused, not ignored
+    with pytest.raises(ArgumentError, match="links pin intermediates of the plan fuse makes; pass fuse too"):
+        polymap.compile(program, links=links)
+    assert main(["emit", tiny, "--link", "Q=tiled", "-q"]) != 0
+    assert "--link pins an intermediate of the plan; give --fuse too" in capsys.readouterr().err
+    assert main(["map", tiny, "--fuse", "2K", "--link", "Q=tiled", "--link", "Q=dram", "-q"]) != 0
+    assert "--link Q given more than once" in capsys.readouterr().err
 
 
 def test_fuse_that_rewrites_nothing_keeps_the_sizes_free():
@@ -583,6 +616,7 @@ def test_run_with_fuse_checks_the_kernels_against_the_program_in_the_file(monkey
     assert main(["run", tiny, "--fuse", "1K", "--fuse-if", "always", "--host", "--no-reassociate", "-q"]) == 0
     out = capsys.readouterr().out
     assert "mapping gpt3_attention_tiny_planned" in out and "O: max abs error 0.0e+00" in out
+    assert out.count("planned within 1K") == 1  # in the report, not printed before it too
     assert seen == ["gpt3_attention_tiny"]
 
 

@@ -258,6 +258,8 @@ class _Emitter:
         # the file's name only: the text must not depend on where the checkout lives
         lines = [f"program {program.name}" + (f" ({Path(program.source).name})" if program.source else "")]
         lines.append(f"target {m.target.name}")
+        if m.fusion is not None:
+            lines.append(m.fusion.note)
         if program.bindings:
             lines.append("sizes bound: " + ", ".join(f"{n} = {v}" for n, v in program.bindings))
         if program.params:

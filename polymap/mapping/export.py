@@ -65,6 +65,8 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
             for choice in mapping.splits
         ],
         "notes": list(mapping.notes),
+        # what --fuse / fuse= chose (null: none asked)
+        "fusion": mapping.fusion.to_json() if mapping.fusion is not None else None,
         "scans": [
             {
                 "loop": choice.loop,

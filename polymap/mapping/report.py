@@ -55,6 +55,8 @@ def format_mapping(mapping: Mapping, *, proofs: bool = False) -> str:
         f"mapping of program {mapping.program.name} for {mapping.target.name}",
         f"  cost estimated at {sizes}",
     ]
+    if mapping.fusion is not None:
+        lines.append(f"  {mapping.fusion.note}")
     for kernel, cost, report in zip(mapping.kernels, mapping.costs, mapping.solver):
         lines.append("")
         lines.extend(format_kernel(kernel))

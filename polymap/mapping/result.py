@@ -269,6 +269,34 @@ def options_text(options, chosen: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class FusionSummary:
+    """What ``fuse`` chose for a mapped program (``polymap.fused.FusionChoice.summary``):
+    the capacity planned within, whether the program mapped is the fused one, the fused
+    program's name (None where the plan rewrote nothing), the cost model's predicted time
+    of each where both were mapped to compare, why they were not compared, and the line
+    the report gives."""
+
+    capacity: str
+    fused: bool
+    planned: str | None
+    predicted_fused_s: float | None
+    predicted_as_written_s: float | None
+    not_compared: str | None
+    note: str
+
+    def to_json(self) -> dict:
+        return {
+            "capacity": self.capacity,
+            "fused": self.fused,
+            "planned_program": self.planned,
+            "predicted_fused_s": self.predicted_fused_s,
+            "predicted_as_written_s": self.predicted_as_written_s,
+            "not_compared": self.not_compared,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Mapping:
     """A mapped program: one KernelMapping per kernel, its predicted cost, SCIP's report
     per kernel, and the sizes the cost was estimated at (the mapping itself is verified
@@ -290,6 +318,7 @@ class Mapping:
     notes: tuple[str, ...] = ()
     # whether a float scatter's atomics (an order of rounding that varies) were refused
     deterministic: bool = True
+    fusion: FusionSummary | None = None  # what ``fuse`` chose (None: no fuse asked)
 
     def __repr__(self) -> str:
         """One line (``str`` is the whole report)."""

@@ -20,7 +20,21 @@ import math
 from dataclasses import dataclass
 
 from polymap.errors import PlanError
-from polymap.ir.nodes import Assign, AssignOp, BufferKind, Const, Gather, IConst, IVar, Neg, Program, Read
+from polymap.ir.nodes import (
+    Assign,
+    AssignOp,
+    BufferKind,
+    Const,
+    Gather,
+    IBin,
+    IConst,
+    IndexOp,
+    INeg,
+    IVar,
+    Neg,
+    Program,
+    Read,
+)
 from polymap.ir.walk import StatementContext, local_buffers, statements
 
 
@@ -258,15 +272,34 @@ def _einsum(
     return Einsum(stmt.name, names, tuple(dims), tuple(tensors), reads_initial, str(stmt), stmt.loc)
 
 
+def _why_not_one_index(index) -> str:
+    """Why an access's index is not one loop index, in the words of what it is."""
+    if isinstance(index, Gather):
+        return "a gathered index (read from a buffer) has no tile the planner can count"
+    if isinstance(index, IConst):
+        return "a constant index is not an einsum's one-index-per-dimension access"
+    if isinstance(index, IVar):
+        return f"'{index.name}' is not a loop of the statement"
+    if any(isinstance(e, IBin) and e.op in (IndexOp.FLOORDIV, IndexOp.MOD) for e in _index_terms(index)):
+        return "quasi-affine indices (with // or %) such as p // N are not an einsum's one-index-per-dimension access"
+    return "affine combinations such as i + k are not an einsum's one-index-per-dimension access"
+
+
+def _index_terms(index):
+    """``index`` and every sub-expression of it."""
+    yield index
+    if isinstance(index, IBin):
+        yield from _index_terms(index.lhs)
+        yield from _index_terms(index.rhs)
+    elif isinstance(index, INeg):
+        yield from _index_terms(index.operand)
+
+
 def _tensor_use(program: Program, access: Read, is_output: bool, sizes: dict[str, int], refuse) -> TensorUse:
     names: list[str] = []
     for index in access.indices:
         if not isinstance(index, IVar) or index.name not in sizes:
-            why = (
-                "a gathered index (read from a buffer) has no tile the planner can count"
-                if isinstance(index, Gather)
-                else "affine combinations such as i + k are not an einsum's one-index-per-dimension access"
-            )
+            why = _why_not_one_index(index)
             raise refuse(
                 f"indexes {access.buffer} with `{index}`: the planner needs each index to be one loop index ({why})"
             )

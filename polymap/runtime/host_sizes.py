@@ -34,6 +34,7 @@ class HostSizes:
     flops: int
     bytes_asked: int = 0  # of every buffer of the program
     bytes: int = 0
+    kept_by: str = "the sizes given with --size or the context"  # what keeps sizes from shrinking
 
     @property
     def reduced(self) -> bool:
@@ -49,7 +50,7 @@ class HostSizes:
         None when the program is within the limit as asked."""
 
         def shown(sizes):
-            return ", ".join(f"{k} = {v}" for k, v in sizes.items()) or "the sizes given"
+            return ", ".join(f"{k} = {v}" for k, v in sizes.items()) or "its bound sizes"
 
         if not self.reduced and not self.over:
             return None
@@ -59,15 +60,8 @@ class HostSizes:
             asked += f" on {self.bytes_asked:.3g} bytes of buffers"
             limit = f"more than a host run does in reasonable time and memory ({HOST_FLOPS:.0e}, {HOST_BYTES:.3g} bytes)"
         if not self.reduced:
-            return (
-                f"{asked}, {limit}, and the sizes given with --size or the context keep it there: "
-                "the run may take long"
-            )
-        still = (
-            ", still over the limit: the sizes given with --size or the context allow no smaller"
-            if self.over
-            else ""
-        )
+            return f"{asked}, {limit}, and {self.kept_by} keep it there: the run may take long"
+        still = f", still over the limit: {self.kept_by} allow no smaller" if self.over else ""
         return (
             f"{asked}, {limit}: running on the host at {shown(self.sizes)} ({self.flops:.3g} operations"
             + (f", {self.bytes:.3g} bytes" if self.bytes_asked > HOST_BYTES else "")
@@ -93,10 +87,13 @@ def program_flops(model: PolyModel, sizes: dict[str, int]) -> int:
     return sum(statement_flops(s.stmt) * model.instance_count(s.name, sizes) for s in model.statements)
 
 
-def host_run_sizes(model: PolyModel, sizes: dict[str, int], given: set[str]) -> HostSizes:
+def host_run_sizes(
+    model: PolyModel, sizes: dict[str, int], given: set[str], kept_by: str | None = None
+) -> HostSizes:
     """``sizes`` when the program is within ``HOST_FLOPS`` at them, else smaller ones, within
     ``HOST_FIT_FLOPS`` where the sizes given allow (see the module doc); the sizes named in
-    ``given`` are never changed."""
+    ``given`` are never changed. ``kept_by`` says what fixed the sizes, for the note (by
+    default the sizes given and the context; a fused program's are the plan's numbers)."""
     asked = dict(sizes)
     flops = first = program_flops(model, sizes)
     nbytes = first_bytes = program_bytes(model, sizes)
@@ -118,4 +115,4 @@ def host_run_sizes(model: PolyModel, sizes: dict[str, int], given: set[str]) -> 
             smaller = together
         current = smaller
         flops, nbytes = program_flops(model, current), program_bytes(model, current)
-    return HostSizes(current, asked, first, flops, first_bytes, nbytes)
+    return HostSizes(current, asked, first, flops, first_bytes, nbytes, *([kept_by] if kept_by else []))
