@@ -487,6 +487,9 @@ def test_a_fused_segment_is_written_as_its_einsums_over_the_band_tile():
   }
 }"""
     assert format_program(mapped).rstrip().endswith(segment)
+    # S lives in its band tiles only: no global buffer is declared (or allocated) for it;
+    # Q, written back, keeps its own
+    assert {d.name for d in mapped.buffers} == {"X", "Wq", "Q", "K", "V", "O"}
     arrays = _inputs(program.bind_defaults())
     np.testing.assert_array_equal(
         polymap.reference(mapped, **arrays)["O"], polymap.reference(program, **arrays)["O"]

@@ -110,6 +110,7 @@ class _Writer:
         self.plan = plan
         self.names = _Names(program)
         self.buffers: list[BufferDecl] = list(program.buffers)
+        self.tiled: set[str] = set()  # the intermediates a band tile stands for in their segment
         self.copies: list[
             tuple[int, int, str, str]
         ] = []  # (einsum, tensor, buffer, direction), in text order
@@ -190,6 +191,7 @@ class _Writer:
                 )
             )
             tiles[link.producer] = name
+            self.tiled.add(use.buffer)
         for e, bands in zip(group, band_vars, strict=True):
             inner += write(e, bands, tiles)
         nest: list[Stmt] = inner
@@ -436,9 +438,16 @@ def planned_program(program: Program, plan: Plan) -> PlannedProgram:
     return PlannedProgram(parsed, copies)
 
 
-def _as_program(bound: Program, writer: _Writer, body: tuple[Stmt, ...], names: dict[str, str]) -> Program:
+def _as_program(
+    bound: Program,
+    writer: _Writer,
+    body: tuple[Stmt, ...],
+    names: dict[str, str],
+    drop: frozenset[str] = frozenset(),
+) -> Program:
     """``body`` as ``bound``'s planned program, its statements named in text order (``names``
-    maps each copy's marker to its name), checked to read back from its own text."""
+    maps each copy's marker to its name), without the temporaries ``drop``, checked to read
+    back from its own text (a statement left naming one would not)."""
     from polymap.ir.parse import parse
     from polymap.ir.printer import format_program
 
@@ -446,7 +455,8 @@ def _as_program(bound: Program, writer: _Writer, body: tuple[Stmt, ...], names: 
     # a tile declared outside every loop (a segment without a band) is program-wide
     hoisted = [stmt.decl for stmt in body if isinstance(stmt, New)]
     body = tuple(stmt for stmt in body if not isinstance(stmt, New))
-    rewritten = Program(f"{bound.name}_planned", (), tuple(writer.buffers + hoisted), body)
+    kept = [d for d in writer.buffers if not (d.kind is BufferKind.NEW and d.name in drop)]
+    rewritten = Program(f"{bound.name}_planned", (), tuple(kept + hoisted), body)
     # the text must read back as this very program: what a user sees is what ran
     parsed = parse(format_program(rewritten), name=rewritten.name, source=f"<the plan of {bound.name}>")
     if parsed != rewritten:
@@ -501,7 +511,9 @@ def program_to_map(program: Program, plan: Plan) -> Program:
             body += writer.gpu_segment(group)
     if not written:
         return bound
-    return _as_program(bound, writer, tuple(body), {})
+    # an intermediate of a rewritten segment lives in its band tiles only (the plan keeps
+    # it on chip: nothing outside the segment reads it), so no global buffer is allocated
+    return _as_program(bound, writer, tuple(body), {}, frozenset(writer.tiled))
 
 
 def _named(
