@@ -822,7 +822,7 @@ class ScipModel(StagingConstraints, StartHints):
             scip.addCons(ls <= g + MAX_LOG_SEQ * (1 - self.blk[j]))
         if pin.interleave is not None:  # the kernel's decision, pinned through one of its loops
             scip.addCons(self.inter == (1 if pin.interleave else 0))
-        if pin.lanes is not None and self.p.spread:  # the kernel's too (``_check_lane_pins``)
+        if pin.lanes is not None and self.p.spread:  # the kernel's too (``pin_checks.check_lane_pins``)
             scip.addCons(self.w == (1 if pin.lanes > 1 else 0))
             if pin.lanes > 1:
                 scip.addCons(self.lw == log2_floor(pin.lanes) - self.log_warp)
