@@ -87,7 +87,7 @@ from polymap.ir.nodes import (
     operand_reads,
     reads_of,
 )
-from polymap.ir.walk import walk_block
+from polymap.ir.walk import fresh_name, names_in_use, walk_block
 from polymap.poly.model import analyze as analyze_program
 
 __all__ = ["promote_accumulators", "renumber_statements"]
@@ -288,15 +288,11 @@ def _rewrite(program: Program, chosen: list[_Key], unloaded: set[_Key] | frozens
     """Apply exactly the promotions ``chosen`` and renumber the statements; those of
     ``unloaded`` (a temporary's element that nothing wrote before the loop) without the
     load: their register starts undefined, as the element did."""
-    used = set(program.param_names) | {n for n, _ in program.bindings}
-    used |= {b.name for b in program.all_buffers()}
-    used |= {loop.index for loop, _, _ in _kernel_loops(program)}
+    used = names_in_use(program)
     decls = {b.name: b for b in _promotable(program)}
 
     def fresh(buffer: str) -> str:
-        name, n = f"{buffer}_acc", 2
-        while name in used:
-            name, n = f"{buffer}_acc{n}", n + 1
+        name = fresh_name(f"{buffer}_acc", used)
         used.add(name)
         return name
 
