@@ -425,6 +425,12 @@ def _load(args: argparse.Namespace, note=None, fusion_note: bool = True):
         raise ArgumentError("--link pins an intermediate of the plan; give --fuse too")
     if getattr(args, "fuse", None) is not None:
         from polymap.fused import choose_fusion
+        from polymap.plan.planner import Capacity
+
+        try:
+            Capacity.parse(args.fuse)
+        except ArgumentError as err:
+            raise ArgumentError(f"--fuse: {err}") from None
 
         choice = choose_fusion(
             program, args.fuse, args.target, fuse_if=args.fuse_if, links=_links(args), **_solver_options(args)
@@ -774,8 +780,9 @@ def _run(args: argparse.Namespace) -> int:
         document = {
             "mapping": kernel.mapping.to_json(),
             "seed": args.seed,
-            "sizes": sizes,
-            "sizes_asked": asked,
+            # a fused program's sizes are numbers in it: the plan's
+            "sizes": sizes or dict(kernel.mapping.fusion.sizes if kernel.mapping.fusion else ()),
+            "sizes_asked": asked or dict(kernel.mapping.fusion.sizes if kernel.mapping.fusion else ()),
             "outputs": [{k: v for k, v in c.items() if k != "text"} for c in compared],
             "ok": ok if args.reference else None,
             "ran": ran,

@@ -13,6 +13,7 @@ from polymap.errors import ArgumentError
 from polymap.ir.nodes import Program
 from polymap.mapping import solve as _solve
 from polymap.mapping.result import FusionSummary, Mapping
+from polymap.plan.planner import Capacity
 from polymap.progress import step
 from polymap.targets import GpuTarget, get_target
 
@@ -48,6 +49,8 @@ class FusionChoice:
     # why the fused program was not compared: the pins or context given name the program
     # as written, and do not apply to it (its loops are the plan's, its sizes bound)
     not_compared: str | None = None
+    links: tuple[tuple[str, str], ...] = ()  # the plan's pinned intermediates, as given
+    sizes: tuple[tuple[str, int], ...] = ()  # the sizes the plan was made at
 
     @property
     def fused(self) -> bool:
@@ -58,16 +61,25 @@ class FusionChoice:
         fused, written = self.predicted_s if self.predicted_s is not None else (None, None)
         planned = self.planned.name if self.planned is not None else None
         return FusionSummary(
-            self.capacity, self.fused, planned, fused, written, self.not_compared, self.note()
+            self.capacity,
+            self.fused,
+            planned,
+            fused,
+            written,
+            self.not_compared,
+            self.note(),
+            self.links,
+            self.sizes,
         )
 
     def note(self) -> str:
         """One line for the report: what the plan rewrote and which program is mapped."""
-        head = f"planned within {self.capacity}: "
+        pinned = ", ".join(f"{b}={m}" for b, m in self.links)
+        head = f"planned within {self.capacity}" + (f" with {pinned}" if pinned else "") + ": "
         if self.planned is None:
             return head + (
-                f"no segment fused a tile at a time to rewrite (each is unfused, kept whole, or one nest "
-                f"as written): mapping {self.program.name} as written"
+                f"no segment fused a tile at a time to rewrite (each is unfused, kept whole, one nest as "
+                f"written, or fused with a band of one tile): mapping {self.program.name} as written"
             )
         if self.not_compared is not None:
             return head + (
@@ -107,33 +119,43 @@ def choose_fusion(
     fuse_if = "faster" if fuse_if is None else fuse_if
     if fuse_if not in FUSE_IF:
         raise ArgumentError(f"fuse_if is one of {', '.join(map(repr, FUSE_IF))}, not {fuse_if!r}")
-    capacity = f"{get_target(target).shared_memory_per_block}B" if fuse is True else fuse
+    capacity = Capacity.parse(f"{get_target(target).shared_memory_per_block}B" if fuse is True else fuse)
     # the planner's SCIP gets the time limit each mapping solve gets
     limit = {} if options.get("time_limit") is None else {"time_limit_s": options["time_limit"]}
     with step("plan: SCIP"):
         candidate = fused_program(program, capacity, links=links, **limit)
-    label = str(capacity).strip()
+    made = {
+        "links": tuple((links or {}).items()),
+        "sizes": program.bind_defaults().bindings,
+    }
+    label = str(capacity)
     if candidate == program.bind_defaults():
-        return FusionChoice(label, program, None)  # as given: its sizes stay arguments
+        return FusionChoice(label, program, None, **made)  # as given: its sizes stay arguments
     if fuse_if == "always":
-        return FusionChoice(label, candidate, candidate)
+        return FusionChoice(label, candidate, candidate, **made)
+    given = [what for what, key in (("pins", "pins"), ("a context", "context")) if options.get(key)]
     with step("fuse: both programs mapped to compare"):
         written_mapping = _solve.optimize(program, target, **options)
-        try:
-            fused_mapping = _solve.optimize(candidate, target, **options)
-        except ArgumentError as err:
-            if options.get("pins") is None and options.get("context") is None:
-                raise
-            return _carried(FusionChoice(label, program, candidate, None, written_mapping, str(err)))
+        if given:  # they name the loops and sizes of the program as written, not the fused one's
+            why = f"{' and '.join(given)} given"
+            return _carried(FusionChoice(label, program, candidate, None, written_mapping, why, **made))
+        fused_mapping = _solve.optimize(candidate, target, **options)
     times = (sum(c.time_s for c in fused_mapping.costs), sum(c.time_s for c in written_mapping.costs))
     if times[0] < times[1]:
-        return _carried(FusionChoice(label, candidate, candidate, times, fused_mapping))
-    return _carried(FusionChoice(label, program, candidate, times, written_mapping))
+        return _carried(FusionChoice(label, candidate, candidate, times, fused_mapping, **made))
+    return _carried(FusionChoice(label, program, candidate, times, written_mapping, **made))
 
 
 def _carried(choice: FusionChoice) -> FusionChoice:
     """``choice`` with its comparison's mapping carrying it (``Mapping.fusion``)."""
     return replace(choice, mapping=replace(choice.mapping, fusion=choice.summary()))
+
+
+def _compile_options(options: dict) -> None:
+    """A keyword ``polymap.compile`` does not take is refused as Python refuses it."""
+    unknown = sorted(set(options) - {"pins", "context", "time_limit", "reassociate", "deterministic"})
+    if unknown:
+        raise TypeError(f"compile() got an unexpected keyword argument {unknown[0]!r}")
 
 
 def compile_choice(choice: FusionChoice, target: str | GpuTarget = "h100", **options):
@@ -144,9 +166,7 @@ def compile_choice(choice: FusionChoice, target: str | GpuTarget = "h100", **opt
 
     if choice.mapping is not None:
         return _kernel.compile(choice.mapping.program, choice.mapping, target)
-    known = {"pins", "context", "time_limit", "reassociate", "deterministic"}
-    if set(options) - known:
-        raise TypeError(f"compile() got an unexpected keyword argument {sorted(set(options) - known)[0]!r}")
+    _compile_options(options)
     return _kernel.Kernel(
         compile_program(
             choice.program,
@@ -193,6 +213,7 @@ def compile(
 ):  # noqa: A001 (polymap.compile)
     if not _checked(fuse, mapping, fuse_if, links):
         return _kernel.compile(program, mapping, target, **options)
+    _compile_options(options)  # before the plan and the comparison's solves
     choice = choose_fusion(program, fuse, target, fuse_if=fuse_if, links=links, **options)
     return compile_choice(choice, target, **options)
 

@@ -420,7 +420,7 @@ def test_the_fused_program_maps_compiles_and_runs_on_the_host(tmp_path, capsys):
     path.write_text(FC)
     assert main(["run", str(path), "--fuse", "6", "--fuse-if", "always", "--host", "-q"]) == 0
     out = capsys.readouterr().out
-    assert "planned within 6: mapping fc_planned" in out and "C: max abs error 0.0e+00" in out
+    assert "planned within 6 elements: mapping fc_planned" in out and "C: max abs error 0.0e+00" in out
 
 
 @pytest.mark.parametrize("fuse", [True, "1K", "4KiB"])
@@ -575,7 +575,13 @@ def test_links_reach_the_plan_from_the_api_and_the_command_line(capsys):
     assert polymap.optimize(program, fuse="2K", fuse_if="always").fusion.planned is None
     tiny = str(MODELS / "gpt3_attention_tiny.te")
     assert main(["map", tiny, "--fuse", "2K", "--link", "Q=tiled", "--link", "S=dram", "--json", "-q"]) == 0
-    assert json.loads(capsys.readouterr().out)["fusion"]["planned_program"] == "gpt3_attention_tiny_planned"
+    data = json.loads(capsys.readouterr().out)["fusion"]
+    assert data["planned_program"] == "gpt3_attention_tiny_planned"
+    # the links and the plan's sizes are recorded with the choice, and the note names them
+    assert data["links"] == links and data["plan_sizes"] == {"SEQ": 32, "DIM": 128}
+    assert data["note"].startswith("planned within 2048 elements with Q=tiled, S=dram: ")
+    # a fused program's report gives the plan's sizes (they are numbers in it)
+    assert "cost estimated at SEQ = 32, DIM = 128 (the plan's sizes" in pinned.report()
     # without fuse they would change nothing: refused, not ignored
     with pytest.raises(ArgumentError, match="links pin intermediates of the plan fuse makes; pass fuse too"):
         polymap.compile(program, links=links)
@@ -583,6 +589,16 @@ def test_links_reach_the_plan_from_the_api_and_the_command_line(capsys):
     assert "--link pins an intermediate of the plan; give --fuse too" in capsys.readouterr().err
     assert main(["map", tiny, "--fuse", "2K", "--link", "Q=tiled", "--link", "Q=dram", "-q"]) != 0
     assert "--link Q given more than once" in capsys.readouterr().err
+
+
+def test_the_fusion_note_reaches_the_header_and_bad_options_are_named():
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    kernel = polymap.compile(program, fuse="1K", fuse_if="always")
+    note = kernel.mapping.fusion.note
+    assert f"// {note}" in kernel.source and f"// {note}" in kernel.header()
+    # (from a review) a keyword compile does not take is refused as compile's, before any solve
+    with pytest.raises(TypeError, match="compile\\(\\) got an unexpected keyword argument 'bogus'"):
+        polymap.compile(program, fuse="1K", bogus=1)
 
 
 def test_fuse_that_rewrites_nothing_keeps_the_sizes_free():
@@ -598,9 +614,15 @@ def test_pins_of_the_program_as_written_skip_the_comparison_and_say_so():
     program = polymap.load(MODELS / "gpt3_attention_tiny.te")
     choice = choose_fusion(program, "1K", pins={"t": {"threads": 32}})
     assert choice.program is program and choice.predicted_s is None
-    assert "pin 't'" in choice.not_compared
+    assert choice.not_compared == "pins given"
     assert "was not mapped" in choice.note() and "mapping gpt3_attention_tiny as written" in choice.note()
     assert polymap.optimize(program, fuse="1K", pins={"t": {"threads": 32}}).program.name == program.name
+    # (from a review) a pin whose loop the fused program has too is not applied to it:
+    # the fused program is not compared at all (d is a loop of both)
+    both = choose_fusion(program, "1K", pins={"d": {"threads": 128}})
+    assert both.program is program and both.predicted_s is None and both.not_compared == "pins given"
+    with_context = choose_fusion(program, "1K", context="SEQ >= 32")
+    assert with_context.not_compared == "a context given"
 
 
 def test_run_with_fuse_checks_the_kernels_against_the_program_in_the_file(monkeypatch, capsys):
@@ -619,7 +641,7 @@ def test_run_with_fuse_checks_the_kernels_against_the_program_in_the_file(monkey
     assert main(["run", tiny, "--fuse", "1K", "--fuse-if", "always", "--host", "--no-reassociate", "-q"]) == 0
     out = capsys.readouterr().out
     assert "mapping gpt3_attention_tiny_planned" in out and "O: max abs error 0.0e+00" in out
-    assert out.count("planned within 1K") == 1  # in the report, not printed before it too
+    assert out.count("planned within 1024 elements") == 1  # in the report, not printed before it too
     assert seen == ["gpt3_attention_tiny"]
 
 
@@ -644,7 +666,7 @@ def test_fuse_gives_the_planner_the_time_limit_and_checks_a_plot_path_first(monk
     monkeypatch.setattr(planner_module, "plan", spy)
     program = polymap.load(MODELS / "gpt3_attention_tiny.te")
     choice = choose_fusion(program, " 1K", time_limit=7.5)
-    assert limits == [7.5] and choice.note().startswith("planned within 1K: ")
+    assert limits == [7.5] and choice.note().startswith("planned within 1024 elements: ")
 
     def never(*args, **kwargs):
         raise AssertionError("planned before the plot path was checked")

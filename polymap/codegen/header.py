@@ -60,6 +60,7 @@ def launcher_header(cuda: CudaProgram, source_name: str = "the emitted .cu file"
         "// 65535 launch in parts),",
         "// POLYMAP_ERROR_FAULT when a statement divided an i32 value by zero, or the CUDA error",
         "// of a failed launch or allocation.",
+        *([comment(cuda.mapping.fusion.note)] if cuda.mapping.fusion is not None else []),
         *_scratch_lines(cuda),
         f"#ifndef {guard}",
         f"#define {guard}",

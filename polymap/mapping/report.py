@@ -51,6 +51,9 @@ def format_mapping(mapping: Mapping, *, proofs: bool = False) -> str:
     """The report: per kernel the mapped loop nest, the cost table and SCIP's line; then the
     total and what isl proved, in one line (``proofs``: one line per obligation)."""
     sizes = ", ".join(f"{n} = {v}" for n, v in mapping.program.bindings + mapping.cost_sizes) or "no sizes"
+    if mapping.fusion is not None and mapping.fusion.fused and mapping.fusion.sizes:
+        planned = ", ".join(f"{n} = {v}" for n, v in mapping.fusion.sizes)
+        sizes = f"{planned} (the plan's sizes, numbers in the fused program)"
     lines = [
         f"mapping of program {mapping.program.name} for {mapping.target.name}",
         f"  cost estimated at {sizes}",

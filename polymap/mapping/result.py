@@ -273,8 +273,9 @@ class FusionSummary:
     """What ``fuse`` chose for a mapped program (``polymap.fused.FusionChoice.summary``):
     the capacity planned within, whether the program mapped is the fused one, the fused
     program's name (None where the plan rewrote nothing), the cost model's predicted time
-    of each where both were mapped to compare, why they were not compared, and the line
-    the report gives."""
+    of each where both were mapped to compare, why they were not compared, the line the
+    report gives, the links pinned and the sizes the plan was made at (a fused program's
+    are numbers in it)."""
 
     capacity: str
     fused: bool
@@ -283,6 +284,8 @@ class FusionSummary:
     predicted_as_written_s: float | None
     not_compared: str | None
     note: str
+    links: tuple[tuple[str, str], ...] = ()  # the plan's pinned intermediates
+    sizes: tuple[tuple[str, int], ...] = ()  # the sizes the plan was made at
 
     def to_json(self) -> dict:
         return {
@@ -292,6 +295,8 @@ class FusionSummary:
             "predicted_fused_s": self.predicted_fused_s,
             "predicted_as_written_s": self.predicted_as_written_s,
             "not_compared": self.not_compared,
+            "links": dict(self.links),
+            "plan_sizes": dict(self.sizes),
             "note": self.note,
         }
 
