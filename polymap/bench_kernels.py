@@ -416,6 +416,7 @@ def _kernel_code_json(k) -> dict:
         "threads_per_block": k.threads_per_block,
         "registers": k.resources.registers,
         "model_registers": k.model_registers,
+        "full_block_registers": k.full_block_registers,  # without the edge blocks' code (null: none)
         "stack_bytes": k.resources.stack,
         "shared_bytes": k.resources.shared,
         "blocks_per_sm": k.occupancy.blocks_per_sm,

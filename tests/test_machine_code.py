@@ -475,3 +475,29 @@ def test_the_hot_loop_of_a_kernel_with_full_blocks_is_in_their_code():
     inside = [line for address, line in at.items() if k.hot_loop.holds(address)]
     assert inside and all(line in span for line in inside)
     assert "in the code for full blocks" in str(report)
+
+
+@needs_tools
+def test_the_registers_of_the_full_blocks_code_alone_are_reported_beside_the_kernels():
+    """A function's registers are the most any of its code needs. matmul_256x256x32 at free
+    sizes has code for blocks at an edge that takes more than its code for full blocks;
+    ``inspect`` compiles it once more without that code and says how much the full blocks'
+    code takes. Bound so that every block is full, the kernel has no edge code at all, and
+    its count is that of its full blocks' code at those sizes."""
+    from polymap.codegen.cuda import EDGE_BLOCK_LINE
+    from polymap.machine_code.report import without_edge_blocks
+
+    program = polymap.load(MODELS / "matmul_256x256x32.te")
+    kernel = polymap.compile(program)
+    k = kernel.machine_code().kernels[0]
+    assert k.full_block_registers is not None and k.full_block_registers < k.resources.registers
+    stripped = without_edge_blocks(kernel.source, k.function)
+    assert EDGE_BLOCK_LINE in stripped and stripped.count("\n") < kernel.source.count("\n") - 20
+    # the stripped function compiles, and its count is the figure reported
+    cubin = compile_cubin(stripped, name="full.cu")
+    assert parse_resources(cuobjdump.resource_usage(cubin))[k.function].registers == k.full_block_registers
+    text = format_report(kernel.machine_code())
+    assert f"    {k.full_block_registers} in the code for full blocks alone" in text
+    bound = polymap.compile(program.bind(M=256, N=256, K=32))
+    assert EDGE_BLOCK_LINE not in bound.source
+    assert bound.machine_code().kernels[0].full_block_registers is None

@@ -53,6 +53,9 @@ class KernelMachineCode:
     grid_blocks: int = 0  # the blocks of one launch at the cost sizes (0: no cost)
     one_wave: bool = False  # at most one block per SM there (``GpuTarget.one_wave``)
     grid_per_sm: int = 0  # the most blocks the grid gives one SM at the cost sizes (0: no cost)
+    # ptxas's registers for the same function without its code for blocks at an edge
+    # (``without_edge_blocks``); None where it has no such code
+    full_block_registers: int | None = None
 
     @property
     def register_ratio(self) -> float | None:
@@ -113,6 +116,20 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
     resources = parse_resources(cuobjdump.resource_usage(cubin))
     functions = parse_sass(cuobjdump.sass(cubin))
     lines = parse_line_info(cuobjdump.line_info(cubin))
+    # a function's registers are the most any of its code needs: compiled once more without
+    # the code for edge blocks, the part the full blocks' code takes shows
+    split = [
+        launch.function for launch in kernel.cuda.launches if full_block_lines(kernel.source, launch.function)
+    ]
+    full_only = {}
+    if split:
+        stripped = kernel.source
+        for name in split:
+            stripped = without_edge_blocks(stripped, name)
+        cubin = compile_cubin(stripped, name=f"{kernel.launcher}_full_blocks.cu", arch=arch)
+        full_only = {
+            name: r.registers for name, r in parse_resources(cuobjdump.resource_usage(cubin)).items()
+        }
     costs = dict(zip(kernel.mapping.kernels, kernel.mapping.costs))
     kernels = []
     for launch in kernel.cuda.launches:
@@ -163,6 +180,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 grid_blocks=cost.blocks if cost is not None else 0,
                 one_wave=cost is not None and target.one_wave(cost.blocks),
                 grid_per_sm=-(-cost.blocks // target.sm_count) if cost is not None else 0,
+                full_block_registers=full_only.get(name),
             )
         )
     major, minor = nvrtc_version()
@@ -192,6 +210,20 @@ def full_block_lines(source: str, function: str) -> range | None:
     return None
 
 
+def without_edge_blocks(source: str, function: str) -> str:
+    """``source`` with ``function``'s code for blocks at an edge left out (its ``else`` branch
+    empty): not a kernel to run (the edge blocks would compute nothing), only to measure
+    what its code for full blocks alone takes."""
+    full = full_block_lines(source, function)
+    if full is None:
+        return source
+    text = source.splitlines(keepends=True)
+    edge = full.stop  # 0-based index of the line after EDGE_BLOCK_LINE
+    # the branch closes where the function does: "  }" then "}" (``CudaWriter.kernel``)
+    end = next(k for k in range(edge, len(text) - 1) if text[k] == "  }\n" and text[k + 1].startswith("}"))
+    return "".join(text[:edge] + text[end:])
+
+
 def format_report(report: MachineCodeReport) -> str:
     """The report as text: one block per kernel, every figure labelled."""
     lines = [
@@ -209,6 +241,11 @@ def format_report(report: MachineCodeReport) -> str:
         )
         lines.append(f"kernel {k.function}: {_count(k.threads_per_block, 'thread')} per block")
         lines.append(f"  registers per thread: {r.registers}{model}")
+        if k.full_block_registers is not None and k.full_block_registers < r.registers:
+            lines.append(
+                f"    {k.full_block_registers} in the code for full blocks alone: the code for blocks at an edge "
+                "takes the rest (with sizes bound, --size, so that every block is full, there is none)"
+            )
         lines.append(
             f"  stack: {r.stack} bytes, local memory: {r.local} bytes, "
             f"local loads and stores: {k.whole.local_accesses}"
