@@ -126,6 +126,39 @@ def test_each_run_of_a_nested_spread_loop_pays_its_fork_and_join():
     assert problem.spread_runs == (1, 24, 1)
 
 
+# the spread loop k runs once per step of r (a recurrence, never spread), and row i has
+# i + 1 steps: 64 * 65 / 2 runs over the 64 rows, 32.5 a row (the largest extent, 64 a row,
+# counted the triangle twice)
+TRIANGLE_AROUND = """
+param N = 64
+param M = 256
+in  A: f32[N, M]
+out O: f32[N]
+par N i {
+  new c: f32
+  c = 0
+  seq i + 1 r {
+    new s: f32
+    s = 0
+    seq M k {
+      s += A[r, k]
+    }
+    c = c * 0.5 + s
+  }
+  O[i] = c
+}
+"""
+
+
+def test_a_spread_loop_inside_a_triangular_loop_runs_as_often_as_the_triangle_has_steps():
+    program = parse(TRIANGLE_AROUND, name="triangle").bind_defaults()
+    program = transform(program, registers=True, analyses=Analyses())
+    model = analyze(program)
+    problem = KernelProblem.build(kernels(program)[0], model, H100, Pins(), None)
+    assert [sp.index for sp in problem.spread] == ["k"]
+    assert problem.spread_runs == (-(-64 * 65 // 2 // 64),)  # 33: the mean, rounded up
+
+
 # ------------------------------------------------------------------ mapped and run
 
 

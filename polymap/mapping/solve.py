@@ -103,7 +103,7 @@ from polymap.mapping.staging import (
     staged_buffer,
 )
 from polymap.poly.isl_text import const_value, evaluate_index
-from polymap.poly.model import PolyModel, analyze, loop_nest
+from polymap.poly.model import PolyModel, analyze, loop_nest, nest_points
 from polymap.progress import step, watch_solve
 from polymap.targets import GpuTarget
 
@@ -1079,12 +1079,17 @@ def _nest_extent(model: PolyModel, loops: tuple[Loop, ...]) -> int:
 
 
 def _spread_runs(kernel: Kernel, model: PolyModel, sp: SpreadLoop) -> int:
-    """How many times a spread loop runs at one band point, at the model's sizes: the product
-    of the largest extents of the body's loops around it (an upper bound where one's extent
-    depends on another's index), each fork and join once per run."""
+    """How many times a spread loop runs at one band point, at the model's (bound) sizes,
+    each fork and join once per run: the iterations of the body's loops around it over
+    every band point, shared out among the band points (rounded up). Where a loop around it
+    is triangular (its extent an index of another) that is the mean, and the total over the
+    launch exact; the product of the loops' largest extents counted a triangle twice."""
     outer = (*kernel.host_loops, *kernel.band)
     around = body_loops(kernel.body, sp.path)[:-1]
-    return math.prod(_nest_extent(model, (*outer, *around[: k + 1])) for k in range(len(around)))
+    if not around:
+        return 1
+    points = nest_points(outer, {})
+    return -(-nest_points((*outer, *around), {}) // points) if points else 0
 
 
 def _elements(decls) -> int:

@@ -564,6 +564,12 @@ def loop_nest(model: PolyModel, loops: tuple[Loop, ...], env: dict[str, str], pa
     )
 
 
+def nest_points(loops: tuple[Loop, ...], sizes: dict[str, int]) -> int:
+    """The points of the loop nest ``loops`` (outermost first), every extent at ``sizes``
+    (a value per size it mentions), counted level by level (``_Counter``)."""
+    return _Counter(loops).count(0, dict(sizes))
+
+
 class _Counter:
     """The points of a loop nest, counted from its extents level by level: at level k a
     product where no inner extent mentions index k; where the count of the levels inside
