@@ -107,7 +107,10 @@ def test_an_epilogue_in_place_is_a_link_and_an_intermediate_read_twice_is_not():
     [
         ("in A: f32[8]\nout B: f32[8]\npar 7 i { B[i + 1] = A[i] }\n", "indexes B with `i + 1`: the planner"),
         ("in A: f32[8]\nout B: f32[8]\npar 7 i { B[i + 1] = A[i] }\n", "(affine combinations such as i + k"),
-        ("in A: f32[8]\nout B: f32[4]\npar 4 i { B[i] = A[i // 2] }\n", "(quasi-affine indices (with // or %)"),
+        (
+            "in A: f32[8]\nout B: f32[4]\npar 4 i { B[i] = A[i // 2] }\n",
+            "(quasi-affine indices (with // or %)",
+        ),
         ("in A: f32[8, 8]\nout B: f32[8]\npar 8 i { B[i] = A[i, i] }\n", "indexes A twice with 'i'"),
         ("in A: f32[8]\nout B: f32[1]\nseq 8 i { B[0] = A[i] }\n", "indexes B with `0`: the planner"),
         ("in A: f32[8]\nout B: f32[1]\nseq 8 i { B[0] = A[i] }\n", "(a constant index is not"),
