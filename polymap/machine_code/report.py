@@ -220,8 +220,10 @@ def without_edge_blocks(source: str, function: str) -> str:
     text = source.splitlines(keepends=True)
     edge = full.stop  # 0-based index of the line after EDGE_BLOCK_LINE
     # the branch closes where the function does: "  }" then "}" (``CudaWriter.kernel``)
-    end = next(k for k in range(edge, len(text) - 1) if text[k] == "  }\n" and text[k + 1].startswith("}"))
-    return "".join(text[:edge] + text[end:])
+    end = next(
+        (k for k in range(edge, len(text) - 1) if text[k] == "  }\n" and text[k + 1].startswith("}")), None
+    )
+    return source if end is None else "".join(text[:edge] + text[end:])
 
 
 def format_report(report: MachineCodeReport) -> str:
