@@ -14,6 +14,7 @@ from polymap.ir.nodes import Program
 from polymap.mapping import solve as _solve
 from polymap.mapping.result import FusionSummary, Mapping
 from polymap.plan.planner import Capacity
+from polymap.plan.tree import LinkMode
 from polymap.progress import step
 from polymap.targets import GpuTarget, get_target
 
@@ -125,7 +126,8 @@ def choose_fusion(
     with step("plan: SCIP"):
         candidate = fused_program(program, capacity, links=links, **limit)
     made = {
-        "links": tuple((links or {}).items()),
+        # as the planner read them (a mode given as a LinkMode reads as its word)
+        "links": tuple((buffer, LinkMode(mode).value) for buffer, mode in (links or {}).items()),
         "sizes": program.bind_defaults().bindings,
     }
     label = str(capacity)
