@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,18 @@ Q[s, d] += X[s, e] * Wq[e, d]
 S[s, t] = 0
 S[s, t] += Q[s, d] * K[t, d]
 O[s, d] += S[s, t] * V[t, d]
+"""
+
+# per-batch weights: b indexes every tensor of both einsums (a batch or head rank)
+BATCHED_FFN = """
+in X: f32[2, 2, 2]
+in W1: f32[2, 2, 2]
+in W2: f32[2, 2, 2]
+new H: f32[2, 2, 2]
+out Y: f32[2, 2, 2]
+H[b, m, f] = 0
+H[b, m, f] += X[b, m, d] * W1[b, d, f]
+Y[b, m, e] += H[b, m, f] * W2[b, f, e]
 """
 
 # two primes in one size and two element sizes
@@ -140,6 +153,7 @@ def test_unbound_sizes_are_named():
         (FC, 6),
         (FFN, 8),
         (ATTENTION, 10),
+        (BATCHED_FFN, 6),
     ],
 )
 def test_scip_finds_the_fewest_bytes_that_enumeration_finds(source, capacity):
@@ -151,8 +165,30 @@ def test_scip_finds_the_fewest_bytes_that_enumeration_finds(source, capacity):
     assert max(result.accounting.footprints) <= capacity
 
 
+def test_a_batch_rank_stays_outside_every_level():
+    """Orojenesis' rule: b indexes every tensor, so no tensor reuses data along it, and its
+    factors stay outside every level (or in the band, where a tiled intermediate needs
+    them); the enumeration above, which has no such rule, finds the same bytes."""
+    from polymap.plan.formulation import build
+
+    program = polymap.parse(BATCHED_FFN)
+    # in the model: b's factor inside a level is infeasible where H is written back, and
+    # feasible where H is tiled (its tile then holds b's extent under the band)
+    for mode, status in ((LinkMode.DRAM, "infeasible"), (LinkMode.TILED, "optimal")):
+        model = build(read_chain(program), 64, bytes_unit=False, modes={0: mode})
+        model.scip.addCons(model.einsums[0].exps["b", 1, 2] >= 1)
+        model.scip.optimize()
+        assert model.scip.getStatus() == status, mode
+    for capacity, strategy in ((6, "tiled"), (6, "untiled"), (12, "untiled"), (12, "unfused")):
+        result = plan(program, capacity, strategy=strategy)
+        for nest in result.nests:
+            first_level = next(k for k, item in enumerate(nest.items) if isinstance(item, Level))
+            inner = [item for item in nest.items[first_level:] if isinstance(item, Loop) and item.dim == "b"]
+            assert not inner, (capacity, nest)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("source", [MATMUL_MIXED, FC, FFN, ATTENTION])
+@pytest.mark.parametrize("source", [MATMUL_MIXED, FC, FFN, ATTENTION, BATCHED_FFN])
 @pytest.mark.parametrize("capacity", [3, 4, 5, 6, 8, 12, 16, 24])
 def test_scip_against_enumeration_over_capacities(source, capacity):
     program = polymap.parse(source)
@@ -696,7 +732,7 @@ def test_fuse_with_a_given_mapping_is_refused():
 def test_the_plan_command_prints_the_program(capsys):
     assert main(["plan", str(MODELS / "fc_bias_relu.te"), "--capacity", "64KiB", "--program", "-q"]) == 0
     out = capsys.readouterr().out
-    assert "isl counts" in out and "new C_band: f32[" in out and "par 4 i_band {" in out
+    assert "isl counts" in out and "new C_band: f32[" in out and re.search(r"par \d+ i_band \{", out)
 
 
 def test_an_inout_accumulation_starts_from_dram_and_is_no_link():

@@ -236,6 +236,14 @@ def _einsum_vars(model: PlanModel, e: int, einsum: Einsum) -> EinsumVars:
             for b in range(n + 1):
                 v.exps[d.name, b, p] = scip.addVar(f"x_{e}_{d.name}_{b}_{p}", vtype="I", lb=0, ub=a)
             total = quicksum(v.exps[d.name, b, p] for b in range(n + 1))
+            if not d.reduction and all(d.name in t.dims for t in einsum.tensors):
+                # a batch- or head-like rank (Orojenesis): every tensor has it, so no tensor
+                # reuses data along it; outside every level it moves the same bytes and
+                # shrinks every tile, so it stays there (or in the band). Only where the
+                # einsum shares a tiled intermediate is it free, as that tile must hold its
+                # whole extent under the band
+                for b in range(1, n + 1):
+                    scip.addCons(v.exps[d.name, b, p] <= a * quicksum(incident))
             if not d.reduction and incident:
                 v.fused[d.name, p] = scip.addVar(f"y_{e}_{d.name}_{p}", vtype="I", lb=0, ub=a)
                 # a fused factor only where the einsum shares a band with a neighbour
