@@ -147,6 +147,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the on-chip store: elements (16384, 16K, 512K) or bytes with a unit (64KiB, 228KB; K is 1024)",
     )
     _link_option(planner)
+    planner.add_argument(
+        "--min-band-tiles",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="a segment fused a tile at a time has at least N band tiles (on a GPU, its kernel's blocks: "
+        "132 fills an H100's SMs once); a link whose band cannot is not tiled (default 1)",
+    )
     planner.add_argument("--json", action="store_true", help="print the plan as JSON (the same content)")
     planner.add_argument(
         "--program",
@@ -463,7 +471,9 @@ def _plan(args: argparse.Namespace) -> int:
     program = load(args.file).bind(**dict(args.size))
     limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit
     with step("plan: SCIP"):
-        result = plan(program, args.capacity, links=_links(args), time_limit_s=limit)
+        result = plan(
+            program, args.capacity, links=_links(args), time_limit_s=limit, min_band_tiles=args.min_band_tiles
+        )
     if args.json:
         import json
 

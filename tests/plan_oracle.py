@@ -83,14 +83,20 @@ def nest_cost(einsum, band: dict[str, int], order, buckets: dict[str, tuple[int,
     return traffic, tiles
 
 
-def best_bytes(chain: Chain, capacity: int) -> int | None:
-    """The fewest bytes any plan of ``chain`` moves within ``capacity`` elements, or None."""
+def best_bytes(chain: Chain, capacity: int, min_band_tiles: int = 1) -> int | None:
+    """The fewest bytes any plan of ``chain`` moves within ``capacity`` elements, or None;
+    a segment of several einsums has at least ``min_band_tiles`` band tiles."""
     best = None
     link_options = [("dram",) if link is None else ("dram", "tiled", "whole") for link in chain.links]
     for modes in itertools.product(*link_options):
         if not _allowed(chain, modes):
             continue
         for bands in _bands(chain, modes):
+            if any(
+                len(group) > 1 and math.prod(bands[group[0]].values()) < min_band_tiles
+                for group in _groups(modes)
+            ):
+                continue
             holdable = [
                 (e, t)
                 for e, einsum in enumerate(chain.einsums)

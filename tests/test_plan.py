@@ -13,7 +13,7 @@ from plan_oracle import best_bytes, nest_cost
 
 import polymap
 from polymap.cli import main
-from polymap.errors import ArgumentError, PlanError, UninitializedReadError
+from polymap.errors import ArgumentError, CapacityError, PlanError, UninitializedReadError
 from polymap.fused import choose_fusion
 from polymap.ir.printer import format_program
 from polymap.plan.chain import read_chain
@@ -185,6 +185,36 @@ def test_a_batch_rank_stays_outside_every_level():
             first_level = next(k for k, item in enumerate(nest.items) if isinstance(item, Level))
             inner = [item for item in nest.items[first_level:] if isinstance(item, Loop) and item.dim == "b"]
             assert not inner, (capacity, nest)
+
+
+@pytest.mark.parametrize(
+    ("source", "capacity", "tiles"), [(FFN, 8, 4), (ATTENTION, 10, 2), (ATTENTION, 12, 4)]
+)
+def test_a_floor_on_the_band_tiles_keeps_scip_equal_to_enumeration(source, capacity, tiles):
+    """``min_band_tiles``: a segment fused a tile at a time has at least that many band
+    tiles (a GPU's blocks); the enumeration drops every plan whose band has fewer."""
+    program = polymap.parse(source)
+    chain = read_chain(program)
+    result = plan(program, capacity, min_band_tiles=tiles)
+    assert result.report.optimal and result.bytes == best_bytes(chain, capacity, min_band_tiles=tiles)
+    for group in result.segments:
+        if len(group) > 1:
+            assert math.prod(loop.factor for loop in result.nests[group[0]].band) >= tiles
+    assert result.to_json()["min_band_tiles"] == tiles
+    assert f"in at least {tiles} band tiles" in str(result).splitlines()[0]
+
+
+def test_a_band_floor_no_segment_can_reach_leaves_every_link_untiled(capsys):
+    program = polymap.parse(ATTENTION)  # every extent is 2: a band has at most 4 tiles
+    assert LinkMode.TILED not in plan(program, 10, min_band_tiles=8).modes
+    with pytest.raises(CapacityError, match="and bands of at least 8 tiles"):
+        plan(program, 10, links={"S": "tiled"}, min_band_tiles=8)
+    with pytest.raises(ArgumentError, match="min_band_tiles must be a whole number >= 1, got 0"):
+        plan(program, 10, min_band_tiles=0)
+    tiny = str(MODELS / "gpt3_attention_tiny.te")
+    assert main(["plan", tiny, "--capacity", "1K", "--min-band-tiles", "132", "--json", "-q"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["min_band_tiles"] == 132
 
 
 @pytest.mark.slow

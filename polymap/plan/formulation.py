@@ -153,9 +153,11 @@ def build(
     bytes_unit: bool,
     modes: Mapping[int, LinkMode] | None = None,
     allowed: frozenset[LinkMode] = frozenset(LinkMode),
+    min_band_tiles: int = 1,
 ) -> PlanModel:
     """The SCIP model of every plan of ``chain`` within ``capacity``. ``modes`` pins links;
-    ``allowed`` are the modes any link may take."""
+    ``allowed`` are the modes any link may take; a segment fused a tile at a time has at
+    least ``min_band_tiles`` band tiles."""
     scip = Model("plan")
     scip.hideOutput()
     # SCIP tightens the LP's feasibility tolerance when a nonlinear constraint stays
@@ -196,6 +198,7 @@ def build(
     for e, einsum in enumerate(chain.einsums):
         model.einsums.append(_einsum_vars(model, e, einsum))
     _link_bands(model)
+    _band_floor(model, min_band_tiles)
     _conflicts(model)
     _capacity(model, capacity, bytes_unit)
     _objective(model)
@@ -345,6 +348,18 @@ def _link_bands(model: PlanModel) -> None:
             for (dim, p), y in v.fused.items():
                 if dim not in paired:
                     scip.addCons(y <= model.primes[e, dim][p] * (1 - tiled))
+
+
+def _band_floor(model: PlanModel, tiles: int) -> None:
+    """A tiled link's band (its producer's fused factors, which its consumer shares) has at
+    least ``tiles`` tiles: on a GPU a band tile is a block, and a band of fewer tiles than
+    the GPU has SMs leaves most of it idle. A link whose band cannot reach it is not tiled."""
+    if tiles <= 1:
+        return
+    for k, tiled in model.tiled.items():
+        band = quicksum(math.log(p) * y for (_, p), y in model.einsums[k].fused.items())
+        # (a hair under the logarithm: a band of exactly ``tiles`` tiles meets it)
+        model.scip.addCons(band >= (math.log(tiles) - 1e-9) * tiled)
 
 
 def _conflicts(model: PlanModel) -> None:

@@ -94,6 +94,7 @@ class Plan:
     report: SolveReport
     objective_unit_bytes: float  # SCIP's objective and bound are in units of this many bytes
     sizes: tuple[tuple[str, int], ...]
+    min_band_tiles: int = 1  # the fewest band tiles a segment fused a tile at a time may have
 
     @property
     def segments(self) -> tuple[tuple[int, ...], ...]:
@@ -126,13 +127,18 @@ def plan(
     links: dict[str, str | LinkMode] | None = None,
     time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
     strategy: str = "tiled",
+    min_band_tiles: int = 1,
 ) -> Plan:
     """The tiling and fusion of ``program``'s einsum chain that moves the fewest bytes off
     chip within ``capacity`` (elements, or bytes with a unit: ``"64KiB"``), proved optimal
     by SCIP. ``links`` pins intermediates: ``{"Q": "dram"}`` (written back), ``"tiled"``
     (fused, one tile at a time) or ``"whole"`` (kept whole on chip). ``strategy`` narrows the
     space: ``"unfused"`` (every intermediate written back), ``"untiled"`` (written back or
-    kept whole), ``"tiled"`` (everything: the default)."""
+    kept whole), ``"tiled"`` (everything: the default). ``min_band_tiles`` is the fewest
+    band tiles a segment fused a tile at a time may have (on a GPU, its kernel's blocks: the
+    SM count fills one wave); a link whose band cannot have that many is not tiled."""
+    if isinstance(min_band_tiles, bool) or not isinstance(min_band_tiles, int) or min_band_tiles < 1:
+        raise ArgumentError(f"min_band_tiles must be a whole number >= 1, got {min_band_tiles!r}")
     if strategy not in STRATEGY_MODES:
         raise ArgumentError(f"strategy {strategy!r}: expected one of {', '.join(STRATEGY_MODES)}")
     check_program_argument(program, "plan")
@@ -147,12 +153,14 @@ def plan(
         raise ArgumentError(f"time limit {time_limit_s!r}: expected a positive number of seconds, or None")
     cap = capacity if isinstance(capacity, Capacity) else Capacity.parse(capacity)
     try:
-        return _plan(program, cap, links or {}, time_limit_s, STRATEGY_MODES[strategy])
+        return _plan(program, cap, links or {}, time_limit_s, STRATEGY_MODES[strategy], min_band_tiles)
     except PolymapError as err:
         raise err.located(**program.error_context()) from None
 
 
-def _plan(program: Program, cap: Capacity, links: dict, time_limit_s: float | None, allowed) -> Plan:
+def _plan(
+    program: Program, cap: Capacity, links: dict, time_limit_s: float | None, allowed, min_band_tiles: int = 1
+) -> Plan:
     from polymap.mapping.farkas import solve
     from polymap.plan.formulation import build
     from polymap.poly.model import analyze
@@ -164,7 +172,14 @@ def _plan(program: Program, cap: Capacity, links: dict, time_limit_s: float | No
     _check_fits(chain, cap)
     pinned = _link_pins(chain, links)
     try:
-        model = build(chain, cap.amount, bytes_unit=cap.in_bytes, modes=pinned, allowed=allowed)
+        model = build(
+            chain,
+            cap.amount,
+            bytes_unit=cap.in_bytes,
+            modes=pinned,
+            allowed=allowed,
+            min_band_tiles=min_band_tiles,
+        )
     except Exception as err:  # pyscipopt raises plain Exceptions
         raise SolverError(f"SCIP rejected the plan model of '{chain.program}': {err}") from err
     watch_solve(
@@ -177,9 +192,11 @@ def _plan(program: Program, cap: Capacity, links: dict, time_limit_s: float | No
     report = solve(model.scip, time_limit_s=time_limit_s)
     if report.outcome is Outcome.INFEASIBLE:
         pins = ", ".join(f"{chain.links[k].buffer}={mode.value}" for k, mode in pinned.items())
+        floor = f" and bands of at least {min_band_tiles} tiles" if min_band_tiles > 1 else ""
         raise CapacityError(
-            f"no plan of '{chain.program}' fits in {cap} with the pins {pins}: each pinned intermediate must "
-            "fit on chip with what its einsums need"
+            f"no plan of '{chain.program}' fits in {cap} with the pins {pins}{floor}: each pinned intermediate "
+            "must fit on chip with what its einsums need"
+            + (", and a tiled one's band must have that many tiles" if floor else "")
             if pins
             else f"no plan of '{chain.program}' fits in {cap} (SCIP proved it infeasible)"
         )
@@ -190,7 +207,9 @@ def _plan(program: Program, cap: Capacity, links: dict, time_limit_s: float | No
     nests, modes = model.read_plan()
     accounting = account(chain, nests, modes, bytes_unit=cap.in_bytes)
     sizes = tuple(program.bind_defaults().bindings)
-    result = Plan(chain, cap, nests, modes, accounting, report, math.exp(model.log_traffic_scale), sizes)
+    result = Plan(
+        chain, cap, nests, modes, accounting, report, math.exp(model.log_traffic_scale), sizes, min_band_tiles
+    )
     _check(result)
     return result
 

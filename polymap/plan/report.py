@@ -31,6 +31,7 @@ def plan_data(plan: Plan) -> dict[str, Any]:
         "program": plan.chain.program,
         "sizes": dict(plan.sizes),
         "capacity": {"amount": plan.capacity.amount, "unit": plan.capacity.unit},
+        "min_band_tiles": plan.min_band_tiles,
         "scip": {
             "status": report.status,
             "outcome": report.outcome.value,
@@ -81,6 +82,8 @@ def format_plan(plan: Plan) -> str:
     chain = plan.chain
     sizes = ", ".join(f"{n}={v}" for n, v in plan.sizes)
     lines = [f"plan of {chain.program}" + (f" ({sizes})" if sizes else "") + f", capacity {plan.capacity}"]
+    if plan.min_band_tiles > 1:
+        lines[0] += f", a segment fused a tile at a time in at least {plan.min_band_tiles} band tiles"
     lines.append(_solver_line(plan))
     links = plan.link_modes()
     if links:
