@@ -787,12 +787,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
+        # a fused program's sizes are numbers in it: the plan's
+        planned = dict(kernel.mapping.fusion.sizes) if kernel.mapping.fusion is not None else {}
         document = {
             "mapping": kernel.mapping.to_json(),
             "seed": args.seed,
-            # a fused program's sizes are numbers in it: the plan's
-            "sizes": sizes or dict(kernel.mapping.fusion.sizes if kernel.mapping.fusion else ()),
-            "sizes_asked": asked or dict(kernel.mapping.fusion.sizes if kernel.mapping.fusion else ()),
+            "sizes": sizes or planned,
+            "sizes_asked": asked or planned,
             "outputs": [{k: v for k, v in c.items() if k != "text"} for c in compared],
             "ok": ok if args.reference else None,
             "ran": ran,

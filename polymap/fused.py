@@ -6,6 +6,7 @@ sits above the mapping and the pipeline, which it calls.)"""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, replace
 
 from polymap import kernel as _kernel
@@ -154,8 +155,10 @@ def _carried(choice: FusionChoice) -> FusionChoice:
 
 
 def _compile_options(options: dict) -> None:
-    """A keyword ``polymap.compile`` does not take is refused as Python refuses it."""
-    unknown = sorted(set(options) - {"pins", "context", "time_limit", "reassociate", "deterministic"})
+    """A keyword ``polymap.compile`` does not take is refused as Python refuses it (its
+    keywords are ``polymap.kernel.compile``'s own)."""
+    taken = set(inspect.signature(_kernel.compile).parameters) - {"program", "mapping", "target"}
+    unknown = sorted(set(options) - taken)
     if unknown:
         raise TypeError(f"compile() got an unexpected keyword argument {unknown[0]!r}")
 

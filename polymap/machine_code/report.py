@@ -219,7 +219,7 @@ def without_edge_blocks(source: str, function: str) -> str:
         return source
     text = source.splitlines(keepends=True)
     edge = full.stop  # 0-based index of the line after EDGE_BLOCK_LINE
-    # the branch closes where the function does: "  }" then "}" (``CudaWriter.kernel``)
+    # the branch closes where the function does: "  }" then "}" (``codegen.cuda._Emitter.kernel``)
     end = next(
         (k for k in range(edge, len(text) - 1) if text[k] == "  }\n" and text[k + 1].startswith("}")), None
     )

@@ -24,6 +24,9 @@ HOST_FIT_FLOPS = 2 * 10**10
 HOST_BYTES = 2**31  # every buffer of the program together, at the sizes run
 
 
+SIZES_GIVEN = "the sizes given with --size or the context"  # what fixes sizes by default
+
+
 @dataclass(frozen=True, slots=True)
 class HostSizes:
     """The sizes to run at, and the program's operations at the sizes asked and at those."""
@@ -34,7 +37,7 @@ class HostSizes:
     flops: int
     bytes_asked: int = 0  # of every buffer of the program
     bytes: int = 0
-    kept_by: str = "the sizes given with --size or the context"  # what keeps sizes from shrinking
+    kept_by: str = SIZES_GIVEN  # what keeps the sizes from shrinking
 
     @property
     def reduced(self) -> bool:
@@ -115,4 +118,4 @@ def host_run_sizes(
             smaller = together
         current = smaller
         flops, nbytes = program_flops(model, current), program_bytes(model, current)
-    return HostSizes(current, asked, first, flops, first_bytes, nbytes, *([kept_by] if kept_by else []))
+    return HostSizes(current, asked, first, flops, first_bytes, nbytes, kept_by or SIZES_GIVEN)
