@@ -416,7 +416,10 @@ def _kernel_code_json(k) -> dict:
         "threads_per_block": k.threads_per_block,
         "registers": k.resources.registers,
         "model_registers": k.model_registers,
-        "full_block_registers": k.full_block_registers,  # without the edge blocks' code (null: none)
+        # the function of the blocks at an edge (``codegen.cuda.EdgeFunction``; null: none)
+        "edge_kernel": k.edge_function,
+        "edge_registers": k.edge_resources.registers if k.edge_resources is not None else None,
+        "edge_stack_bytes": k.edge_resources.stack if k.edge_resources is not None else None,
         "stack_bytes": k.resources.stack,
         "shared_bytes": k.resources.shared,
         "blocks_per_sm": k.occupancy.blocks_per_sm,

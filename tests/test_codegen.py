@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import polymap
-from polymap.codegen.cuda import EDGE_BLOCK_LINE, emit_cuda
+from polymap.codegen.cuda import EDGE_BLOCK_NOTE, emit_cuda
 from polymap.errors import (
     ArgumentError,
     CodegenError,
@@ -252,9 +252,10 @@ def test_mapping_with_all_three_axes_and_a_blocked_sequential_part():
     # a guard, which the compiler unrolls; the other blocks run the same loop with isl's
     # bound on the points as a guard inside
     body = kernel.source[kernel.source.index("__global__") :]
-    edge_line = EDGE_BLOCK_LINE.strip()  # (indented inside the loops over y's and z's blocks)
-    full = body[body.index("// a full block: every point in range") : body.index(edge_line)]
-    edge = body[body.index(edge_line) :]
+    # the two codes are two functions, the blocks at an edge the second
+    start = body.index("// a full block: every point in range")
+    full = body[start : body.index("__global__", start)]
+    edge = body[body.index(EDGE_BLOCK_NOTE) :]
     loop = re.compile(r"POLYMAP_UNROLL\n( *)for \(int s_c = 0; s_c <= 1; \+\+s_c\) \{")
     in_full, in_edge = loop.search(full), loop.search(edge)
     assert in_full and in_edge and len(in_edge[1]) == len(in_full[1]) + 2  # under the edge's guard

@@ -16,11 +16,12 @@ from test_staging import MATMUL
 
 from polymap import compile, load, optimize, parse, reference, verify
 from polymap.cli import main
-from polymap.codegen.cuda import EDGE_BLOCK_LINE
+from polymap.codegen.cuda import EDGE_BLOCK_NOTE
 from polymap.errors import ArgumentError, InfeasibleMappingError
 from polymap.mapping.space import KernelMapping
 from polymap.runtime import cuobjdump
 from polymap.runtime.arguments import random_inputs
+from polymap.runtime.launches import launches
 from polymap.runtime.nvrtc import nvrtc_available
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -122,7 +123,7 @@ def test_the_order_is_proved_and_compiles_to_outer_product_code():
     kernel = compile(mapping.program, mapping)
     source = kernel.source
     assert re.search(r"\n *float C_acc\[16\];  // one per point of the thread", source)
-    full, edge = source.split("// a full block: every point in range", 1)[1].split(EDGE_BLOCK_LINE, 1)
+    full, edge = source.split("// a full block: every point in range", 1)[1].split(EDGE_BLOCK_NOTE, 1)
     body = full[re.search(r"for \(int k = 16 \* kt;", full).start() :]
     body = body[: body.index("C_acc[(4 * s_i + s_j)] +=")]
     # a full block: the points' loops inside the k loop, of constant trip counts, for the
@@ -309,7 +310,32 @@ def test_an_edge_blocks_live_points_mask_keeps_every_guard(sizes):
         "j": {"seq": 4, "distribution": "blocked"},
     }
     kernel = compile(program, optimize(program, pins=pins))
-    edge = kernel.source.split(EDGE_BLOCK_LINE, 1)[1]
+    edge = kernel.source.split(EDGE_BLOCK_NOTE, 1)[1]
     compute = edge[re.search(r"for \(int k = ", edge).start() :]
     assert re.search(r"if \(\(live >> \(4 \* s_i \+ s_j\)\) & 1ULL\) \{\s*// S\d: C\[", compute)
+    _check_on_host(kernel, sizes)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "full", "edge"),
+    [
+        ({"M": 64, "N": 128, "K": 16}, True, False),  # every block full: the edge function is not launched
+        ({"M": 40, "N": 128, "K": 5}, True, True),  # a full block and one at an edge of i
+        ({"M": 5, "N": 7, "K": 3}, False, True),  # no block full: the full blocks' function is not launched
+    ],
+)
+def test_full_blocks_and_blocks_at_an_edge_run_in_two_functions_launched_where_they_occur(sizes, full, edge):
+    """A split kernel's blocks at an edge run in a function of their own, launched after the
+    full blocks' function on the same grid, each skipping the other's blocks. Each is
+    launched only where its kind of block occurs: a block is full where its 32 x 128 tile
+    (8 x 4 rows of i, 32 x 4 columns of j) lies inside M x N. Both the launches computed in
+    Python (CuPy's) and the C launcher's (the host run) give the reference's result."""
+    program = parse(MATMUL, name="mm")
+    kernel = compile(program, optimize(program, pins=TILE_4X4))
+    (launch,) = kernel.cuda.launches
+    assert launch.edge is not None and launch.edge.function == f"{launch.function}_edge"
+    expected = (launch.function,) * full + (launch.edge.function,) * edge
+    assert tuple(at.function for at in launches(kernel.cuda, sizes)) == expected
+    assert (sizes["M"] >= 32 and sizes["N"] >= 128) == full
+    assert (sizes["M"] % 32 != 0 or sizes["N"] % 128 != 0) == edge
     _check_on_host(kernel, sizes)

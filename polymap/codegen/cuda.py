@@ -47,6 +47,7 @@ from polymap.poly.model import PolyModel, StatementModel
 from polymap.schedule.hardware import Frame
 from polymap.schedule.kernel import (
     CopyLeaf,
+    FullBlockSplit,
     KernelSchedule,
     Place,
     StatementLeaf,
@@ -61,11 +62,10 @@ from polymap.schedule.program import KernelMapping, Mapping, ScheduledProgram, s
 from polymap.schedule.ranges import Interval, index_interval, index_intervals, require64, set_ranges, size_box
 from polymap.version import __version__
 
-# The line that opens a kernel's code for full blocks and the one that opens the code for
-# any block (``schedule.kernel.splits_full_blocks``); ``polymap inspect`` finds the full
-# blocks' machine code between them.
+# The notes on the conditions that open the code of a kernel's full blocks and, in a
+# function of its own, of its blocks at an edge (``schedule.kernel.splits_full_blocks``)
 FULL_BLOCK_NOTE = "// a full block: every point in range"
-EDGE_BLOCK_LINE = "  } else {  // a block at an edge: its points guarded"
+EDGE_BLOCK_NOTE = "// a block at an edge: its points guarded"
 
 
 def _templates_folder() -> Path:
@@ -111,6 +111,27 @@ def launcher_parameters(arguments: tuple[Argument, ...]) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class EdgeFunction:
+    """A kernel's function for its blocks at an edge, and the conditions, on the sizes and
+    host indices (the launch's isl names), under which some block is full and some block is
+    at an edge (``schedule.kernel.FullBlockSplit``)."""
+
+    function: str
+    some_full: isl.Set
+    some_edge: isl.Set
+
+
+def _holds(condition: isl.Set, values: dict[str, int]) -> bool:
+    """Whether a set of parameters holds the point ``values`` (isl names -> values)."""
+    for k in range(condition.dim(isl.dim_type.param)):
+        name = condition.get_dim_name(isl.dim_type.param, k)
+        condition = condition.fix_val(
+            isl.dim_type.param, k, isl.Val.int_from_si(condition.get_ctx(), values[name])
+        )
+    return not condition.is_empty()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class KernelLaunch:
     """How to launch one kernel (for runtimes that launch from Python)."""
 
@@ -126,6 +147,20 @@ class KernelLaunch:
     # launch in parts of at most that many blocks, the kernel taking each part's first block
     # as an argument (kind "first") and adding it to blockIdx
     parted: tuple[int, ...] = ()
+    # a kernel whose full blocks run code without the points' guards runs its blocks at an
+    # edge in a function of its own, launched after ``function`` on the same grid (each
+    # skips the other's blocks): one function's registers are the most any of its code
+    # needs, and the guarded code's would limit the full blocks' occupancy
+    edge: EdgeFunction | None = None
+
+    def functions(self, values: dict[str, int]) -> tuple[str, ...]:
+        """The functions launched at ``values`` (the sizes and host indices by their isl
+        names, as in ``grid``): a split kernel's where some block is full, and its edge
+        function where some block is at an edge."""
+        if self.edge is None:
+            return (self.function,)
+        chosen = [(self.function, self.edge.some_full), (self.edge.function, self.edge.some_edge)]
+        return tuple(function for function, where in chosen if _holds(where, values))
 
     @property
     def most_blocks(self) -> tuple[int, int, int]:
@@ -213,6 +248,7 @@ class _Emitter:
             km.kernel.name: self.cn.fresh(f"{self.prefix}_{km.kernel.name}") for km in mapping.kernels
         }
         self.launcher_name = self.cn.fresh(f"run_{self.prefix}")
+        self.edge_functions: dict[str, str] = {}  # a split kernel's name -> its edge blocks' function
         sizes = tuple(model.names[p] for p in model.params)
         self.launcher_ranges = set_ranges(size_box(sizes, model.context))
         self.size_ranges = {}
@@ -280,6 +316,11 @@ class _Emitter:
                     lines.append(f"  the {km.points} points of a thread interleaved (outer-product order)")
                 if km.staging is not None:
                     lines.append(f"  {km.staging.describe()} ({cost.shared_bytes} bytes per block)")
+                if km.kernel.name in self.edge_functions:
+                    lines.append(
+                        f"  blocks at an edge run in {self.edge_functions[km.kernel.name]}, their points guarded: "
+                        "launched after it on the same grid where some block is at an edge"
+                    )
                 lines += lanes_header(km, lambda name: self.program.buffer(name).dtype.is_float)
             at = ", ".join(f"{n} = {v}" for n, v in m.cost_sizes)
             lines.append(
@@ -351,11 +392,8 @@ class _Emitter:
             for axis in parted
         }
         arguments = self.kernel_arguments(km, schedule) + tuple(firsts.values())
-        lines = [
-            *self.one_wave_note(km),
-            f'extern "C" __global__ void __launch_bounds__({self.launch_bounds(km)}) {function}(',
-            "    " + ", ".join(map(str, arguments)) + ") {",
-        ]
+        bounds = self.launch_bounds(km)
+        lines = []
         for isl_name, hw in used_axes:
             name = self.hw_names[isl_name]
             first = f" + {firsts[name].c_name}" if name in firsts else ""
@@ -415,19 +453,25 @@ class _Emitter:
         # the names fixed over the kernel, which the guards of a live-points mask may mention
         fixed = frozenset(schedule.hardware) | {self.model.names[p] for p in self.program.param_names}
         printer.live_masks = masks = LiveMasks(fixed, self.cn.fresh)
+
+        def function_text(name: str, body: list[str]) -> str:
+            signature = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}('
+            head = [*self.one_wave_note(km), signature, "    " + ", ".join(map(str, arguments)) + ") {"]
+            return "\n".join(head + lines + body + ["}"])
+
+        edge = None
         if schedule.full is None:
             body = printer.node(schedule.ast, 1)
-            lines += masks.take(1) + body
+            text = function_text(function, masks.take(1) + body)
         else:  # full blocks run the code without the points' guards (``splits_full_blocks``)
-            condition, full = schedule.full
-            lines.append(f"  if ({printer.expr(condition)}) {{  {FULL_BLOCK_NOTE}")
-            body = printer.node(full, 2)
-            lines += masks.take(2) + body
-            lines.append(EDGE_BLOCK_LINE)
-            body = printer.node(schedule.ast, 2)
-            lines += masks.take(2) + body
-            lines.append("  }")
-        lines.append("}")
+            split = schedule.full
+            condition = printer.expr(split.condition)
+            full = printer.node(split.ast, 2)
+            full = [f"  if ({condition}) {{  {FULL_BLOCK_NOTE}", *masks.take(2), *full, "  }"]
+            guarded = printer.node(schedule.ast, 2)
+            guarded = [f"  if (!({condition})) {{  {EDGE_BLOCK_NOTE}", *masks.take(2), *guarded, "  }"]
+            edge = self.edge_function(km, frame, split, host_params)
+            text = function_text(function, full) + "\n\n" + function_text(edge.function, guarded)
         launch = KernelLaunch(
             km,
             function,
@@ -437,19 +481,55 @@ class _Emitter:
             host_params,
             plan is not None or km.lanes > 1,  # shuffles: the host runs the threads as fibers
             parted,
+            edge,
         )
-        return "\n".join(lines), launch
+        return text, launch
 
-    def grid_texts(self, km: KernelMapping, grid: tuple, host_params: tuple[str, ...]) -> list[str]:
-        """The blocks per axis as C expressions of the sizes and host indices, printed by isl
-        as the launcher prints them (``launch_lines``)."""
+    def edge_function(
+        self, km: KernelMapping, frame: Frame, split: FullBlockSplit, host_params: tuple[str, ...]
+    ) -> EdgeFunction:
+        """The function of a split kernel's blocks at an edge, its name fresh, and the
+        conditions under which each function runs, over the launch's names of the host indices
+        (the frame names them apart)."""
+        conditions = []
+        for condition in (split.some_full, split.some_edge):
+            for frame_name, name in zip(frame.hw[: frame.host], host_params):
+                at = condition.find_dim_by_name(isl.dim_type.param, frame_name)
+                if at >= 0:
+                    condition = condition.set_dim_name(isl.dim_type.param, at, name)
+            conditions.append(condition)
+        function = self.edge_functions[km.kernel.name] = self.cn.fresh(
+            f"{self.function_names[km.kernel.name]}_edge"
+        )
+        return EdgeFunction(function, *conditions)
+
+    def launch_printer(
+        self, km: KernelMapping, host_params: tuple[str, ...]
+    ) -> tuple[isl.Set, isl.AstBuild, AstPrinter]:
+        """The launcher's view of a kernel's launch: the sizes' context with its host indices,
+        an AST build of it and a printer of expressions over the sizes and host indices."""
         context = host_context(self.model, km.kernel.host_loops, host_params)
-        build = isl.AstBuild.from_context(context)
         sizes = tuple(self.model.names[p] for p in self.model.params)
         printer = AstPrinter(self.isl_to_c, _no_leaf, ranges=set_ranges(size_box(sizes, context)))
         for loop, isl_name in zip(km.kernel.host_loops, host_params):
             self.hw_names[isl_name] = self.cn[loop.index]
+        return context, isl.AstBuild.from_context(context), printer
+
+    def grid_texts(self, km: KernelMapping, grid: tuple, host_params: tuple[str, ...]) -> list[str]:
+        """The blocks per axis as C expressions of the sizes and host indices, printed by isl
+        as the launcher prints them (``launch_lines``)."""
+        _, build, printer = self.launch_printer(km, host_params)
         return [str(g) if isinstance(g, int) else printer.expr(build.expr_from_pw_aff(g)) for g in grid]
+
+    def launch_condition(self, launch: KernelLaunch, condition: isl.Set) -> str:
+        """A condition on the sizes and host indices (``EdgeFunction``) as a C expression,
+        printed by isl in the launcher's context as ``grid_texts`` prints the grid: "1" where
+        it always holds there, "0" where never."""
+        context, build, printer = self.launch_printer(launch.mapping, launch.host_params)
+        condition = condition.align_params(context.get_space()).intersect(context)
+        if condition.is_empty():
+            return "0"
+        return printer.expr(build.expr_from_set(condition))
 
     def checked_grid(self, km: KernelMapping, grid: tuple, host_params: tuple[str, ...]) -> tuple:
         """The launch's grid, checked against the one the proof assumed where both are
@@ -473,7 +553,7 @@ class _Emitter:
         thread that must meet it would. ``what`` says which, for the InternalError."""
         frame = schedule.frame
         coordinates = tuple(frame.hw[frame.host + 3 + k] for k in threads)
-        asts = [schedule.ast] + ([schedule.full[1]] if schedule.full is not None else [])
+        asts = [schedule.ast] + ([schedule.full.ast] if schedule.full is not None else [])
         # the condition of a full block mentions no thread (``full_blocks``: a set of blocks)
         if not all(barriers_unconditional(ast, coordinates, names) for ast in asts):
             raise InternalError(f"{schedule.mapping.kernel.name}: isl placed {what}")
@@ -982,13 +1062,28 @@ class _Emitter:
             if a.kind == "first"
         }
         args = ", ".join(firsts.get(a.c_name, a.c_name) for a in launch.arguments)
-        lines += [
-            (
-                f"{inner}POLYMAP_LAUNCH({launch.function}, dim3({', '.join(dims)}), dim3({block}), "
+        functions = [(launch.function, "1")]
+        if launch.edge is not None:  # each function where its kind of block occurs at these sizes
+            functions = [
+                (launch.function, self.launch_condition(launch, launch.edge.some_full)),
+                (launch.edge.function, self.launch_condition(launch, launch.edge.some_edge)),
+            ]
+        for function, condition in functions:
+            call = (
+                f"POLYMAP_LAUNCH({function}, dim3({', '.join(dims)}), dim3({block}), "
                 f"{'true' if launch.sync else 'false'}, {args});"
-            ),
-            f"{inner}POLYMAP_CHECK_LAUNCH();",
-        ]
+            )
+            if condition == "0":
+                continue
+            if condition == "1":
+                lines += [f"{inner}{call}", f"{inner}POLYMAP_CHECK_LAUNCH();"]
+            else:
+                lines += [
+                    f"{inner}if ({condition}) {{",
+                    f"{inner}  {call}",
+                    f"{inner}  POLYMAP_CHECK_LAUNCH();",
+                    f"{inner}}}",
+                ]
         for depth in range(len(launch.parted), 0, -1):
             lines.append(pad + "  " * (depth + 1) + "}")
         return lines + [f"{pad}  }}", f"{pad}}}"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from polymap.codegen.cuda import EDGE_BLOCK_LINE, FULL_BLOCK_NOTE
 from polymap.errors import ArgumentError, MachineCodeError
 from polymap.machine_code.occupancy import Occupancy, occupancy, reserve_in_ptxas_figure
 from polymap.machine_code.sass import (
@@ -21,8 +20,6 @@ from polymap.machine_code.sass import (
     body,
     hot_loop,
     innermost_loops,
-    mostly_within,
-    parse_line_info,
     parse_resources,
     parse_sass,
 )
@@ -46,16 +43,16 @@ class KernelMachineCode:
     hot_loop: Loop | None
     hot: InstructionMix | None  # the hot loop's mix; None when the kernel has no loop
     rivals: int = 0  # other innermost loops as deep as the hot one (it has the most FMAs)
-    full_blocks: bool = False  # the hot loop was taken from the kernel's code for full blocks
     model_issue_s: float = 0.0  # the cost model's issue time of one launch (0: none)
     model_time_s: float = 0.0  # the cost model's predicted time of one launch (0: none)
     hot_issue_s: float | None = None  # ``hot_loop_issue_time``; None without FMAs in the hot loop
     grid_blocks: int = 0  # the blocks of one launch at the cost sizes (0: no cost)
     one_wave: bool = False  # at most one block per SM there (``GpuTarget.one_wave``)
     grid_per_sm: int = 0  # the most blocks the grid gives one SM at the cost sizes (0: no cost)
-    # ptxas's registers for the same function without its code for blocks at an edge
-    # (``without_edge_blocks``); None where it has no such code
-    full_block_registers: int | None = None
+    # the function that runs the kernel's blocks at an edge, where its full blocks run code
+    # without the points' guards (``codegen.cuda.EdgeFunction``), and its resources
+    edge_function: str | None = None
+    edge_resources: Resources | None = None
 
     @property
     def register_ratio(self) -> float | None:
@@ -110,44 +107,29 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
     fails and MachineCodeError when cuobjdump is missing or its output is not understood."""
     target = target or kernel.mapping.target
     arch = target.sm_arch
-    # line information does not change the code (the same SASS with and without it), and
-    # tells which instructions come from a kernel's code for full blocks
-    cubin = compile_cubin(kernel.source, name=f"{kernel.launcher}.cu", arch=arch, options=("-lineinfo",))
+    cubin = compile_cubin(kernel.source, name=f"{kernel.launcher}.cu", arch=arch)
     resources = parse_resources(cuobjdump.resource_usage(cubin))
     functions = parse_sass(cuobjdump.sass(cubin))
-    lines = parse_line_info(cuobjdump.line_info(cubin))
-    # a function's registers are the most any of its code needs: compiled once more without
-    # the code for edge blocks, the part the full blocks' code takes shows
-    split = [
-        launch.function for launch in kernel.cuda.launches if full_block_lines(kernel.source, launch.function)
-    ]
-    full_only = {}
-    if split:
-        stripped = kernel.source
-        for name in split:
-            stripped = without_edge_blocks(stripped, name)
-        cubin = compile_cubin(stripped, name=f"{kernel.launcher}_full_blocks.cu", arch=arch)
-        full_only = {
-            name: r.registers for name, r in parse_resources(cuobjdump.resource_usage(cubin)).items()
-        }
-    costs = dict(zip(kernel.mapping.kernels, kernel.mapping.costs))
-    kernels = []
-    for launch in kernel.cuda.launches:
-        name = launch.function
+
+    def found(name: str) -> None:
         if name not in resources or name not in functions:
             raise MachineCodeError(
                 f"kernel {name}: cuobjdump printed no {'resources' if name not in resources else 'SASS'} "
                 f"for it (functions seen: {', '.join(sorted(functions)) or 'none'})"
             )
+
+    costs = dict(zip(kernel.mapping.kernels, kernel.mapping.costs))
+    kernels = []
+    for launch in kernel.cuda.launches:
+        name = launch.function
+        found(name)
+        edge = launch.edge.function if launch.edge is not None else None
+        if edge is not None:
+            found(edge)
         used = resources[name]
         threads = launch.block[0] * launch.block[1] * launch.block[2]
         code = functions[name]
-        full = full_block_lines(kernel.source, name)
-        within = None
-        if full is not None:
-            at = lines.get(name, {})
-            within = frozenset(address for address, line in at.items() if line in full)
-        loop = hot_loop(code, within)
+        loop = hot_loop(code)
         rivals = sum(
             1 for o in innermost_loops(code) if loop is not None and o != loop and o.depth == loop.depth
         )
@@ -173,14 +155,14 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 hot_loop=loop,
                 hot=hot,
                 rivals=rivals,
-                full_blocks=within is not None and loop is not None and mostly_within(code, loop, within),
                 model_issue_s=cost.issue_s if cost is not None else 0.0,
                 model_time_s=cost.time_s if cost is not None else 0.0,
                 hot_issue_s=hot_loop_issue_time(target, cost.flops, hot) if cost is not None else None,
                 grid_blocks=cost.blocks if cost is not None else 0,
                 one_wave=cost is not None and target.one_wave(cost.blocks),
                 grid_per_sm=-(-cost.blocks // target.sm_count) if cost is not None else 0,
-                full_block_registers=full_only.get(name),
+                edge_function=edge,
+                edge_resources=resources[edge] if edge is not None else None,
             )
         )
     major, minor = nvrtc_version()
@@ -191,39 +173,6 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
         compiler=f"NVRTC {major}.{minor} (read with cuobjdump)",
         kernels=tuple(kernels),
     )
-
-
-def full_block_lines(source: str, function: str) -> range | None:
-    """The source lines (1-based) of ``function``'s code for full blocks, None when it has
-    none: between the line that ends with ``FULL_BLOCK_NOTE`` and its ``else``."""
-    text = source.splitlines()
-    start = next((k for k, line in enumerate(text) if "__global__" in line and f" {function}(" in line), None)
-    if start is None:
-        return None
-    for k in range(start + 1, len(text)):
-        if "__global__" in text[k]:
-            return None
-        if text[k].endswith(FULL_BLOCK_NOTE):
-            edge = EDGE_BLOCK_LINE.strip()
-            end = next((e for e in range(k + 1, len(text)) if text[e].strip() == edge), None)
-            return None if end is None else range(k + 2, end + 1)
-    return None
-
-
-def without_edge_blocks(source: str, function: str) -> str:
-    """``source`` with ``function``'s code for blocks at an edge left out (its ``else`` branch
-    empty): not a kernel to run (the edge blocks would compute nothing), only to measure
-    what its code for full blocks alone takes."""
-    full = full_block_lines(source, function)
-    if full is None:
-        return source
-    text = source.splitlines(keepends=True)
-    edge = full.stop  # 0-based index of the line after EDGE_BLOCK_LINE
-    # the branch closes where the function does: "  }" then "}" (``codegen.cuda._Emitter.kernel``)
-    end = next(
-        (k for k in range(edge, len(text) - 1) if text[k] == "  }\n" and text[k + 1].startswith("}")), None
-    )
-    return source if end is None else "".join(text[:edge] + text[end:])
 
 
 def format_report(report: MachineCodeReport) -> str:
@@ -243,10 +192,12 @@ def format_report(report: MachineCodeReport) -> str:
         )
         lines.append(f"kernel {k.function}: {_count(k.threads_per_block, 'thread')} per block")
         lines.append(f"  registers per thread: {r.registers}{model}")
-        if k.full_block_registers is not None and k.full_block_registers < r.registers:
+        if k.edge_resources is not None:
+            e = k.edge_resources
             lines.append(
-                f"    {k.full_block_registers} in the code for full blocks alone: the code for blocks at an edge "
-                "takes the rest (with sizes bound, --size, so that every block is full, there is none)"
+                f"  blocks at an edge run in {k.edge_function}: {e.registers} registers per thread, "
+                f"{e.stack} bytes of stack, launched after it where some block is at an edge (with "
+                "sizes bound, --size, so that every block is full, there is no such function)"
             )
         lines.append(
             f"  stack: {r.stack} bytes, local memory: {r.local} bytes, "
@@ -279,9 +230,7 @@ def format_report(report: MachineCodeReport) -> str:
             lines.append("  hot loop: none (no backward branch)")
         else:
             span = f"{k.hot_loop.start:#06x}-{k.hot_loop.end:#06x}, depth {k.hot_loop.depth}"
-            if k.full_blocks:
-                span += "; in the code for full blocks, which every block but the edges runs"
-            elif k.rivals:
+            if k.rivals:
                 span += f"; the one with the most FMAs of {k.rivals + 1} innermost loops this deep"
             lines.append(f"  hot loop ({span}): {_mix(k.hot)}")
             per_load = k.hot.fma_per_shared_load

@@ -153,9 +153,7 @@ def planned_launches(cuda: CudaProgram, storage: dict, sizes: dict[str, int]) ->
                 args.append(np.int32(launch.first[a.name]))
             else:
                 args.append(np.int32(launch.host[a.name]))
-        planned.append(
-            (module.get_function(launch.kernel.function), launch.grid, launch.kernel.block, tuple(args))
-        )
+        planned.append((module.get_function(launch.function), launch.grid, launch.kernel.block, tuple(args)))
 
     def enqueue() -> None:
         for function, grid, block, args in planned:

@@ -19,6 +19,7 @@ from polymap.poly.isl_text import evaluate_index
 @dataclass(frozen=True, slots=True)
 class Launch:
     kernel: KernelLaunch
+    function: str  # the kernel's function, or its edge blocks' (``KernelLaunch.functions``)
     grid: tuple[int, int, int]  # as launched: a parted axis at most the hardware's limit
     host: dict[str, int]  # host-loop index values by the program's names
     first: dict[str, int]  # a parted axis' first block in this launch, by the axis' letter
@@ -73,8 +74,14 @@ def _at(cuda: CudaProgram, launch: KernelLaunch, env: dict) -> list[Launch]:
             f"{launch.function}: grid {blocks} exceeds the hardware's grid limits at sizes {env}"
         )
     host = {loop.index: env[loop.index] for loop in launch.mapping.kernel.host_loops}
-    # a parted axis launches in parts of at most the hardware's blocks, as the C launcher does
-    return [Launch(launch, grid, host, first) for first, grid in launch.parts(blocks)]
+    # a parted axis launches in parts of at most the hardware's blocks, as the C launcher
+    # does, each part every function of the kernel that runs at these sizes
+    functions = launch.functions(values)
+    return [
+        Launch(launch, function, grid, host, first)
+        for first, grid in launch.parts(blocks)
+        for function in functions
+    ]
 
 
 def evaluate(pa: isl.PwAff, values: dict[str, int]) -> int:

@@ -77,10 +77,10 @@ class KernelSchedule:
     # the range of every isl identifier the AST mentions (iterators, sizes, host indices,
     # block and thread coordinates): the widths of the printed integer arithmetic
     ranges: dict[str, Interval] = field(default_factory=dict)
-    # where a block can be full (``splits_full_blocks``): the condition that it is, and the
-    # AST of its threads, built under that condition, so without the points' guards; the
+    # where a block can be full (``splits_full_blocks``): the condition that it is, the AST
+    # of its threads built under it, and the sizes at which each kind of block occurs; the
     # other blocks run ``ast``, built for any block
-    full: tuple[isl.AstExpr, isl.AstNode] | None = None
+    full: FullBlockSplit | None = None
     # the forks and joins of a kernel with lanes (``lane_syncs``)
     syncs: tuple[LaneSync, ...] = ()
     # per s-point iterator, the first and last value it takes anywhere in the schedule (isl's
@@ -93,6 +93,20 @@ class KernelSchedule:
 def kernel_statements(model: PolyModel, km: KernelMapping) -> tuple[StatementModel, ...]:
     names = {stmt.name for stmt in thread_statements(km.kernel)}
     return tuple(s for s in model.statements if s.name in names)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FullBlockSplit:
+    """A kernel whose full blocks run code without the points' guards (``splits_full_blocks``).
+    The two codes become two functions (``codegen.cuda``), so that the registers the guarded
+    code needs do not limit the full blocks' occupancy. ``some_full`` and ``some_edge`` are
+    conditions on the sizes and host indices alone (the frame's names): where no block of
+    the launch is full, or none is at an edge, that function is not launched."""
+
+    condition: isl.AstExpr  # in the kernel, on the block's coordinates: this block is full
+    ast: isl.AstNode  # the full blocks' threads, built under ``condition``
+    some_full: isl.Set
+    some_edge: isl.Set
 
 
 class Place(Enum):
@@ -234,7 +248,10 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
             # as long for the same guards (matmul_1024: 5.8 s against 1.8 s)
             condition = isl.AstBuild.from_context(context).expr_from_set(blocks)
             built = build_for(blocks).node_from_schedule_map(schedule.intersect_params(blocks))
-            full = (condition, built)
+            some_full, some_edge = (
+                _launch_params(part, frame) for part in (blocks, context.subtract(blocks))
+            )
+            full = FullBlockSplit(condition, built, some_full, some_edge)
             ast = build_for(context).node_from_schedule_map(schedule.intersect_params(context))
     if failures:  # an exception inside isl's callback: re-raised here, where it belongs
         raise failures[0]
@@ -265,6 +282,17 @@ def _full_blocks_here(model: PolyModel, frame: Frame, context: isl.Set) -> isl.S
     if full.is_empty() or context.subtract(full).is_empty():
         return None
     return full
+
+
+def _launch_params(blocks: isl.Set, frame: Frame) -> isl.Set:
+    """The sizes and host indices at which some block and thread of ``blocks`` (a set of the
+    launch's parameters) occur: its block and thread coordinates projected out."""
+    coordinates = frame.hw[frame.host : frame.host + 6]
+    for name in coordinates:
+        at = blocks.find_dim_by_name(_PARAM, name)
+        if at >= 0:
+            blocks = blocks.project_out(_PARAM, at, 1)
+    return blocks.coalesce()
 
 
 def _point_boxes(
