@@ -468,3 +468,20 @@ def test_an_empty_nest_is_not_launched():
     assert len(planned) == 1 and planned[0][0].endswith("kernel1") and min(planned[0][1]) > 0
     x = np.arange(3, dtype=np.float32)
     np.testing.assert_array_equal(kernel.run_host(x=x)["y"], np.ones(3, np.float32))
+
+
+def test_an_and_inside_an_or_is_printed_in_parentheses():
+    """C needs none, but g++ and nvcc warn under -Wall (-Wparentheses) where && sits inside
+    || unparenthesized: a condition the program writes (the statement printer) and one isl
+    builds (the launcher's choice of the edge blocks' function) both get them."""
+    text = (
+        "param N\nin x: f32[N]\nout y: f32[N]\n"
+        "par N i { if x[i] > 0.0 and x[i] < 1.0 or x[i] > 2.0 { y[i] = x[i] } else { y[i] = 0.0 } }"
+    )
+    program = parse(text, name="cond")
+    source = polymap.compile(program).source
+    assert re.search(r"if \(\(x\[(.+)\] > 0\.0f && x\[\1\] < 1\.0f\) \|\| x\[\1\] > 2\.0f\)", source)
+    matmul = polymap.compile(load(ROOT / "models" / "matmul_1024.te")).source
+    assert "if ((N >= 128 && M % 32 >= 1) || N % 128 >= 1) {" in matmul
+    x = np.array([-1.0, 0.5, 1.5, 3.0], np.float32)
+    assert polymap.compile(program).run_host(x=x)["y"].tolist() == [0.0, 0.5, 0.0, 3.0]

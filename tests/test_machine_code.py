@@ -447,8 +447,11 @@ def test_the_blocks_at_an_edge_are_a_function_of_their_own_reported_beside_the_k
     bound so that every block is full, the kernel has no edge function at all."""
     program = polymap.load(MODELS / "matmul_256x256x32.te")
     kernel = polymap.compile(program)
-    (k,) = kernel.machine_code().kernels
+    report = kernel.machine_code()
+    (k,) = report.kernels
     assert k.edge_function == f"{k.function}_edge"
+    with pytest.raises(ArgumentError, match=f"runs the blocks at an edge of kernel '{k.function}'"):
+        report.kernel(k.edge_function)
     assert kernel.source.count("__global__") == 2
     cubin = compile_cubin(kernel.source, name="k.cu")
     counted = parse_resources(cuobjdump.resource_usage(cubin))

@@ -339,3 +339,46 @@ def test_full_blocks_and_blocks_at_an_edge_run_in_two_functions_launched_where_t
     assert (sizes["M"] >= 32 and sizes["N"] >= 128) == full
     assert (sizes["M"] % 32 != 0 or sizes["N"] % 128 != 0) == edge
     _check_on_host(kernel, sizes)
+
+
+HOST_LOOP_SHIFT = """
+param T, N
+assume N >= T
+in  X: f32[N]
+inout A: f32[N]
+seq T t {
+  par N - t i {
+    A[i] = A[i] * 0.5 + X[i + t]
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("bound", [False, True])
+def test_a_split_kernel_in_a_host_loop_launches_each_function_where_that_iteration_has_its_blocks(bound):
+    """Inside a host loop the grid depends on the iteration (``N - t`` elements in blocks of
+    128): at T = 3, N = 129 the iteration t = 0 has a full block and one at an edge, t = 1
+    only a full block, t = 2 only one at an edge. A block past one iteration's grid is not
+    at an edge of it (the frame bounds blocks by the largest grid over all iterations)."""
+    program = parse(HOST_LOOP_SHIFT, name="shift")
+    if bound:
+        program = program.bind(T=3, N=129)
+    pins = {"i": {"threads": 32, "seq": 4}}
+    kernel = compile(program, optimize(program, pins=pins))
+    (launch,) = kernel.cuda.launches
+    assert launch.edge is not None
+    full, edge = launch.function, launch.edge.function
+    sizes = {} if bound else {"T": 3, "N": 129}
+    assert [(at.host["t"], at.function) for at in launches(kernel.cuda, sizes)] == [
+        (0, full),
+        (0, edge),
+        (1, full),
+        (2, edge),
+    ]
+    rng = np.random.default_rng(3)
+    x, a = rng.standard_normal(129).astype(np.float32), rng.standard_normal(129).astype(np.float32)
+    got = kernel.run_host(X=x, A=a.copy(), **sizes)["A"]
+    want = a.copy()
+    for t in range(3):  # the program, by hand: each pass reads X shifted by t
+        want[: 129 - t] = want[: 129 - t] * np.float32(0.5) + x[t:]
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -45,6 +45,7 @@ _BINARY = {
     _OP.or_else: ("||", 4),
 }
 _ATOM, _UNARY, _COND = 16, 15, 3
+_AND = _BINARY[_OP.and_][1]
 
 
 class AstPrinter:
@@ -161,7 +162,12 @@ class AstPrinter:
             (lhs, lp, lw), (rhs, rp, rw) = args
             if overflow and not (lw or rw):
                 lhs, lp, lw = _widen(lhs, lp), _UNARY, True
-            return f"{_paren(lhs, lp, prec)} {sym} {_paren(rhs, rp, prec + 1)}", prec, lw or rw
+            # an && inside an || in parentheses though C needs none: compilers warn otherwise
+            # (-Wparentheses, in g++'s and nvcc's -Wall)
+            left, right = prec, prec + 1
+            if sym == "||":
+                left, right = (_AND + 1 if lp == _AND else left), (_AND + 1 if rp == _AND else right)
+            return f"{_paren(lhs, lp, left)} {sym} {_paren(rhs, rp, right)}", prec, lw or rw
         if op == _OP.minus:
             text, prec, wide = args[0]
             if overflow and not wide:

@@ -255,7 +255,11 @@ class StatementPrinter:
         level = _AND if c.op is LogicOp.AND else _OR
         lhs, lp = self.condition(c.lhs, compute)
         rhs, rp = self.condition(c.rhs, compute)
-        return f"{paren(lhs, lp, level)} {'&&' if level == _AND else '||'} {paren(rhs, rp, level + 1)}", level
+        # an && inside an || in parentheses though C needs none (-Wparentheses)
+        left, right = level, level + 1
+        if level == _OR:
+            left, right = (_AND + 1 if lp == _AND else left), (_AND + 1 if rp == _AND else right)
+        return f"{paren(lhs, lp, left)} {'&&' if level == _AND else '||'} {paren(rhs, rp, right)}", level
 
     def call(self, e: Call, compute: DType) -> tuple[str, DType, int]:
         # a conversion's argument: its literals in the statement's own type (``root``)

@@ -76,6 +76,12 @@ class MachineCodeReport:
         for k in self.kernels:
             if k.function == function:
                 return k
+        for k in self.kernels:
+            if k.edge_function == function:
+                raise ArgumentError(
+                    f"{function} runs the blocks at an edge of kernel {k.function!r}: its figures are "
+                    f"that kernel's edge_function and edge_resources"
+                )
         names = ", ".join(k.function for k in self.kernels) or "none"
         raise ArgumentError(
             f"no kernel {function!r} in the machine code of {self.program} (kernels: {names})"

@@ -248,9 +248,8 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
             # as long for the same guards (matmul_1024: 5.8 s against 1.8 s)
             condition = isl.AstBuild.from_context(context).expr_from_set(blocks)
             built = build_for(blocks).node_from_schedule_map(schedule.intersect_params(blocks))
-            some_full, some_edge = (
-                _launch_params(part, frame) for part in (blocks, context.subtract(blocks))
-            )
+            edges = _within_grid(model, frame, context).subtract(blocks)
+            some_full, some_edge = (_launch_params(part, frame) for part in (blocks, edges))
             full = FullBlockSplit(condition, built, some_full, some_edge)
             ast = build_for(context).node_from_schedule_map(schedule.intersect_params(context))
     if failures:  # an exception inside isl's callback: re-raised here, where it belongs
@@ -282,6 +281,21 @@ def _full_blocks_here(model: PolyModel, frame: Frame, context: isl.Set) -> isl.S
     if full.is_empty() or context.subtract(full).is_empty():
         return None
     return full
+
+
+def _within_grid(model: PolyModel, frame: Frame, context: isl.Set) -> isl.Set:
+    """``context`` with each block coordinate below its axis' grid at the launch's own sizes
+    and host indices (``grid_dims``). The frame bounds a block by the largest grid over every
+    iteration of the host loops, so a block past the grid of one iteration, which that launch
+    never runs, would count as a block at an edge."""
+    space = context.get_space()
+    for axis, blocks in enumerate(grid_dims(model, frame.mapping, frame.hw[: frame.host])):
+        at = context.find_dim_by_name(_PARAM, frame.hw[frame.host + axis])
+        if isinstance(blocks, int) or at < 0:
+            continue
+        coordinate = isl.PwAff.from_aff(isl.Aff.var_on_domain(isl.LocalSpace.from_space(space), _PARAM, at))
+        context = context.intersect(coordinate.lt_set(blocks.align_params(space)))
+    return context
 
 
 def _launch_params(blocks: isl.Set, frame: Frame) -> isl.Set:

@@ -763,7 +763,7 @@ extern "C" int run_matmul_256x256x32(const float* __restrict__ A, const float* _
           POLYMAP_LAUNCH(matmul_256x256x32_kernel0, dim3(gx, (gy - y0 > 65535 ? 65535 : gy - y0), gz), dim3(32, 2, 1), true, A, B, C, M, N, K, (int)y0);
           POLYMAP_CHECK_LAUNCH();
         }
-        if (N >= 64 && M % 32 >= 1 || N % 64 >= 1) {
+        if ((N >= 64 && M % 32 >= 1) || N % 64 >= 1) {
           POLYMAP_LAUNCH(matmul_256x256x32_kernel0_edge, dim3(gx, (gy - y0 > 65535 ? 65535 : gy - y0), gz), dim3(32, 2, 1), true, A, B, C, M, N, K, (int)y0);
           POLYMAP_CHECK_LAUNCH();
         }
