@@ -441,11 +441,13 @@ def test_the_report_object_names_its_kernels_and_finds_one():
 
 @needs_tools
 def test_the_blocks_at_an_edge_are_a_function_of_their_own_reported_beside_the_kernel():
-    """A function's registers are the most any of its code needs: matmul_256x256x32 at free
-    sizes runs its blocks at an edge in a second function, so that their guarded code does
-    not set the full blocks' registers. ``inspect`` reports both, each as ptxas counts it;
-    bound so that every block is full, the kernel has no edge function at all."""
-    program = polymap.load(MODELS / "matmul_256x256x32.te")
+    """A function's registers are the most any of its code needs: matmul_1024 at free sizes
+    runs its blocks at an edge in a second function, so that their guarded code does not
+    set the full blocks' registers. ``inspect`` reports both, each as ptxas counts it; bound
+    so that every block is full, the kernel has no edge function at all. matmul_256x256x32,
+    one wave at its cost sizes (32 blocks), keeps both codes in one function: registers
+    cannot limit its occupancy there, and a second launch would cost its own first loads."""
+    program = polymap.load(MODELS / "matmul_1024.te")
     kernel = polymap.compile(program)
     report = kernel.machine_code()
     (k,) = report.kernels
@@ -460,6 +462,9 @@ def test_the_blocks_at_an_edge_are_a_function_of_their_own_reported_beside_the_k
     assert f"  blocks at an edge run in {k.edge_function}: {k.edge_resources.registers} registers" in text
     # the full blocks' function has no guard on a point: its hot loop is the unguarded one
     assert k.hot is not None and k.hot.fma >= 64
-    bound = polymap.compile(program.bind(M=256, N=256, K=32))
+    bound = polymap.compile(program.bind(M=1024, N=1024, K=1024))
     assert bound.source.count("__global__") == 1
     assert bound.machine_code().kernels[0].edge_function is None
+    one_wave = polymap.compile(polymap.load(MODELS / "matmul_256x256x32.te"))
+    assert one_wave.source.count("__global__") == 1 and one_wave.cuda.launches[0].edge is None
+    assert "} else {  // a block at an edge: its points guarded" in one_wave.source

@@ -330,7 +330,11 @@ def test_full_blocks_and_blocks_at_an_edge_run_in_two_functions_launched_where_t
     launched only where its kind of block occurs: a block is full where its 32 x 128 tile
     (8 x 4 rows of i, 32 x 4 columns of j) lies inside M x N. Both the launches computed in
     Python (CuPy's) and the C launcher's (the host run) give the reference's result."""
-    program = parse(MATMUL, name="mm")
+    # costed at 2048 x 2048 x 64: 1024 blocks, more than one wave (a one-wave grid keeps
+    # both codes in one function, where registers cannot limit its occupancy)
+    program = parse(
+        MATMUL.replace("param M", "param M = 2048").replace("param N", "param N = 2048"), name="mm"
+    )
     kernel = compile(program, optimize(program, pins=TILE_4X4))
     (launch,) = kernel.cuda.launches
     assert launch.edge is not None and launch.edge.function == f"{launch.function}_edge"
@@ -342,7 +346,8 @@ def test_full_blocks_and_blocks_at_an_edge_run_in_two_functions_launched_where_t
 
 
 HOST_LOOP_SHIFT = """
-param T, N
+param T = 3
+param N = 1048577
 assume N >= T
 in  X: f32[N]
 inout A: f32[N]
@@ -357,28 +362,30 @@ seq T t {
 @pytest.mark.parametrize("bound", [False, True])
 def test_a_split_kernel_in_a_host_loop_launches_each_function_where_that_iteration_has_its_blocks(bound):
     """Inside a host loop the grid depends on the iteration (``N - t`` elements in blocks of
-    128): at T = 3, N = 129 the iteration t = 0 has a full block and one at an edge, t = 1
-    only a full block, t = 2 only one at an edge. A block past one iteration's grid is not
-    at an edge of it (the frame bounds blocks by the largest grid over all iterations)."""
+    128): at T = 3, N = 2^20 + 1 the iterations t = 0 and t = 2 have full blocks and one at
+    an edge, t = 1 only full blocks. A block past one iteration's grid is not at an edge of
+    it (the frame bounds blocks by the largest grid over all iterations)."""
     program = parse(HOST_LOOP_SHIFT, name="shift")
+    n = 2**20 + 1
     if bound:
-        program = program.bind(T=3, N=129)
+        program = program.bind(T=3, N=n)
     pins = {"i": {"threads": 32, "seq": 4}}
     kernel = compile(program, optimize(program, pins=pins))
     (launch,) = kernel.cuda.launches
     assert launch.edge is not None
     full, edge = launch.function, launch.edge.function
-    sizes = {} if bound else {"T": 3, "N": 129}
+    sizes = {} if bound else {"T": 3, "N": n}
     assert [(at.host["t"], at.function) for at in launches(kernel.cuda, sizes)] == [
         (0, full),
         (0, edge),
         (1, full),
+        (2, full),
         (2, edge),
     ]
     rng = np.random.default_rng(3)
-    x, a = rng.standard_normal(129).astype(np.float32), rng.standard_normal(129).astype(np.float32)
+    x, a = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     got = kernel.run_host(X=x, A=a.copy(), **sizes)["A"]
     want = a.copy()
     for t in range(3):  # the program, by hand: each pass reads X shifted by t
-        want[: 129 - t] = want[: 129 - t] * np.float32(0.5) + x[t:]
+        want[: n - t] = want[: n - t] * np.float32(0.5) + x[t:]
     np.testing.assert_allclose(got, want, rtol=1e-6)

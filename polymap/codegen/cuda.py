@@ -469,9 +469,16 @@ class _Emitter:
             full = printer.node(split.ast, 2)
             full = [f"  if ({condition}) {{  {FULL_BLOCK_NOTE}", *masks.take(2), *full, "  }"]
             guarded = printer.node(schedule.ast, 2)
-            guarded = [f"  if (!({condition})) {{  {EDGE_BLOCK_NOTE}", *masks.take(2), *guarded, "  }"]
-            edge = self.edge_function(km, frame, split, host_params)
-            text = function_text(function, full) + "\n\n" + function_text(edge.function, guarded)
+            if self.one_wave(km):
+                # at most one block per SM at the cost sizes: registers cannot limit the
+                # occupancy, and a second launch would cost its own first loads, so both
+                # codes stay in one function
+                full[-1] = f"  }} else {{  {EDGE_BLOCK_NOTE}"
+                text = function_text(function, full + [*masks.take(2), *guarded, "  }"])
+            else:
+                guarded = [f"  if (!({condition})) {{  {EDGE_BLOCK_NOTE}", *masks.take(2), *guarded, "  }"]
+                edge = self.edge_function(km, frame, split, host_params)
+                text = function_text(function, full) + "\n\n" + function_text(edge.function, guarded)
         launch = KernelLaunch(
             km,
             function,
