@@ -463,4 +463,10 @@ def machine_code_markdown(results: list[Result]) -> list[str]:
                     else "no loop | | | | |"
                 )
             )
+            if k.edge_resources is not None:  # the blocks at an edge: a function of their own
+                e = k.edge_resources
+                lines.append(
+                    f"| {r.case} | {k.edge_function} (blocks at an edge) | {k.threads_per_block} | "
+                    f"{e.registers} / - | {e.stack} | {e.shared} | | | | | | |"
+                )
     return lines

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from polymap.codegen.comments import comment
-from polymap.codegen.cuda import ERROR_CONTEXT, ERROR_FAULT, ERROR_GRID, CudaProgram, launcher_parameters
+from polymap.codegen.cuda import ERROR_CONTEXT, ERROR_FAULT, ERROR_GRID, CudaProgram
+from polymap.codegen.launch import launcher_parameters
 from polymap.ir.nodes import BufferKind, DType
 from polymap.version import __version__
 

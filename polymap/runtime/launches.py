@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from polymap.codegen.cuda import CudaProgram, KernelLaunch
+from polymap.codegen.cuda import CudaProgram
+from polymap.codegen.launch import KernelLaunch
 from polymap.errors import ArgumentError
 from polymap.ir.nodes import Loop
 from polymap.poly.isl_text import evaluate_index
