@@ -12,12 +12,13 @@ import polymap
 from polymap.cli import main
 from polymap.errors import ArgumentError, MachineCodeError
 from polymap.machine_code.occupancy import occupancy
-from polymap.machine_code.report import format_report, hot_loop_issue_time
+from polymap.machine_code.report import format_report, full_block_lines, hot_loop_issue_time
 from polymap.machine_code.sass import (
     InstructionMix,
     body,
     hot_loop,
     loops,
+    parse_line_info,
     parse_resources,
     parse_sass,
 )
@@ -437,6 +438,45 @@ def test_the_report_object_names_its_kernels_and_finds_one():
     assert report.kernel(names[1]).function == names[1]
     with pytest.raises(ArgumentError, match="no kernel 'nope' in the machine code of gpt3_attention_tiny"):
         report.kernel("nope")
+
+
+LINE_INFO = """
+//--------------------- .text.k_two_copies --------------------------
+	.section	.text.k_two_copies,"ax",@progbits
+k_two_copies:
+	//## File "/tmp/x.cu", line 10
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+	//## File "/tmp/x.cu", line 12
+        /*0010*/                   FFMA R2, R3, R4, R2 ;
+        /*0020*/              @!P0 BRA `(.L_x_0) ;
+	//## File "/tmp/x.cu", line 20
+        /*0030*/                   FFMA R2, R3, R4, R2 ;
+"""
+
+
+def test_line_information_is_read_per_function_and_address():
+    lines = parse_line_info(LINE_INFO)
+    assert lines == {"k_two_copies": {0x0: 10, 0x10: 12, 0x20: 12, 0x30: 20}}
+
+
+@needs_tools
+def test_the_hot_loop_of_a_kernel_with_full_blocks_is_in_their_code():
+    """matmul_256x256x32, one wave at its cost sizes, keeps its two codes (full blocks, and any
+    block with the points' guards) in one function; the compiler may peel the edge copy's
+    loop so that it does an FMA more, but what bounds the kernel's speed is the full blocks'
+    loop: every one of its instructions comes from the source lines between the full-block
+    test and its ``else`` (line information)."""
+    kernel = polymap.compile(polymap.load(MODELS / "matmul_256x256x32.te"))
+    report = kernel.machine_code()
+    k = report.kernels[0]
+    assert k.full_blocks and k.hot_loop is not None
+    span = full_block_lines(kernel.source, k.function)
+    assert span is not None and len(span) > 10
+    cubin = compile_cubin(kernel.source, name="k.cu", options=("-lineinfo",))
+    at = parse_line_info(cuobjdump.line_info(cubin))[k.function]
+    inside = [line for address, line in at.items() if k.hot_loop.holds(address)]
+    assert inside and all(line in span for line in inside)
+    assert "in the code for full blocks" in str(report)
 
 
 @needs_tools

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from polymap.codegen.cuda import EDGE_BLOCK_NOTE, FULL_BLOCK_NOTE
 from polymap.errors import ArgumentError, MachineCodeError
 from polymap.machine_code.occupancy import Occupancy, occupancy, reserve_in_ptxas_figure
 from polymap.machine_code.sass import (
@@ -20,6 +21,8 @@ from polymap.machine_code.sass import (
     body,
     hot_loop,
     innermost_loops,
+    mostly_within,
+    parse_line_info,
     parse_resources,
     parse_sass,
 )
@@ -43,6 +46,9 @@ class KernelMachineCode:
     hot_loop: Loop | None
     hot: InstructionMix | None  # the hot loop's mix; None when the kernel has no loop
     rivals: int = 0  # other innermost loops as deep as the hot one (it has the most FMAs)
+    # the hot loop was taken from the code for full blocks of a function that holds both
+    # codes (a one-wave grid: ``codegen.cuda``, ``full_block_lines``)
+    full_blocks: bool = False
     model_issue_s: float = 0.0  # the cost model's issue time of one launch (0: none)
     model_time_s: float = 0.0  # the cost model's predicted time of one launch (0: none)
     hot_issue_s: float | None = None  # ``hot_loop_issue_time``; None without FMAs in the hot loop
@@ -113,9 +119,13 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
     fails and MachineCodeError when cuobjdump is missing or its output is not understood."""
     target = target or kernel.mapping.target
     arch = target.sm_arch
-    cubin = compile_cubin(kernel.source, name=f"{kernel.launcher}.cu", arch=arch)
+    # line information does not change the code (the same SASS with and without it), and
+    # tells which instructions come from the code for full blocks of a function that also
+    # holds the code for blocks at an edge
+    cubin = compile_cubin(kernel.source, name=f"{kernel.launcher}.cu", arch=arch, options=("-lineinfo",))
     resources = parse_resources(cuobjdump.resource_usage(cubin))
     functions = parse_sass(cuobjdump.sass(cubin))
+    lines = parse_line_info(cuobjdump.line_info(cubin))
 
     def found(name: str) -> None:
         if name not in resources or name not in functions:
@@ -135,7 +145,11 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
         used = resources[name]
         threads = launch.block[0] * launch.block[1] * launch.block[2]
         code = functions[name]
-        loop = hot_loop(code)
+        full = full_block_lines(kernel.source, name)
+        within = None
+        if full is not None:  # both codes in one function: the hot loop is the full blocks'
+            within = frozenset(address for address, line in lines.get(name, {}).items() if line in full)
+        loop = hot_loop(code, within)
         rivals = sum(
             1 for o in innermost_loops(code) if loop is not None and o != loop and o.depth == loop.depth
         )
@@ -167,6 +181,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 grid_blocks=cost.blocks if cost is not None else 0,
                 one_wave=cost is not None and target.one_wave(cost.blocks),
                 grid_per_sm=-(-cost.blocks // target.sm_count) if cost is not None else 0,
+                full_blocks=within is not None and loop is not None and mostly_within(code, loop, within),
                 edge_function=edge,
                 edge_resources=resources[edge] if edge is not None else None,
             )
@@ -179,6 +194,24 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
         compiler=f"NVRTC {major}.{minor} (read with cuobjdump)",
         kernels=tuple(kernels),
     )
+
+
+def full_block_lines(source: str, function: str) -> range | None:
+    """The source lines (1-based) of ``function``'s code for full blocks where the function
+    also holds the code for blocks at an edge (a one-wave grid keeps both in one function),
+    None otherwise: between the line that ends with ``FULL_BLOCK_NOTE`` and its ``else``."""
+    text = source.splitlines()
+    start = next((k for k, line in enumerate(text) if "__global__" in line and f" {function}(" in line), None)
+    if start is None:
+        return None
+    for k in range(start + 1, len(text)):
+        if "__global__" in text[k]:
+            return None
+        if text[k].endswith(FULL_BLOCK_NOTE):
+            edge = f"}} else {{  {EDGE_BLOCK_NOTE}"
+            end = next((e for e in range(k + 1, len(text)) if text[e].strip() == edge), None)
+            return None if end is None else range(k + 2, end + 1)
+    return None
 
 
 def format_report(report: MachineCodeReport) -> str:
@@ -236,7 +269,9 @@ def format_report(report: MachineCodeReport) -> str:
             lines.append("  hot loop: none (no backward branch)")
         else:
             span = f"{k.hot_loop.start:#06x}-{k.hot_loop.end:#06x}, depth {k.hot_loop.depth}"
-            if k.rivals:
+            if k.full_blocks:
+                span += "; in the code for full blocks, which every block but the edges runs"
+            elif k.rivals:
                 span += f"; the one with the most FMAs of {k.rivals + 1} innermost loops this deep"
             lines.append(f"  hot loop ({span}): {_mix(k.hot)}")
             per_load = k.hot.fma_per_shared_load

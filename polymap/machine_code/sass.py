@@ -28,6 +28,8 @@ _INSTRUCTION = re.compile(
 _RESOURCE_FUNCTION = re.compile(r"^\s*Function\s+(?P<name>\S+):\s*$")
 _RESOURCE_FIELD = re.compile(r"(?P<key>[A-Z_]+(?:\[\d+\])?):(?P<value>\d+)")
 _HEX = re.compile(r"0x([0-9a-fA-F]+)")
+_LINE_SECTION = re.compile(r"^\s*\.section\s+\.text\.(?P<name>[^,\s]+)\s*,")
+_LINE_COMMENT = re.compile(r'^\s*//## File ".*", line (?P<line>\d+)')
 
 # What the figures count, by the opcode without modifiers (the CUDA Binary Utilities'
 # "Instruction Set Reference", Hopper). Half-precision HFMA2 is left out: polymap computes in
@@ -188,6 +190,25 @@ def parse_sass(text: str) -> dict[str, tuple[Instruction, ...]]:
     return {name: tuple(body) for name, body in functions.items()}
 
 
+def parse_line_info(text: str) -> dict[str, dict[int, int]]:
+    """Every function of ``nvdisasm -g`` output: the source line of each instruction address
+    (an instruction follows the last ``//## File "...", line N`` comment before it)."""
+    functions: dict[str, dict[int, int]] = {}
+    current: dict[int, int] | None = None
+    line = 0
+    for text_line in text.splitlines():
+        if (section := _LINE_SECTION.match(text_line)) is not None:
+            current = functions.setdefault(section.group("name"), {})
+            line = 0
+            continue
+        if (where := _LINE_COMMENT.match(text_line)) is not None:
+            line = int(where.group("line"))
+            continue
+        if current is not None and (found := _INSTRUCTION.match(text_line)) is not None:
+            current[int(found.group("address"), 16)] = line
+    return functions
+
+
 def parse_resources(text: str) -> dict[str, Resources]:
     """Every function of ``cuobjdump -res-usage`` output and its resources."""
     resources: dict[str, Resources] = {}
@@ -235,9 +256,17 @@ def innermost_loops(instructions: tuple[Instruction, ...]) -> tuple[Loop, ...]:
     )
 
 
-def hot_loop(instructions: tuple[Instruction, ...]) -> Loop | None:
-    """The innermost, deepest loop; ties go to the most FMAs, then the shortest span."""
+def hot_loop(instructions: tuple[Instruction, ...], within: frozenset[int] | None = None) -> Loop | None:
+    """The innermost, deepest loop; ties go to the most FMAs, then the shortest span. Where a
+    kernel's code comes in two copies (``schedule.kernel.splits_full_blocks``), ``within``
+    holds the addresses of the copy for full blocks, which all blocks but the edges run: the
+    hot loop is then one of the loops most of whose instructions are there (when any is;
+    the edge copy's loop may do an FMA more, peeled differently by the compiler)."""
     innermost = innermost_loops(instructions)
+    if within is not None:
+        innermost = (
+            tuple(loop for loop in innermost if mostly_within(instructions, loop, within)) or innermost
+        )
     if not innermost:
         return None
 
@@ -246,6 +275,11 @@ def hot_loop(instructions: tuple[Instruction, ...]) -> Loop | None:
         return loop.depth, sum(1 for i in body if i.family in FMA), loop.start - loop.end
 
     return max(innermost, key=rank)
+
+
+def mostly_within(instructions: tuple[Instruction, ...], loop: Loop, within: frozenset[int]) -> bool:
+    """Whether most of ``loop``'s instructions are at the addresses ``within``."""
+    return 2 * sum(1 for a in within if loop.holds(a)) > len(body(instructions, loop))
 
 
 def body(instructions: tuple[Instruction, ...], loop: Loop) -> tuple[Instruction, ...]:

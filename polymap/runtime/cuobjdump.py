@@ -65,7 +65,13 @@ def sass(cubin: bytes) -> str:
     return _run(cubin, "-sass")
 
 
-def _run(cubin: bytes, flag: str, *, tool_name: str = "cuobjdump") -> str:
+def line_info(cubin: bytes) -> str:
+    """``nvdisasm -g -c``: the SASS annotated with the source line of each instruction (a
+    cubin compiled with ``-lineinfo``; the addresses are those of :func:`sass`)."""
+    return _run(cubin, "-g", tool_name="nvdisasm", extra=("-c",))
+
+
+def _run(cubin: bytes, flag: str, *, tool_name: str = "cuobjdump", extra: tuple[str, ...] = ()) -> str:
     tool = tool_path(tool_name)
     # cuobjdump runs nvdisasm for -sass and finds it only on PATH or NVDISASM_PATH, which a
     # virtual environment's wheels are not on.
@@ -75,7 +81,7 @@ def _run(cubin: bytes, flag: str, *, tool_name: str = "cuobjdump") -> str:
         path.write_bytes(cubin)
         try:
             done = subprocess.run(
-                [str(tool), flag, str(path)],
+                [str(tool), flag, *extra, str(path)],
                 capture_output=True,
                 text=True,
                 timeout=TIME_LIMIT_S,
