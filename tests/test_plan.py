@@ -913,3 +913,24 @@ def test_random_chains_against_the_oracle_long():
         _check_random(program, chain, capacities)
         if time.monotonic() - start > budget:
             break
+
+
+def test_the_best_plan_without_tiled_links_is_scips_first_solution():
+    """The planner solves the chain without tiled links first and gives that plan to the
+    whole search as its first solution; the report's SCIP time holds both solves and says
+    how much the first took. Where tiling is not allowed, or a link is pinned tiled, there
+    is no first solve. The whole search's optimum is never worse than the first solution,
+    and here (the tiny attention chain at 4096 elements) SCIP keeps S whole."""
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    free = plan(program, 4096)
+    assert 0 < free.first_solution_s < free.report.solve_time_s and free.report.optimal
+    assert (
+        f"({free.first_solution_s:.2f} s of it for a first solution: the best plan without tiled links)"
+        in str(free)
+    )
+    assert free.to_json()["scip"]["first_solution_s"] == free.first_solution_s
+    untiled = plan(program, 4096, strategy="untiled")
+    assert untiled.first_solution_s == 0 and "for a first solution" not in str(untiled)
+    assert free.bytes <= untiled.bytes
+    pinned = plan(program, 16384, links={"S": "tiled"})
+    assert pinned.first_solution_s == 0 and pinned.link_modes()["S"] is LinkMode.TILED

@@ -94,6 +94,22 @@ class PlanModel:
     log_tile_scale: float = 0.0  # tiles are in units of exp(this): the capacity
     log_traffic_scale: float = 0.0  # traffic is in units of exp(this)
 
+    def solution(self) -> dict[str, float]:
+        """SCIP's best solution, every variable's value by name."""
+        best = self.scip.getBestSol()
+        return {var.name: self.scip.getSolVal(best, var) for var in self.scip.getVars()}
+
+    def start_from(self, values: dict[str, float]) -> bool:
+        """Give SCIP a first solution: ``values`` by variable name, from a model of the same
+        chain built with fewer modes allowed (``solution``), whose variables this model has
+        too. Returns whether SCIP took it (it checks it, and keeps only a feasible one)."""
+        start = self.scip.createSol()
+        for var in self.scip.getVars():
+            if var.name not in values:
+                return False
+            self.scip.setSolVal(start, var, values[var.name])
+        return self.scip.addSol(start, free=True)
+
     def on_chip(self, e: int, t: int):
         """The 0/1 expression 'tensor t of einsum e is an intermediate kept on chip'."""
         k = self.chain.link_index(e, t)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polymap.errors import ArgumentError, CapacityError, InternalError, PlanError, PolymapError, SolverError
 from polymap.ir.nodes import Program
@@ -95,6 +95,9 @@ class Plan:
     objective_unit_bytes: float  # SCIP's objective and bound are in units of this many bytes
     sizes: tuple[tuple[str, int], ...]
     min_band_tiles: int = 1  # the fewest band tiles a segment fused a tile at a time may have
+    # SCIP's time for the plan without tiled links, solved first and given to the whole search
+    # as its first solution (``_untiled_start``); included in ``report.solve_time_s``
+    first_solution_s: float = 0.0
 
     @property
     def segments(self) -> tuple[tuple[int, ...], ...]:
@@ -171,17 +174,26 @@ def _plan(
     chain = read_chain(program)
     _check_fits(chain, cap)
     pinned = _link_pins(chain, links)
-    try:
-        model = build(
-            chain,
-            cap.amount,
-            bytes_unit=cap.in_bytes,
-            modes=pinned,
-            allowed=allowed,
-            min_band_tiles=min_band_tiles,
-        )
-    except Exception as err:  # pyscipopt raises plain Exceptions
-        raise SolverError(f"SCIP rejected the plan model of '{chain.program}': {err}") from err
+
+    def model_of(modes_allowed):
+        try:
+            return build(
+                chain,
+                cap.amount,
+                bytes_unit=cap.in_bytes,
+                modes=pinned,
+                allowed=modes_allowed,
+                min_band_tiles=min_band_tiles,
+            )
+        except Exception as err:  # pyscipopt raises plain Exceptions
+            raise SolverError(f"SCIP rejected the plan model of '{chain.program}': {err}") from err
+
+    start = _untiled_start(chain, pinned, allowed, model_of, time_limit_s)
+    model = model_of(allowed)
+    if start is not None:
+        model.start_from(start[0])
+        if time_limit_s is not None:
+            time_limit_s = max(time_limit_s - start[1], 0.01)
     watch_solve(
         model.scip,
         f"plan of {chain.program}",
@@ -190,6 +202,8 @@ def _plan(
         what="plan",
     )
     report = solve(model.scip, time_limit_s=time_limit_s)
+    first_s = start[1] if start is not None else 0.0
+    report = replace(report, solve_time_s=report.solve_time_s + first_s)  # both solves' time
     if report.outcome is Outcome.INFEASIBLE:
         pins = ", ".join(f"{chain.links[k].buffer}={mode.value}" for k, mode in pinned.items())
         floor = f" and bands of at least {min_band_tiles} tiles" if min_band_tiles > 1 else ""
@@ -208,10 +222,39 @@ def _plan(
     accounting = account(chain, nests, modes, bytes_unit=cap.in_bytes)
     sizes = tuple(program.bind_defaults().bindings)
     result = Plan(
-        chain, cap, nests, modes, accounting, report, math.exp(model.log_traffic_scale), sizes, min_band_tiles
+        chain,
+        cap,
+        nests,
+        modes,
+        accounting,
+        report,
+        math.exp(model.log_traffic_scale),
+        sizes,
+        min_band_tiles,
+        first_s,
     )
     _check(result)
     return result
+
+
+def _untiled_start(chain: Chain, pinned: dict, allowed, model_of, time_limit_s: float | None):
+    """SCIP's best plan without tiled links, as a first solution for the whole search: the
+    values of its variables (by name) and its SCIP time; None where tiling is not allowed,
+    a link is pinned tiled, or no such plan is found. That plan is feasible for the whole
+    model (the same model with fewer modes), and it is optimal, or nearly, where fusing a tile
+    at a time saves little: SCIP then prunes most of its tree over the loop orders. On
+    ``polymap bench --plan``'s 13 cases the two solves took 3.3 to 3.7 s in all, against 4.5 s
+    for the whole search alone (docs/benchmarks/2026-11-29-plan-first-solution.md)."""
+    from polymap.mapping.farkas import solve
+
+    untiled = frozenset(allowed) - {LinkMode.TILED}
+    if untiled == frozenset(allowed) or LinkMode.TILED in pinned.values() or not any(chain.links):
+        return None
+    first = model_of(untiled)
+    report = solve(first.scip, time_limit_s=time_limit_s)
+    if not report.outcome.solved:
+        return None
+    return first.solution(), report.solve_time_s
 
 
 MAX_ITERATIONS = 2**64  # beyond this the model's logarithms span more than SCIP's LP holds
