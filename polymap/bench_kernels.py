@@ -463,10 +463,12 @@ def machine_code_markdown(results: list[Result]) -> list[str]:
                     else "no loop | | | | |"
                 )
             )
-            if k.edge_resources is not None:  # the blocks at an edge: a function of their own
-                e = k.edge_resources
+            if k.edge_resources is not None and k.edge_occupancy is not None:
+                # the blocks at an edge: a function of their own, launched where there are any
+                e, occ = k.edge_resources, k.edge_occupancy
                 lines.append(
-                    f"| {r.case} | {k.edge_function} (blocks at an edge) | {k.threads_per_block} | "
-                    f"{e.registers} / - | {e.stack} | {e.shared} | | | | | | |"
+                    f"| {r.case} | {k.edge_function} (blocks at an edge, where there are any) | "
+                    f"{k.threads_per_block} | {e.registers} / - | {e.stack} | {e.shared} | "
+                    f"{occ.blocks_per_sm} ({occ.limiter}) | | | | | |"
                 )
     return lines

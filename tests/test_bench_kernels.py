@@ -27,7 +27,7 @@ def test_host_cases_match_the_reference_and_the_record_says_gpu_pending():
             assert r.machine_code and not r.machine_code_error
             (k,) = r.machine_code
             assert f"| {r.case} | {k.function} | {k.threads_per_block} | {k.resources.registers} / " in text
-            edge = f"| {r.case} | {k.edge_function} (blocks at an edge) | {k.threads_per_block} | "
+            edge = f"| {r.case} | {k.edge_function} (blocks at an edge, where there are any) | {k.threads_per_block} | "
             assert (edge in text) == (k.edge_resources is not None)
         # both run their blocks at an edge apart (several points a thread, more than one wave)
         assert all(r.machine_code[0].edge_function for r in results)

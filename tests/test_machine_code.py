@@ -499,7 +499,20 @@ def test_the_blocks_at_an_edge_are_a_function_of_their_own_reported_beside_the_k
     counted = parse_resources(cuobjdump.resource_usage(cubin))
     assert counted[k.function] == k.resources and counted[k.edge_function] == k.edge_resources
     text = format_report(kernel.machine_code())
-    assert f"  blocks at an edge run in {k.edge_function}: {k.edge_resources.registers} registers" in text
+    assert (
+        f"  blocks at an edge: a function of their own, {k.edge_function}, launched after {k.function} at sizes "
+        f"where some block is at an edge: {k.edge_resources.registers} registers per thread" in text
+    )
+    assert (
+        k.edge_occupancy.warps_per_sm
+        == occupancy(
+            H100,
+            threads_per_block=64,
+            registers=k.edge_resources.registers,
+            shared_bytes=k.edge_resources.shared,
+            reserve_included=True,
+        ).warps_per_sm
+    )
     # the full blocks' function has no guard on a point: its hot loop is the unguarded one
     assert k.hot is not None and k.hot.fma >= 64
     bound = polymap.compile(program.bind(M=1024, N=1024, K=1024))

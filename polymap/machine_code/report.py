@@ -59,6 +59,7 @@ class KernelMachineCode:
     # without the points' guards (``codegen.cuda.EdgeFunction``), and its resources
     edge_function: str | None = None
     edge_resources: Resources | None = None
+    edge_occupancy: Occupancy | None = None
 
     @property
     def register_ratio(self) -> float | None:
@@ -144,6 +145,16 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
             found(edge)
         used = resources[name]
         threads = launch.block[0] * launch.block[1] * launch.block[2]
+
+        def fitting(r: Resources) -> Occupancy:
+            return occupancy(
+                target,
+                threads_per_block=threads,
+                registers=r.registers,
+                shared_bytes=r.shared,
+                reserve_included=reserve_in_ptxas_figure(target, r.shared),
+            )
+
         code = functions[name]
         full = full_block_lines(kernel.source, name)
         within = None
@@ -164,13 +175,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 model_registers=cost.registers if cost is not None else 0,
                 model_shared=cost.shared_bytes if cost is not None else 0,
                 reserve_in_shared=reserved,
-                occupancy=occupancy(
-                    target,
-                    threads_per_block=threads,
-                    registers=used.registers,
-                    shared_bytes=used.shared,
-                    reserve_included=reserved,
-                ),
+                occupancy=fitting(used),
                 whole=InstructionMix.of(code),
                 hot_loop=loop,
                 hot=hot,
@@ -184,6 +189,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 full_blocks=within is not None and loop is not None and mostly_within(code, loop, within),
                 edge_function=edge,
                 edge_resources=resources[edge] if edge is not None else None,
+                edge_occupancy=fitting(resources[edge]) if edge is not None else None,
             )
         )
     major, minor = nvrtc_version()
@@ -231,12 +237,13 @@ def format_report(report: MachineCodeReport) -> str:
         )
         lines.append(f"kernel {k.function}: {_count(k.threads_per_block, 'thread')} per block")
         lines.append(f"  registers per thread: {r.registers}{model}")
-        if k.edge_resources is not None:
+        if k.edge_resources is not None and k.edge_occupancy is not None:
             e = k.edge_resources
             lines.append(
-                f"  blocks at an edge run in {k.edge_function}: {e.registers} registers per thread, "
-                f"{e.stack} bytes of stack, launched after it where some block is at an edge (with "
-                "sizes bound, --size, so that every block is full, there is no such function)"
+                f"  blocks at an edge: a function of their own, {k.edge_function}, launched after "
+                f"{k.function} at sizes where some block is at an edge: {e.registers} registers per thread, "
+                f"{e.stack} bytes of stack, {k.edge_occupancy.warps_per_sm} warps per SM (every figure below "
+                f"is {k.function}'s)"
             )
         lines.append(
             f"  stack: {r.stack} bytes, local memory: {r.local} bytes, "
