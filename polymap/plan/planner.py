@@ -188,12 +188,12 @@ def _plan(
         except Exception as err:  # pyscipopt raises plain Exceptions
             raise SolverError(f"SCIP rejected the plan model of '{chain.program}': {err}") from err
 
-    start = _untiled_start(chain, pinned, allowed, model_of, time_limit_s)
+    start, first_s = _untiled_start(chain, pinned, allowed, model_of, time_limit_s)
     model = model_of(allowed)
     if start is not None:
-        model.start_from(start[0])
-        if time_limit_s is not None:
-            time_limit_s = max(time_limit_s - start[1], 0.01)
+        model.start_from(start)
+    if time_limit_s is not None and first_s:  # the limit holds for both solves together
+        time_limit_s = max(time_limit_s - first_s, 0.01)
     watch_solve(
         model.scip,
         f"plan of {chain.program}",
@@ -202,7 +202,6 @@ def _plan(
         what="plan",
     )
     report = solve(model.scip, time_limit_s=time_limit_s)
-    first_s = start[1] if start is not None else 0.0
     report = replace(report, solve_time_s=report.solve_time_s + first_s)  # both solves' time
     if report.outcome is Outcome.INFEASIBLE:
         pins = ", ".join(f"{chain.links[k].buffer}={mode.value}" for k, mode in pinned.items())
@@ -239,22 +238,21 @@ def _plan(
 
 def _untiled_start(chain: Chain, pinned: dict, allowed, model_of, time_limit_s: float | None):
     """SCIP's best plan without tiled links, as a first solution for the whole search: the
-    values of its variables (by name) and its SCIP time; None where tiling is not allowed,
-    a link is pinned tiled, or no such plan is found. That plan is feasible for the whole
-    model (the same model with fewer modes), and it is optimal, or nearly, where fusing a tile
-    at a time saves little: SCIP then prunes most of its tree over the loop orders. On
-    ``polymap bench --plan``'s 13 cases the two solves took 3.3 to 3.7 s in all, against 4.5 s
-    for the whole search alone (docs/benchmarks/2026-11-29-plan-first-solution.md)."""
+    values of its variables by name (None where no such plan was found), and the SCIP time
+    spent on it (0.0 where it was not solved: tiling is not allowed, or a link is pinned
+    tiled). That plan is feasible for the whole model (the same model with fewer modes), and
+    it is optimal, or nearly, where fusing a tile at a time saves little: SCIP then prunes
+    most of its tree over the loop orders. On ``polymap bench --plan``'s 13 cases the two
+    solves took 3.2 s in all, against 4.5 s for the whole search alone
+    (docs/benchmarks/2026-11-29-plan-first-solution.md)."""
     from polymap.mapping.farkas import solve
 
     untiled = frozenset(allowed) - {LinkMode.TILED}
     if untiled == frozenset(allowed) or LinkMode.TILED in pinned.values() or not any(chain.links):
-        return None
+        return None, 0.0
     first = model_of(untiled)
     report = solve(first.scip, time_limit_s=time_limit_s)
-    if not report.outcome.solved:
-        return None
-    return first.solution(), report.solve_time_s
+    return (first.solution() if report.outcome.solved else None), report.solve_time_s
 
 
 MAX_ITERATIONS = 2**64  # beyond this the model's logarithms span more than SCIP's LP holds
