@@ -929,8 +929,13 @@ def test_the_best_plan_without_tiled_links_is_scips_first_solution():
         in str(free)
     )
     assert free.to_json()["scip"]["first_solution_s"] == free.first_solution_s
+    from polymap.plan.bench import PlanCase, PlanRun, markdown
+
     untiled = plan(program, 4096, strategy="untiled")
     assert untiled.first_solution_s == 0 and "for a first solution" not in str(untiled)
+    case = PlanCase("tiny", "gpt3_attention_tiny.te", (), 4096)
+    record = markdown([PlanRun(case, free, untiled, 1.0)], command="c", machine="m")
+    assert f"| {free.report.solve_time_s:.2f} | {free.first_solution_s:.2f} | 1.00 | {free.bytes} |" in record
     assert free.bytes <= untiled.bytes
     pinned = plan(program, 16384, links={"S": "tiled"})
     assert pinned.first_solution_s == 0 and pinned.link_modes()["S"] is LinkMode.TILED
