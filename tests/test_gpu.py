@@ -310,3 +310,31 @@ def test_rows_beyond_the_grid_limit_run_in_parts_on_the_gpu():
     x = np.random.default_rng(0).random((300000, 64)).astype(np.float32)
     np.testing.assert_array_equal(kernel(X=x)["Y"], x * 2)
     np.testing.assert_array_equal(kernel.run_host(X=x)["Y"], x * 2)
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        {"M": 1024, "N": 1024, "K": 64},  # every block full: the edge function not launched
+        {"M": 1000, "N": 1000, "K": 70},  # full blocks and blocks at an edge: both functions
+        {"M": 20, "N": 100, "K": 3},  # no block full: only the edge function
+    ],
+)
+def test_a_kernel_split_in_two_functions_equals_the_reference_on_the_gpu(sizes):
+    """matmul_1024 runs its blocks at an edge in ``matmul_1024_kernel0_edge``, launched after
+    the full blocks' function where some block is at an edge (``KernelLaunch.functions``):
+    CuPy's launches take the same decisions as the C launcher, and the result is the
+    reference's at sizes with each kind of block alone and with both."""
+    from polymap.runtime.launches import launches
+
+    program, kernel, _ = compile_model("matmul_1024")
+    (launch,) = kernel.cuda.launches
+    assert launch.edge is not None
+    functions = {at.function for at in launches(kernel.cuda, sizes)}
+    full_only = sizes["M"] % 32 == 0 and sizes["N"] % 128 == 0
+    assert (launch.edge.function in functions) == (not full_only)
+    rng = np.random.default_rng(sizes["K"])
+    a = rng.standard_normal((sizes["M"], sizes["K"])).astype(np.float32)
+    b = rng.standard_normal((sizes["K"], sizes["N"])).astype(np.float32)
+    assert_matches(kernel(A=a, B=b), polymap.reference(program, A=a, B=b), program)
+    assert_matches(kernel.run_host(A=a, B=b), polymap.reference(program, A=a, B=b), program)

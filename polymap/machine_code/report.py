@@ -307,5 +307,5 @@ def _mix(mix: InstructionMix) -> str:
         f"{mix.instructions} instructions: {mix.fma} FMA ({mix.fp32_fma} FP32), "
         f"{mix.shared_loads} LDS, {mix.shared_stores} STS, {mix.global_loads} LDG, "
         f"{mix.global_stores} STG, {mix.async_copies} cp.async, {mix.local_accesses} local, "
-        f"{mix.barriers} barriers{f', {mix.atomics} atomics' if mix.atomics else ''}; loads by width: {widths} (global: {global_widths})"
+        f"{mix.barriers} {'barrier' if mix.barriers == 1 else 'barriers'}{f', {mix.atomics} atomics' if mix.atomics else ''}; loads by width: {widths} (global: {global_widths})"
     )
