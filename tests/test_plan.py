@@ -939,3 +939,18 @@ def test_the_best_plan_without_tiled_links_is_scips_first_solution():
     assert free.bytes <= untiled.bytes
     pinned = plan(program, 16384, links={"S": "tiled"})
     assert pinned.first_solution_s == 0 and pinned.link_modes()["S"] is LinkMode.TILED
+
+
+def test_an_infeasible_first_solution_leaves_the_optimum_as_it_is():
+    """SCIP checks a solution given before the solve and drops an infeasible one: a start of
+    all zeros (no loop order is a permutation) leaves the plan SCIP proves optimal unchanged."""
+    from polymap.plan.formulation import build
+
+    chain = read_chain(polymap.load(MODELS / "gpt3_attention_tiny.te"))
+    cold = build(chain, 4096, bytes_unit=False)
+    cold.scip.optimize()
+    wrong = build(chain, 4096, bytes_unit=False)
+    wrong.start_from({var.name: 0.0 for var in wrong.scip.getVars()})
+    wrong.scip.optimize()
+    assert wrong.scip.getStatus() == cold.scip.getStatus() == "optimal"
+    assert wrong.scip.getObjVal() == pytest.approx(cold.scip.getObjVal(), rel=1e-9)

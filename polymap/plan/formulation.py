@@ -102,7 +102,9 @@ class PlanModel:
     def start_from(self, values: dict[str, float]) -> bool:
         """Give SCIP a first solution: ``values`` by variable name, from a model of the same
         chain built with fewer modes allowed (``solution``), whose variables this model has
-        too. Returns whether SCIP took it (it checks it, and keeps only a feasible one)."""
+        too. Returns whether SCIP stored it. SCIP checks a solution given before the solve
+        when it transforms the problem and drops it if infeasible, so a wrong start costs
+        time, never the optimum (tests/test_plan.py gives it one of all zeros)."""
         start = self.scip.createSol()
         for var in self.scip.getVars():
             if var.name not in values:
