@@ -459,14 +459,24 @@ def test_line_information_is_read_per_function_and_address():
     assert lines == {"k_two_copies": {0x0: 10, 0x10: 12, 0x20: 12, 0x30: 20}}
 
 
+def _matmul_250():
+    """matmul_256x256x32's program with M and N defaulting to 250: its cost sizes, one wave
+    of 32 blocks, have blocks at an edge."""
+    text = (MODELS / "matmul_256x256x32.te").read_text()
+    return polymap.parse(
+        text.replace("param M = 256", "param M = 250").replace("param N = 256", "param N = 250")
+    )
+
+
 @needs_tools
 def test_the_hot_loop_of_a_kernel_with_full_blocks_is_in_their_code():
-    """matmul_256x256x32, one wave at its cost sizes, keeps its two codes (full blocks, and any
-    block with the points' guards) in one function; the compiler may peel the edge copy's
-    loop so that it does an FMA more, but what bounds the kernel's speed is the full blocks'
-    loop: every one of its instructions comes from the source lines between the full-block
-    test and its ``else`` (line information)."""
-    kernel = polymap.compile(polymap.load(MODELS / "matmul_256x256x32.te"))
+    """matmul_256x256x32 costed at 250 x 250 x 32, one wave with blocks at an edge there,
+    keeps its two codes (full blocks, and any block with the points' guards) in one function;
+    the compiler may peel the edge copy's loop so that it does an FMA more, but what bounds
+    the kernel's speed is the full blocks' loop: every one of its instructions comes from the
+    source lines between the full-block test and its ``else`` (line information)."""
+    kernel = polymap.compile(_matmul_250())
+    assert kernel.source.count("__global__") == 1
     report = kernel.machine_code()
     k = report.kernels[0]
     assert k.full_blocks and k.hot_loop is not None
@@ -484,9 +494,12 @@ def test_the_blocks_at_an_edge_are_a_function_of_their_own_reported_beside_the_k
     """A function's registers are the most any of its code needs: matmul_1024 at free sizes
     runs its blocks at an edge in a second function, so that their guarded code does not
     set the full blocks' registers. ``inspect`` reports both, each as ptxas counts it; bound
-    so that every block is full, the kernel has no edge function at all. matmul_256x256x32,
-    one wave at its cost sizes (32 blocks), keeps both codes in one function: registers
-    cannot limit its occupancy there, and a second launch would cost its own first loads."""
+    so that every block is full, the kernel has no edge function at all. matmul_256x256x32
+    costed at 250 x 250 x 32 (one wave of 32 blocks, some at an edge) keeps both codes in
+    one function: registers cannot limit its occupancy there, and a second launch would cost
+    its own first loads. Costed at 256 x 256 x 32 (one wave, every block full) it has two:
+    the edge function costs nothing there, and frees the full blocks' registers at larger
+    sizes."""
     program = polymap.load(MODELS / "matmul_1024.te")
     kernel = polymap.compile(program)
     report = kernel.machine_code()
@@ -518,6 +531,8 @@ def test_the_blocks_at_an_edge_are_a_function_of_their_own_reported_beside_the_k
     bound = polymap.compile(program.bind(M=1024, N=1024, K=1024))
     assert bound.source.count("__global__") == 1
     assert bound.machine_code().kernels[0].edge_function is None
-    one_wave = polymap.compile(polymap.load(MODELS / "matmul_256x256x32.te"))
+    one_wave = polymap.compile(_matmul_250())
     assert one_wave.source.count("__global__") == 1 and one_wave.cuda.launches[0].edge is None
     assert "} else {  // a block at an edge: its points guarded" in one_wave.source
+    full_there = polymap.compile(polymap.load(MODELS / "matmul_256x256x32.te"))
+    assert full_there.source.count("__global__") == 2 and full_there.cuda.launches[0].edge is not None

@@ -33,6 +33,7 @@ from polymap.codegen.launch import (
     Argument,
     EdgeFunction,
     KernelLaunch,
+    holds,
     launcher_parameters,
 )
 from polymap.errors import CodegenError, InternalError
@@ -381,10 +382,12 @@ class _Emitter:
             full = printer.node(split.ast, 2)
             full = [f"  if ({condition}) {{  {FULL_BLOCK_NOTE}", *masks.take(2), *full, "  }"]
             guarded = printer.node(schedule.ast, 2)
-            if self.one_wave(km):
-                # at most one block per SM at the cost sizes: registers cannot limit the
-                # occupancy, and a second launch would cost its own first loads, so both
-                # codes stay in one function
+            if self.one_wave(km) and self.edge_at_cost_sizes(frame, split):
+                # at most one block per SM at the cost sizes, some at an edge: registers
+                # cannot limit the occupancy there, and the second launch would cost its
+                # own first loads, so both codes stay in one function (where no block is at
+                # an edge there, the edge function costs nothing at those sizes and frees
+                # the full blocks' registers at larger ones)
                 full[-1] = f"  }} else {{  {EDGE_BLOCK_NOTE}"
                 text = function_text(function, full + [*masks.take(2), *guarded, "  }"])
             else:
@@ -403,6 +406,17 @@ class _Emitter:
             edge,
         )
         return text, launch
+
+    def edge_at_cost_sizes(self, frame: Frame, split: FullBlockSplit) -> bool:
+        """Whether some block is at an edge at the cost sizes, in some iteration of the host
+        loops (``FullBlockSplit.some_edge`` with the host indices projected out)."""
+        condition = split.some_edge
+        for name in frame.hw[: frame.host]:
+            at = condition.find_dim_by_name(isl.dim_type.param, name)
+            if at >= 0:
+                condition = condition.project_out(isl.dim_type.param, at, 1)
+        values = {self.model.names[name]: value for name, value in self.mapping.cost_sizes}
+        return holds(condition, values)
 
     def edge_function(
         self, km: KernelMapping, frame: Frame, split: FullBlockSplit, host_params: tuple[str, ...]

@@ -48,7 +48,7 @@ class EdgeFunction:
     some_edge: isl.Set
 
 
-def _holds(condition: isl.Set, values: dict[str, int]) -> bool:
+def holds(condition: isl.Set, values: dict[str, int]) -> bool:
     """Whether a set of parameters holds the point ``values`` (isl names -> values)."""
     for k in range(condition.dim(isl.dim_type.param)):
         name = condition.get_dim_name(isl.dim_type.param, k)
@@ -87,7 +87,7 @@ class KernelLaunch:
         if self.edge is None:
             return (self.function,)
         chosen = [(self.function, self.edge.some_full), (self.edge.function, self.edge.some_edge)]
-        return tuple(function for function, where in chosen if _holds(where, values))
+        return tuple(function for function, where in chosen if holds(where, values))
 
     @property
     def most_blocks(self) -> tuple[int, int, int]:

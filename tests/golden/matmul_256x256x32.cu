@@ -8,6 +8,7 @@
 //   j = blockIdx.x*64 + s_j*32 + threadIdx.x  (T=32, S=2, cyclic; j < N)
 //   the 32 points of a thread interleaved (outer-product order)
 //   A, B staged in shared memory over loop 'k' in tiles of 32, A stored transposed, copies of A in vectors of 4, B in vectors of 4 (12928 bytes per block)
+//   blocks at an edge run in matmul_256x256x32_kernel0_edge, their points guarded: launched after it on the same grid where some block is at an edge
 //   predicted 1.3 us per launch (memory 0.1761 us, compute 0.0626 us, issue 0.1036 us, caches 0.1119 us, shared memory 0.07052 us, first loads 1.3 us) at M = 256, N = 256, K = 32
 //   proved: in bounds (S0, S1, S2, A_sh, B_sh); race free (C_acc, C); exactly once (S0, S1, S2); dependences kept (8); staging coverage (A read by S1, B read by S1); barriers (A, B); vector copies (A, B)
 // proved by isl for every size >= 1
@@ -635,7 +636,22 @@ extern "C" __global__ void __launch_bounds__(64, 1) matmul_256x256x32_kernel0(
         C[(long long)(32 * by + 16 * ty + s_i) * N + 64 * bx + tx + 32 * s_j] = C_acc[(2 * s_i + s_j)];
       }
     }
-  } else {  // a block at an edge: its points guarded
+  }
+}
+
+// 32 blocks at the cost sizes, at most one per SM (132 SMs): registers cannot limit the occupancy
+extern "C" __global__ void __launch_bounds__(64, 1) matmul_256x256x32_kernel0_edge(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K, int by_first) {
+  const int bx = blockIdx.x;
+  const int by = blockIdx.y + by_first;
+  const int tx = threadIdx.x;
+  const int ty = threadIdx.y;
+  __shared__ __align__(16) float A_sh[32][36];  // A's tile
+  __shared__ __align__(16) float B_sh[32][65];  // B's tile
+  const bool A_vectors = pm_aligned(A, 16) && (K % 4 == 0);  // A's copy loads 4 elements at once
+  const bool B_vectors = pm_aligned(B, 16) && (N % 4 == 0);  // B's copy loads 4 elements at once
+  float C_acc[32];  // one per point of the thread
+  if (!(N >= (long long)(64 * bx) + 64 && M >= (long long)(32 * by) + 32)) {  // a block at an edge: its points guarded
     unsigned long long live = 0;  // a bit per point of the thread: its guards hold (read inside the loops below)
     for (int s_i = 0; s_i <= 15; ++s_i) {
       if (s_i <= pm_min(15, M - 32 * by - 16 * ty - 1)) {
@@ -743,8 +759,14 @@ extern "C" int run_matmul_256x256x32(const float* __restrict__ A, const float* _
     if (gx > 2147483647 || gy > 2147483647 || gz > 65535) return -2;
     if (gx > 0 && gy > 0 && gz > 0) {
       for (long long y0 = 0; y0 < gy; y0 += 65535) {  // y's blocks in launches of at most 65535
-        POLYMAP_LAUNCH(matmul_256x256x32_kernel0, dim3(gx, (gy - y0 > 65535 ? 65535 : gy - y0), gz), dim3(32, 2, 1), true, A, B, C, M, N, K, (int)y0);
-        POLYMAP_CHECK_LAUNCH();
+        if (M >= 32 && N >= 64) {
+          POLYMAP_LAUNCH(matmul_256x256x32_kernel0, dim3(gx, (gy - y0 > 65535 ? 65535 : gy - y0), gz), dim3(32, 2, 1), true, A, B, C, M, N, K, (int)y0);
+          POLYMAP_CHECK_LAUNCH();
+        }
+        if ((N >= 64 && M % 32 >= 1) || N % 64 >= 1) {
+          POLYMAP_LAUNCH(matmul_256x256x32_kernel0_edge, dim3(gx, (gy - y0 > 65535 ? 65535 : gy - y0), gz), dim3(32, 2, 1), true, A, B, C, M, N, K, (int)y0);
+          POLYMAP_CHECK_LAUNCH();
+        }
       }
     }
   }
