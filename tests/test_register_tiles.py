@@ -330,8 +330,8 @@ def test_full_blocks_and_blocks_at_an_edge_run_in_two_functions_launched_where_t
     launched only where its kind of block occurs: a block is full where its 32 x 128 tile
     (8 x 4 rows of i, 32 x 4 columns of j) lies inside M x N. Both the launches computed in
     Python (CuPy's) and the C launcher's (the host run) give the reference's result."""
-    # costed at 2048 x 2048 x 64: 1024 blocks, more than one wave (a one-wave grid keeps
-    # both codes in one function, where registers cannot limit its occupancy)
+    # costed at 2048 x 2048 x 64: 1024 blocks, more than one wave (a grid of one wave with
+    # blocks at an edge at the cost sizes keeps both codes in one function)
     program = parse(
         MATMUL.replace("param M", "param M = 2048").replace("param N", "param N = 2048"), name="mm"
     )

@@ -33,7 +33,6 @@ from polymap.codegen.launch import (
     Argument,
     EdgeFunction,
     KernelLaunch,
-    holds,
     launcher_parameters,
 )
 from polymap.errors import CodegenError, InternalError
@@ -51,7 +50,7 @@ from polymap.ir.nodes import (
 )
 from polymap.ir.walk import declared_locals
 from polymap.poly.isl_text import const_value
-from polymap.poly.model import PolyModel, StatementModel
+from polymap.poly.model import PolyModel, StatementModel, params_hold, without_params
 from polymap.schedule.hardware import Frame
 from polymap.schedule.kernel import (
     CopyLeaf,
@@ -382,7 +381,7 @@ class _Emitter:
             full = printer.node(split.ast, 2)
             full = [f"  if ({condition}) {{  {FULL_BLOCK_NOTE}", *masks.take(2), *full, "  }"]
             guarded = printer.node(schedule.ast, 2)
-            if self.one_wave(km) and self.edge_at_cost_sizes(frame, split):
+            if self.one_wave(km) and self.edge_at_cost_sizes(split, host_params):
                 # at most one block per SM at the cost sizes, some at an edge: registers
                 # cannot limit the occupancy there, and the second launch would cost its
                 # own first loads, so both codes stay in one function (where no block is at
@@ -392,7 +391,7 @@ class _Emitter:
                 text = function_text(function, full + [*masks.take(2), *guarded, "  }"])
             else:
                 guarded = [f"  if (!({condition})) {{  {EDGE_BLOCK_NOTE}", *masks.take(2), *guarded, "  }"]
-                edge = self.edge_function(km, frame, split, host_params)
+                edge = self.edge_function(km, split)
                 text = function_text(function, full) + "\n\n" + function_text(edge.function, guarded)
         launch = KernelLaunch(
             km,
@@ -407,34 +406,19 @@ class _Emitter:
         )
         return text, launch
 
-    def edge_at_cost_sizes(self, frame: Frame, split: FullBlockSplit) -> bool:
+    def edge_at_cost_sizes(self, split: FullBlockSplit, host_params: tuple[str, ...]) -> bool:
         """Whether some block is at an edge at the cost sizes, in some iteration of the host
         loops (``FullBlockSplit.some_edge`` with the host indices projected out)."""
-        condition = split.some_edge
-        for name in frame.hw[: frame.host]:
-            at = condition.find_dim_by_name(isl.dim_type.param, name)
-            if at >= 0:
-                condition = condition.project_out(isl.dim_type.param, at, 1)
         values = {self.model.names[name]: value for name, value in self.mapping.cost_sizes}
-        return holds(condition, values)
+        return params_hold(without_params(split.some_edge, host_params), values)
 
-    def edge_function(
-        self, km: KernelMapping, frame: Frame, split: FullBlockSplit, host_params: tuple[str, ...]
-    ) -> EdgeFunction:
+    def edge_function(self, km: KernelMapping, split: FullBlockSplit) -> EdgeFunction:
         """The function of a split kernel's blocks at an edge, its name fresh, and the
-        conditions under which each function runs, over the launch's names of the host indices
-        (the frame names them apart)."""
-        conditions = []
-        for condition in (split.some_full, split.some_edge):
-            for frame_name, name in zip(frame.hw[: frame.host], host_params):
-                at = condition.find_dim_by_name(isl.dim_type.param, frame_name)
-                if at >= 0:
-                    condition = condition.set_dim_name(isl.dim_type.param, at, name)
-            conditions.append(condition)
+        conditions under which each function runs."""
         function = self.edge_functions[km.kernel.name] = self.cn.fresh(
             f"{self.function_names[km.kernel.name]}_edge"
         )
-        return EdgeFunction(function, *conditions)
+        return EdgeFunction(function, split.some_full, split.some_edge)
 
     def launch_printer(
         self, km: KernelMapping, host_params: tuple[str, ...]
@@ -448,17 +432,12 @@ class _Emitter:
             self.hw_names[isl_name] = self.cn[loop.index]
         return context, isl.AstBuild.from_context(context), printer
 
-    def grid_texts(self, km: KernelMapping, grid: tuple, host_params: tuple[str, ...]) -> list[str]:
-        """The blocks per axis as C expressions of the sizes and host indices, printed by isl
-        as the launcher prints them (``launch_lines``)."""
-        _, build, printer = self.launch_printer(km, host_params)
-        return [str(g) if isinstance(g, int) else printer.expr(build.expr_from_pw_aff(g)) for g in grid]
-
-    def launch_condition(self, launch: KernelLaunch, condition: isl.Set) -> str:
+    @staticmethod
+    def launch_condition(view: tuple[isl.Set, isl.AstBuild, AstPrinter], condition: isl.Set) -> str:
         """A condition on the sizes and host indices (``EdgeFunction``) as a C expression,
-        printed by isl in the launcher's context as ``grid_texts`` prints the grid: "1" where
+        printed by isl in the launcher's view (``launch_printer``), as the grid is: "1" where
         it always holds there, "0" where never."""
-        context, build, printer = self.launch_printer(launch.mapping, launch.host_params)
+        context, build, printer = view
         condition = condition.align_params(context.get_space()).intersect(context)
         if condition.is_empty():
             return "0"
@@ -964,10 +943,13 @@ class _Emitter:
 
     def launch_lines(self, launch: KernelLaunch, pad: str) -> list[str]:
         km = launch.mapping
-        context = host_context(self.model, km.kernel.host_loops, launch.host_params)
+        view = context, build, printer = self.launch_printer(km, launch.host_params)
         if context.is_empty():  # its host loops never iterate at any size of the context
             return [f"{pad}{comment(km.kernel.name + ': never launched (its host loops are empty)')}"]
-        grid = self.grid_texts(km, launch.grid, launch.host_params)
+        # the blocks per axis as C expressions of the sizes and host indices, printed by isl
+        grid = [
+            str(g) if isinstance(g, int) else printer.expr(build.expr_from_pw_aff(g)) for g in launch.grid
+        ]
         block = ", ".join(map(str, launch.block))
         names = self.grid_names
         gx, gy, gz = names
@@ -998,16 +980,16 @@ class _Emitter:
         functions = [(launch.function, "1")]
         if launch.edge is not None:  # each function where its kind of block occurs at these sizes
             functions = [
-                (launch.function, self.launch_condition(launch, launch.edge.some_full)),
-                (launch.edge.function, self.launch_condition(launch, launch.edge.some_edge)),
+                (launch.function, self.launch_condition(view, launch.edge.some_full)),
+                (launch.edge.function, self.launch_condition(view, launch.edge.some_edge)),
             ]
         for function, condition in functions:
+            if condition == "0":
+                continue
             call = (
                 f"POLYMAP_LAUNCH({function}, dim3({', '.join(dims)}), dim3({block}), "
                 f"{'true' if launch.sync else 'false'}, {args});"
             )
-            if condition == "0":
-                continue
             if condition == "1":
                 lines += [f"{inner}{call}", f"{inner}POLYMAP_CHECK_LAUNCH();"]
             else:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from polymap.poly.model import params_hold
 from polymap.schedule.program import KernelMapping
 
 GRID_X_MAX, GRID_YZ_MAX = 2**31 - 1, 65535
@@ -40,22 +41,12 @@ def launcher_parameters(arguments: tuple[Argument, ...]) -> list[str]:
 @dataclass(frozen=True, slots=True, eq=False)
 class EdgeFunction:
     """A kernel's function for its blocks at an edge, and the conditions, on the sizes and
-    host indices (the launch's isl names), under which some block is full and some block is
-    at an edge (``schedule.kernel.FullBlockSplit``)."""
+    host indices (the launch's isl names, as in ``KernelLaunch.grid``), under which some
+    block is full and some block is at an edge (``schedule.kernel.FullBlockSplit``)."""
 
     function: str
     some_full: isl.Set
     some_edge: isl.Set
-
-
-def holds(condition: isl.Set, values: dict[str, int]) -> bool:
-    """Whether a set of parameters holds the point ``values`` (isl names -> values)."""
-    for k in range(condition.dim(isl.dim_type.param)):
-        name = condition.get_dim_name(isl.dim_type.param, k)
-        condition = condition.fix_val(
-            isl.dim_type.param, k, isl.Val.int_from_si(condition.get_ctx(), values[name])
-        )
-    return not condition.is_empty()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -87,7 +78,7 @@ class KernelLaunch:
         if self.edge is None:
             return (self.function,)
         chosen = [(self.function, self.edge.some_full), (self.edge.function, self.edge.some_edge)]
-        return tuple(function for function, where in chosen if holds(where, values))
+        return tuple(function for function, where in chosen if params_hold(where, values))
 
     @property
     def most_blocks(self) -> tuple[int, int, int]:

@@ -47,7 +47,8 @@ class KernelMachineCode:
     hot: InstructionMix | None  # the hot loop's mix; None when the kernel has no loop
     rivals: int = 0  # other innermost loops as deep as the hot one (it has the most FMAs)
     # the hot loop was taken from the code for full blocks of a function that holds both
-    # codes (a one-wave grid: ``codegen.cuda``, ``full_block_lines``)
+    # codes (one wave with blocks at an edge at the cost sizes: ``codegen.cuda``,
+    # ``full_block_lines``)
     full_blocks: bool = False
     model_issue_s: float = 0.0  # the cost model's issue time of one launch (0: none)
     model_time_s: float = 0.0  # the cost model's predicted time of one launch (0: none)
@@ -146,15 +147,6 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
         used = resources[name]
         threads = launch.block[0] * launch.block[1] * launch.block[2]
 
-        def fitting(r: Resources) -> Occupancy:
-            return occupancy(
-                target,
-                threads_per_block=threads,
-                registers=r.registers,
-                shared_bytes=r.shared,
-                reserve_included=reserve_in_ptxas_figure(target, r.shared),
-            )
-
         code = functions[name]
         full = full_block_lines(kernel.source, name)
         within = None
@@ -175,7 +167,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 model_registers=cost.registers if cost is not None else 0,
                 model_shared=cost.shared_bytes if cost is not None else 0,
                 reserve_in_shared=reserved,
-                occupancy=fitting(used),
+                occupancy=_occupancy(target, threads, used),
                 whole=InstructionMix.of(code),
                 hot_loop=loop,
                 hot=hot,
@@ -189,7 +181,7 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
                 full_blocks=within is not None and loop is not None and mostly_within(code, loop, within),
                 edge_function=edge,
                 edge_resources=resources[edge] if edge is not None else None,
-                edge_occupancy=fitting(resources[edge]) if edge is not None else None,
+                edge_occupancy=_occupancy(target, threads, resources[edge]) if edge is not None else None,
             )
         )
     major, minor = nvrtc_version()
@@ -202,9 +194,21 @@ def inspect_kernel(kernel, target: GpuTarget | None = None) -> MachineCodeReport
     )
 
 
+def _occupancy(target: GpuTarget, threads: int, used: Resources) -> Occupancy:
+    """The occupancy of a function of ``threads`` per block that uses ``used``."""
+    return occupancy(
+        target,
+        threads_per_block=threads,
+        registers=used.registers,
+        shared_bytes=used.shared,
+        reserve_included=reserve_in_ptxas_figure(target, used.shared),
+    )
+
+
 def full_block_lines(source: str, function: str) -> range | None:
     """The source lines (1-based) of ``function``'s code for full blocks where the function
-    also holds the code for blocks at an edge (a one-wave grid keeps both in one function),
+    also holds the code for blocks at an edge (one wave with blocks at an edge at the cost
+    sizes keeps both in one function),
     None otherwise: between the line that ends with ``FULL_BLOCK_NOTE`` and its ``else``."""
     text = source.splitlines()
     start = next((k for k, line in enumerate(text) if "__global__" in line and f" {function}(" in line), None)
@@ -307,5 +311,5 @@ def _mix(mix: InstructionMix) -> str:
         f"{mix.instructions} instructions: {mix.fma} FMA ({mix.fp32_fma} FP32), "
         f"{mix.shared_loads} LDS, {mix.shared_stores} STS, {mix.global_loads} LDG, "
         f"{mix.global_stores} STG, {mix.async_copies} cp.async, {mix.local_accesses} local, "
-        f"{mix.barriers} {'barrier' if mix.barriers == 1 else 'barriers'}{f', {mix.atomics} atomics' if mix.atomics else ''}; loads by width: {widths} (global: {global_widths})"
+        f"{_count(mix.barriers, 'barrier')}{f', {mix.atomics} atomics' if mix.atomics else ''}; loads by width: {widths} (global: {global_widths})"
     )

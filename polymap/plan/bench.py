@@ -77,7 +77,8 @@ def markdown(runs: list[PlanRun], *, command: str, machine: str) -> str:
         "(every intermediate pinned to DRAM). `bytes` is the exact off-chip traffic of the plan SCIP "
         "returned (in bytes, 4 per float); `SCIP` columns are SCIP's own status, solve time, and the dual "
         "bound in the same unit. The free plan's SCIP time is both of its solves: the best plan without "
-        "tiled links, solved first and given to the whole search as its first solution, then that search. `wall` is the whole `polymap.plan` call of the free plan (reading the "
+        "tiled links, solved first and given to the whole search as its first solution, then that search. "
+        "`wall` is the whole `polymap.plan` call of the free plan (reading the "
         "chain, building and solving the model, accounting). Capacities are in elements (floats).",
         "",
         "| case | sizes | capacity | links (free plan) | SCIP status | SCIP time (s) | of it, first solution (s) | "

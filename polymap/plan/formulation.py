@@ -99,18 +99,19 @@ class PlanModel:
         best = self.scip.getBestSol()
         return {var.name: self.scip.getSolVal(best, var) for var in self.scip.getVars()}
 
-    def start_from(self, values: dict[str, float]) -> bool:
+    def start_from(self, values: dict[str, float]) -> None:
         """Give SCIP a first solution: ``values`` by variable name, from a model of the same
         chain built with fewer modes allowed (``solution``), whose variables this model has
-        too. Returns whether SCIP stored it. SCIP checks a solution given before the solve
-        when it transforms the problem and drops it if infeasible, so a wrong start costs
-        time, never the optimum (tests/test_plan.py gives it one of all zeros)."""
+        too (where one is missing, none is given). SCIP checks a solution given before the
+        solve when it transforms the problem and drops it if infeasible, so a wrong start
+        costs time, never the optimum (tests/test_plan.py gives it one of all zeros)."""
+        variables = self.scip.getVars()
+        if any(var.name not in values for var in variables):
+            return
         start = self.scip.createSol()
-        for var in self.scip.getVars():
-            if var.name not in values:
-                return False
+        for var in variables:
             self.scip.setSolVal(start, var, values[var.name])
-        return self.scip.addSol(start, free=True)
+        self.scip.addSol(start, free=True)
 
     def on_chip(self, e: int, t: int):
         """The 0/1 expression 'tensor t of einsum e is an intermediate kept on chip'."""

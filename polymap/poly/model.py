@@ -214,12 +214,8 @@ class PolyModel:
     def in_context(self, sizes: dict[str, int]) -> bool:
         """Whether ``sizes`` (a value per symbolic size, by the program's names) lie in the
         context: the sizes every check, and a mapping's proof, holds for."""
-        context = self.context
-        for k in range(context.dim(isl.dim_type.param)):
-            user = self.names.user(context.get_dim_name(isl.dim_type.param, k))
-            value = isl.Val.int_from_si(context.get_ctx(), sizes[user])
-            context = context.fix_val(isl.dim_type.param, k, value)
-        return not context.is_empty()
+        params = self.context.get_var_names(isl.dim_type.param)
+        return params_hold(self.context, {name: sizes[self.names.user(name)] for name in params})
 
     def total_instances(self) -> int:
         """How many statement instances the program runs in all."""
@@ -234,6 +230,25 @@ class PolyModel:
 
 
 # ------------------------------------------------------------------------ analysis
+
+
+def params_hold(condition: isl.Set, values: dict[str, int]) -> bool:
+    """Whether a set of parameters holds the point ``values`` (its isl names -> values)."""
+    for k in range(condition.dim(isl.dim_type.param)):
+        value = isl.Val.int_from_si(
+            condition.get_ctx(), values[condition.get_dim_name(isl.dim_type.param, k)]
+        )
+        condition = condition.fix_val(isl.dim_type.param, k, value)
+    return not condition.is_empty()
+
+
+def without_params(s: isl.Set, names) -> isl.Set:
+    """``s`` with the parameters ``names`` (isl names) projected out, where it has them."""
+    for name in names:
+        at = s.find_dim_by_name(isl.dim_type.param, name)
+        if at >= 0:
+            s = s.project_out(isl.dim_type.param, at, 1)
+    return s
 
 
 def analyze(program: Program, *, context: str | None = None) -> PolyModel:
@@ -325,8 +340,7 @@ def _context(program: Program, names: IslNames, text: str | None) -> isl.Set:
             "e.g. 'N >= 256 and N mod 32 = 0'"
         ) from None
     for name, value in bound.items():
-        user = user.intersect_params(isl.Set(f"[{name}] -> {{ : {name} = {value} }}"))
-        user = user.project_out(isl.dim_type.param, user.find_dim_by_name(isl.dim_type.param, name), 1)
+        user = without_params(user.intersect_params(isl.Set(f"[{name}] -> {{ : {name} = {value} }}")), [name])
     context = base.intersect(user)
     if context.is_empty():
         fixed = ", ".join(f"{n} = {v}" for n, v in bound.items())

@@ -35,7 +35,7 @@ from polymap.mapping.accesses import kernel_statements as thread_statements
 from polymap.mapping.space import KernelMapping
 from polymap.mapping.staging import per_point_locals
 from polymap.poly.isl_text import isl_expr
-from polymap.poly.model import PolyModel, StatementModel, loop_nest
+from polymap.poly.model import PolyModel, StatementModel, loop_nest, without_params
 from polymap.schedule.hardware import (
     Executed,
     Frame,
@@ -100,8 +100,9 @@ class FullBlockSplit:
     """A kernel whose full blocks run code without the points' guards (``splits_full_blocks``).
     The two codes become two functions (``codegen.cuda``), so that the registers the guarded
     code needs do not limit the full blocks' occupancy. ``some_full`` and ``some_edge`` are
-    conditions on the sizes and host indices alone (the frame's names): where no block of
-    the launch is full, or none is at an edge, that function is not launched."""
+    conditions on the sizes and host indices alone, by the launcher's names (as
+    ``grid_dims`` and ``host_context`` name them): where no block of the launch is full, or
+    none is at an edge, that function is not launched."""
 
     condition: isl.AstExpr  # in the kernel, on the block's coordinates: this block is full
     ast: isl.AstNode  # the full blocks' threads, built under ``condition``
@@ -249,7 +250,7 @@ def schedule_kernel(model: PolyModel, km: KernelMapping, iterator_names) -> Kern
             condition = isl.AstBuild.from_context(context).expr_from_set(blocks)
             built = build_for(blocks).node_from_schedule_map(schedule.intersect_params(blocks))
             edges = _within_grid(model, frame, context).subtract(blocks)
-            some_full, some_edge = (_launch_params(part, frame) for part in (blocks, edges))
+            some_full, some_edge = (_launch_params(model, part, frame) for part in (blocks, edges))
             full = FullBlockSplit(condition, built, some_full, some_edge)
             ast = build_for(context).node_from_schedule_map(schedule.intersect_params(context))
     if failures:  # an exception inside isl's callback: re-raised here, where it belongs
@@ -298,15 +299,16 @@ def _within_grid(model: PolyModel, frame: Frame, context: isl.Set) -> isl.Set:
     return context
 
 
-def _launch_params(blocks: isl.Set, frame: Frame) -> isl.Set:
+def _launch_params(model: PolyModel, blocks: isl.Set, frame: Frame) -> isl.Set:
     """The sizes and host indices at which some block and thread of ``blocks`` (a set of the
-    launch's parameters) occur: its block and thread coordinates projected out."""
-    coordinates = frame.hw[frame.host : frame.host + 6]
-    for name in coordinates:
-        at = blocks.find_dim_by_name(_PARAM, name)
+    launch's parameters) occur: its block and thread coordinates projected out, and the
+    host indices renamed from the frame's names to the launcher's."""
+    at_launch = without_params(blocks, frame.hw[frame.host : frame.host + 6])
+    for loop, name in zip(frame.mapping.kernel.host_loops, frame.hw[: frame.host]):
+        at = at_launch.find_dim_by_name(_PARAM, name)
         if at >= 0:
-            blocks = blocks.project_out(_PARAM, at, 1)
-    return blocks.coalesce()
+            at_launch = at_launch.set_dim_name(_PARAM, at, model.names[loop.index])
+    return at_launch.coalesce()
 
 
 def _point_boxes(
