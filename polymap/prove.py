@@ -150,7 +150,7 @@ def replay_splits(program: Program, splits, *, context: str | None = None, analy
             return program
         if isinstance(found, str) or found.index != choice.loop:
             return program
-        dtype = done.buffer(found.target).dtype
+        dtype = found.decl.dtype
         if choice.split.atomic and not atomic_split_allowed(found, dtype, deterministic=False):
             return program  # a += split atomically, given to a max= program, say
         after = split_reduction(done, found, choice.split, extent=choice.extent)

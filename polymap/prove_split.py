@@ -33,18 +33,22 @@ def prove_split(before: PolyModel, after: PolyModel, reduction: Reduction, split
     Returns the proof's line for the report; raises InternalError where a fact fails (a
     fault of the rewrite, never of the user's program)."""
     position, depth = reduction.position, len(reduction.band)
-    loop = [s for s in before.statements if s.ctx.position[0] == position]
+    # the loop's statements (not its band's prologue and epilogue, which the combine nest
+    # runs around its loop over the parts: transform.split)
+    loop = [s for s in before.statements if s.ctx.position[0] == position and reduction.loop in s.loops]
     parts = [s for s in after.statements if s.ctx.position[0] == position]
     combine = [s for s in after.statements if s.ctx.position[0] == position + 1]
     if split.atomic:  # the parts nest ends with each part's atomic update of the target
         parts, combine = parts[:-1], parts[-1:]
     init, updates = parts[0], parts[1:]
+    partials = init.writes[0].buffer
+    combine = [s for s in combine if any(a.buffer == partials for a in s.reads)]
     if len(updates) != len(loop) or len(combine) != 1:
         raise InternalError(f"the split of loop '{reduction.index}' does not have the loop's statements")
     for old, new in zip(loop, updates):
         _one_part_each(old, new, depth, split, extent, reduction.index)
     (combined,) = combine
-    partial_reads = [a for a in combined.reads if a.buffer == init.writes[0].buffer]
+    partial_reads = [a for a in combined.reads if a.buffer == partials]
     started = init.writes[0].relation.intersect_domain(init.domain)
     for update in updates:
         written = update.writes[0].relation.intersect_domain(update.domain).range()

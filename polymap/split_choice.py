@@ -22,6 +22,7 @@ from polymap.transform.split import (
     Split,
     atomic_split_allowed,
     reduction_at,
+    reduction_loop,
     reductions,
     split_reduction,
 )
@@ -104,7 +105,7 @@ def choose_splits(
             unsplit = program_objective(current[1])
             own = cost.objective_s * cost.launches  # the kernel's part of it
             options = [("unsplit", unsplit, "", None, current)]
-            dtype = program.buffer(reduction.target).dtype
+            dtype = reduction.decl.dtype
             atomics = (
                 (False, True)
                 if atomic_split_allowed(reduction, dtype, deterministic=deterministic)
@@ -235,10 +236,7 @@ def _kernel_of_position(program: Program) -> dict[int, int]:
 
 def _extent_at(bound: Program, reduction) -> int:
     """The reduction loop's extent in the program with the cost sizes bound."""
-    node = bound.body[reduction.position]
-    for _ in reduction.band:
-        node = node.body[0]
-    extent = node.extent
+    extent = reduction_loop(bound.body[reduction.position], reduction).extent
     if not isinstance(extent, IConst):
         raise InternalError(f"loop '{reduction.index}' has no constant extent at the cost sizes: {extent}")
     return extent.value

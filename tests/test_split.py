@@ -505,3 +505,109 @@ def test_a_column_sum_read_across_lanes_is_split_so_its_reads_coalesce():
     bound = np.array([_reassociation_bound(x[:, j], 600) for j in range(300)])  # per column
     for name, out in {"reference": reference(program, X=x), "host": kernel.run_host(X=x)}.items():
         assert np.all(np.abs(out["c"] - exact) <= bound), name
+
+
+# Statements around the loop in its band (transform.split, "Statements around the loop"):
+# a start before it, a block-local accumulator stored after it, an epilogue that reads the
+# result. Integer sums and max=, so the rewrite must equal the program exactly.
+AROUND = [
+    # a GEMM-like init, and an epilogue reading the sum and writing a second buffer
+    "out s: i32[M]\nout d: i32[M]\npar M i { s[i] = 5\n seq N k { s[i] += x[i, k] }\n d[i] = s[i] * 2 - 1 }",
+    # a block-local accumulator, started from a read, stored by the epilogue
+    "out s: i32[M]\npar M i { new acc: i32\n acc = x[i, 0] * 0 + i\n seq N k { acc += x[i, k] * 3 }\n s[i] = acc }",
+    # a max= whose start the prologue gives: every part starts there
+    "out m: i32[M]\npar M i { m[i] = 0 - 100\n seq N k { m[i] max= x[i, k] }\n m[i] = m[i] + 1 }",
+    # a max= from a start read in the row (the parts evaluate it again)
+    "out m: i32[M]\npar M i { new mx: i32\n mx = x[i, 0]\n seq N k { mx min= x[i, k] }\n m[i] = mx }",
+    # an update before the loop and an if on the band around it: a += only runs the combine's
+    "inout s: i32[M]\npar M i { if i < 2 { s[i] += 7 }\n seq N k { s[i] += x[i, k] } }",
+]
+
+
+@pytest.mark.parametrize("form", list(Form))
+@pytest.mark.parametrize("body", AROUND)
+def test_statements_around_the_loop_move_into_the_combine(form, body):
+    program = polymap.parse(f"param N\nparam M\nin x: i32[M, N]\n{body}")
+    found = reduction_at(program, polymap.analyze(program), 0, reassociate=True)
+    assert not isinstance(found, str), found
+    split = split_reduction(program, found, Split(4, form), extent=37)
+    polymap.analyze(split)  # race free and in bounds for every size
+    combine = split.body[1]
+    texts = [str(stmt) for stmt in combine.body]  # (statements are renumbered)
+    assert texts[: len(found.prologue)] == [str(stmt) for stmt in found.prologue]
+    assert texts[len(texts) - len(found.epilogue) :] == [str(stmt) for stmt in found.epilogue]
+    outputs = [d.name for d in program.buffers if d.kind.value != "in"]
+    for n in (1, 2, 5, 36, 37, 38, 100):  # around the chunk (37 / 4) and the part count
+        x = (np.arange(3 * n, dtype=np.int32).reshape(3, n) * 7) % 23 - 11
+        inputs = {"x": x, "s": np.array([3, -4, 9], dtype=np.int32)} if "inout" in body else {"x": x}
+        want, got = reference(program, **inputs), reference(split, **inputs)
+        for name in outputs:
+            assert np.array_equal(want[name], got[name]), (name, n)
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        # the start reads the target: the parts, run first, would see it before the prologue
+        ("out m: f32[M]\npar M i { m[i] = m[i] * 2\n seq N k { m[i] max= x[i, k] } }", "one start"),
+        ("out m: f32[M]\npar M i { m[i] = 0\n m[i] = x[i, 0]\n seq N k { m[i] max= x[i, k] } }", "one start"),
+        ("out m: f32[M]\npar M i { if i < 2 { m[i] = 0 }\n seq N k { m[i] max= x[i, k] } }", "one start"),
+        # the prologue writes another buffer
+        (
+            "out s: f32[M]\nout t: f32[M]\npar M i { t[i] = 1\n s[i] = 0\n seq N k { s[i] += x[i, k] } }",
+            "else",
+        ),
+        # a loop after it
+        (
+            "out s: f32[M]\nout y: f32[M, N]\npar M i { s[i] = 0\n seq N k { s[i] += x[i, k] }\n"
+            " par N j { y[i, j] = x[i, j] / s[i] } }",
+            "one seq loop",
+        ),
+    ],
+)
+def test_statements_around_the_loop_that_keep_it_whole(body, reason):
+    program = polymap.parse(f"param N\nparam M\nin x: f32[M, N]\n{body}")
+    found = reduction_at(program, polymap.analyze(program), 0, reassociate=True)
+    assert isinstance(found, str) and reason in found, found
+
+
+def test_a_gemm_written_with_its_init_in_the_band_is_split_and_runs():
+    # the skinny GEMM as people write it: the output set to zero (here a bias) before its k
+    # loop, and a ReLU after it, in one nest
+    text = """
+param M = 8
+param N = 8
+param K = 16384
+in  A: f32[M, K]
+in  B: f32[K, N]
+in  bias: f32[N]
+out C: f32[M, N]
+par M i {
+  par N j {
+    new acc: f32
+    acc = bias[j]
+    seq K k {
+      acc += A[i, k] * B[k, j]
+    }
+    C[i, j] = max(acc, 0)
+  }
+}
+"""
+    no_l2 = dataclasses.replace(H100, name="H100 without an L2 to speak of", l2_cache_bytes=KIB)
+    program = polymap.parse(text)
+    mapping = polymap.optimize(program, target=no_l2)
+    (choice,) = [c for c in mapping.splits if c.loop == "k"]
+    assert choice.split is not None, mapping.report()
+    assert choice.options[choice.chosen][1] < 0.6 * choice.options[0][1], mapping.report()
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((8, 16384)).astype(np.float32)
+    b = rng.standard_normal((16384, 8)).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+    out = polymap.compile(program, mapping).run_host(A=a, B=b, bias=bias)
+    exact = a.astype(np.float64) @ b.astype(np.float64) + bias
+    terms = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64) + np.abs(bias)
+    u = np.finfo(np.float32).eps / 2
+    relu = np.maximum(exact, 0)
+    # the ReLU moves no value further from the exact one
+    assert np.all(np.abs(out["C"] - relu) <= 2 * 16384 * u * terms)
+    assert np.any(out["C"] == 0) and np.any(out["C"] > 0)

@@ -26,7 +26,7 @@ gets a combine band of one point, ``par 1 k_join``, so that its combine can run 
 lanes of a warp. ``max=`` and ``min=`` start each part at the target's own value instead of
 an identity (``max`` is idempotent), so no infinity is needed.
 
-**Which loops.** A ``seq`` loop ``L`` that is the whole body of a top-level band of at most
+**Which loops.** A ``seq`` loop ``L`` that is the one loop of a top-level band of at most
 two par loops (or a top-level ``seq`` loop with no par loop in it: a serial kernel), such
 that:
 
@@ -40,6 +40,28 @@ that:
 
 Every other loop is left as it is: a prefix sum, a loop that also writes another buffer,
 a triangle's row.
+
+**Statements around the loop.** The band's body may hold statements before ``L`` (its
+*prologue*) and after it (its *epilogue*), none of them a loop: ``C[i, j] = 0`` (or
+``= bias[j]``) before a GEMM's ``k`` loop, ``y[i] = relu(y[i])`` after it. The prologue
+only writes ``T[idx]``, and may declare ``T`` (``new acc: f32``: a block-local
+accumulator, which the epilogue stores); the epilogue may do anything a statement does.
+Both move into the combine nest, around its loop over the parts, in their order:
+
+::
+
+    par M i { C[i] = 0; seq K k { C[i] += A[i, k] }; D[i] = relu(C[i]) }
+    ->  par P k_part { par M i { C_parts[k_part, i] = 0; seq .. k { C_parts[k_part, i] += .. } } }
+        par M i { C[i] = 0; seq P k_part { C[i] += C_parts[k_part, i] }; D[i] = relu(C[i]) }
+
+That is the loop's computation because the parts nest, now run before the prologue, writes
+only the new partials, which nothing else reads, and reads only what ``L`` reads, which the
+prologue does not write (it writes ``T[idx]``, which ``L`` never reads, being its
+accumulator); the epilogue runs after the whole loop at its band point as before. A
+``max=``/``min=`` part starts at the value the loop starts from, so its prologue must be one
+assignment ``T[idx] = e`` that reads no ``T`` and runs at every band point (no ``if``),
+and each part starts at ``e``. Such a split never adds atomically (the prologue would have
+to run before every part, the epilogue after).
 
 **Exactness.** Each iteration of ``L`` runs in exactly one part (``prove_split`` proves it
 with isl on the rewrite) and each part is combined once, in order of parts. ``max=``,
@@ -67,6 +89,7 @@ from polymap.errors import ArgumentError, InternalError
 from polymap.ir.accumulators import accumulated, reorders
 from polymap.ir.nodes import (
     ATOMIC_TYPES,
+    Anchor,
     Assign,
     AssignOp,
     BufferDecl,
@@ -87,9 +110,11 @@ from polymap.ir.nodes import (
     Program,
     Read,
     Stmt,
+    ValueExpr,
     fold_index,
     guarded,
     index_vars,
+    operand_reads,
     substitute_stmt,
     valued_indices,
 )
@@ -121,10 +146,24 @@ class Reduction:
     indices: tuple[IndexExpr, ...]
     op: AssignOp
     reorders: bool
+    decl: BufferDecl  # the target's declaration: a global buffer, or a ``new`` of the prologue
+    # the statements of the band's body before the loop and after it (the module docstring)
+    prologue: tuple[Stmt, ...] = ()
+    epilogue: tuple[Stmt, ...] = ()
 
     @property
     def index(self) -> str:
         return self.loop.index
+
+    @property
+    def start(self) -> ValueExpr | None:
+        """The value a ``max=``/``min=`` loop starts from where its prologue assigns it
+        (each part starts there too); None where there is no prologue (the target's own
+        value) or for another operator."""
+        sets = [s for s in self.prologue if isinstance(s, Assign)]
+        if self.op not in (AssignOp.MAX, AssignOp.MIN) or not sets:
+            return None
+        return sets[-1].value
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +208,18 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
         return "it is not a loop"
     band: list[Loop] = []
     node = top
+    prologue: tuple[Stmt, ...] = ()
+    epilogue: tuple[Stmt, ...] = ()
     while node.is_par:
         band.append(node)
-        if len(node.body) != 1 or not isinstance(node.body[0], Loop):
-            return "its band's body is not a single seq loop"
-        node = node.body[0]
+        if len(node.body) == 1 and isinstance(node.body[0], Loop) and node.body[0].is_par:
+            node = node.body[0]
+            continue
+        loops = [k for k, stmt in enumerate(node.body) if isinstance(stmt, Loop)]
+        if len(loops) != 1 or node.body[loops[0]].is_par:
+            return "its band's body is not one seq loop with statements around it"
+        (k,) = loops
+        prologue, node, epilogue = node.body[:k], node.body[k], node.body[k + 1 :]
     if len(band) > MAX_BAND:
         return f"its band has {len(band)} par loops (a split adds one; at most {MAX_BAND + 1} map to the GPU)"
     loop = node
@@ -189,9 +235,15 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
             f"loop '{loop.index}' writes more than one element ({', '.join(sorted({t for t, _ in targets}))})"
         )
     ((target, indices),) = targets
-    decl = next((d for d in program.buffers if d.name == target), None)
+    declared = [stmt.decl for stmt in prologue if isinstance(stmt, New) and stmt.decl.name == target]
+    decl = declared[0] if declared else next((d for d in program.buffers if d.name == target), None)
     if decl is None:
-        return f"loop '{loop.index}' accumulates into '{target}', a block-local buffer"
+        return (
+            f"loop '{loop.index}' accumulates into '{target}', a block-local buffer declared outside its band"
+        )
+    around = _around(loop.index, target, indices, prologue, epilogue)
+    if around is not None:
+        return around
     inside = {loop.index} | {s.index for s in inner if isinstance(s, Loop)}
     if any(index_vars(i) & inside for i in indices):
         return f"the element of '{target}' it updates changes with loop '{loop.index}' or a loop inside it"
@@ -216,7 +268,47 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
         return (
             f"an iteration of loop '{loop.index}' depends on another through a buffer other than '{target}'"
         )
-    return Reduction(position, tuple(band), loop, target, indices, op, reorders(op, decl.dtype))
+    if op in (AssignOp.MAX, AssignOp.MIN) and prologue:
+        sets = [stmt for stmt in prologue if isinstance(stmt, Assign)]
+        first = sets[0] if len(sets) == 1 else None
+        if (
+            first is None
+            or first.op is not AssignOp.SET
+            or first.guard is not None
+            or first.predicate is not None
+            or any(r.buffer == target for r in operand_reads(first))
+        ):
+            return (
+                f"the statements before loop '{loop.index}' do not give its {op.value} one start "
+                f"(one '{target}[..] = e' at every band point, e not reading '{target}')"
+            )
+    return Reduction(
+        position, tuple(band), loop, target, indices, op, reorders(op, decl.dtype), decl, prologue, epilogue
+    )
+
+
+def _around(
+    index: str,
+    target: str,
+    indices: tuple[IndexExpr, ...],
+    prologue: tuple[Stmt, ...],
+    epilogue: tuple[Stmt, ...],
+) -> str | None:
+    """Why the statements around loop ``index`` keep it from being split, or None: the
+    prologue only declares the accumulator and writes its element, not atomically; neither
+    holds a loop or declares anything else (the module docstring)."""
+    for stmt in prologue:
+        if isinstance(stmt, New) and stmt.decl.name == target:
+            continue
+        if not isinstance(stmt, Assign) or stmt.buffer != target or stmt.indices != indices or stmt.atomic:
+            return (
+                f"a statement before loop '{index}' does something else than set or update the element "
+                f"of '{target}' it accumulates"
+            )
+    for stmt in epilogue:
+        if not isinstance(stmt, (Assign, Anchor)):
+            return f"a loop or declaration follows loop '{index}' in its band"
+    return None
 
 
 def reductions(program: Program, model: PolyModel, *, reassociate: bool) -> tuple[Reduction, ...]:
@@ -249,7 +341,7 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
         chunk_extent = IConst(chunk)
     iteration = split.iteration(p, IVar(loop.index), extent)
     below = Compare(CmpOp.LT, IndexValue(iteration), IndexValue(length))
-    target = program.buffer(reduction.target)
+    target = reduction.decl
     # a partial per part and band point (not per element of the target, which may be large);
     # where the parts add atomically, a block-local one (a register of the part's thread)
     element = () if split.atomic else (p, *(IVar(b.index) for b in reduction.band))
@@ -263,7 +355,9 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
         for s in loop.body
     )
     first = next(s for s in walk_block(loop.body) if isinstance(s, Assign))
-    if reduction.op in (AssignOp.MAX, AssignOp.MIN):
+    if reduction.start is not None:
+        start = reduction.start  # the prologue's start, evaluated again by the parts
+    elif reduction.op in (AssignOp.MAX, AssignOp.MIN):
         start = Read(reduction.target, reduction.indices, first.loc)  # idempotent: the target's own value
     else:
         start = Const(0 if reduction.op is AssignOp.ADD else 1, first.loc)
@@ -294,7 +388,8 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
         return renumber_statements(replace(program, body=tuple(body)))
     combine_loop = Loop(LoopKind.SEQ, part, count, (combine,), loop.loc)
     if reduction.band:
-        combined = _with_body(top, (combine_loop,), len(reduction.band))
+        around = (*reduction.prologue, combine_loop, *reduction.epilogue)
+        combined = _with_body(top, around, len(reduction.band))
     else:
         one = fresh_name(f"{reduction.index}_join", taken | {part, parts_buffer})
         combined = Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)
@@ -310,6 +405,8 @@ def atomic_split_allowed(reduction: Reduction, dtype: DType, *, deterministic: b
     ``+=`` into a type with atomics (``ATOMIC_TYPES``), whose float sums (an order that
     varies from run to run) only where ``deterministic`` is off."""
     if reduction.op is not AssignOp.ADD or dtype not in ATOMIC_TYPES:
+        return False
+    if reduction.prologue or reduction.epilogue:  # they would need kernels of their own
         return False
     return dtype.is_integer or not deterministic
 
@@ -329,6 +426,18 @@ def _with_body(top: Loop, body: tuple[Stmt, ...], depth: int) -> Loop:
     if depth == 1:
         return replace(top, body=body)
     return replace(top, body=(_with_body(top.body[0], body, depth - 1),))
+
+
+def reduction_loop(top: Stmt, reduction: Reduction) -> Loop:
+    """The loop of ``reduction`` in ``top``, the top-level statement at its position (in the
+    program it was found in, or that program with its sizes bound)."""
+    node = top
+    for depth in range(len(reduction.band)):
+        assert isinstance(node, Loop)
+        innermost = depth == len(reduction.band) - 1
+        node = node.body[len(reduction.prologue) if innermost else 0]
+    assert isinstance(node, Loop)
+    return node
 
 
 def _retarget(stmt: Stmt, target: str, parts: str, element: tuple[IndexExpr, ...]) -> Stmt:
