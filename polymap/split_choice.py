@@ -34,6 +34,9 @@ FILL_WANTED = 0.9  # a kernel that fills less of the GPU may be split
 SCATTERED_WANTED = 0.5
 # the fewest iterations a part runs: its store and its combine are <= 1/256 of its loads
 PART_ITERATIONS = 256
+# ... or this many, where parts that long leave the GPU under-filled (1/32 more stores and
+# combine reads than loads at most)
+SHORT_PART_ITERATIONS = 32
 GAIN_WANTED = 0.01  # a split is taken where it saves 1% of its kernel's objective at least
 
 
@@ -250,14 +253,28 @@ def _part_counts(
     choice of a thread or lanes per point (``lanes``: the unsplit kernel's, a warp or a
     block of warps; else a warp); where the unsplit kernel's lanes read ``scattered``,
     also a warp's worth of parts (the parts take the lanes' place, each reading along the
-    band); each capped so that a part runs at least PART_ITERATIONS iterations, without
-    repeats or counts below 2."""
+    band); each capped so that a part runs at least PART_ITERATIONS iterations, and where
+    that cap cuts it (and leaves two parts at least), also capped at SHORT_PART_ITERATIONS,
+    without repeats or counts below 2."""
     wanted = 1 << max(0, math.ceil(math.log2(1 / max(fill, 1e-12))))
     other = wanted * lanes if lanes > 1 else wanted // warp
-    cap = extent // PART_ITERATIONS
-    most = 1 << (cap.bit_length() - 1) if cap >= 1 else 1
+    most, shortest = (
+        _most_parts(extent, iterations) for iterations in (PART_ITERATIONS, SHORT_PART_ITERATIONS)
+    )
     tried = (wanted, other, warp) if scattered else (wanted, other)
-    return tuple(dict.fromkeys(c for c in (min(t, most) for t in tried) if c >= 2))
+    # a count the long parts' cap cuts is tried with short parts too: a reduction of 4096
+    # into 4096 outputs fills a quarter of the GPU with 16 parts of 256, all of it with 128
+    # of 32. Not where the loop is too short for two long parts (a few hundred iterations:
+    # the combine's own launch, which the model charges little, would be most of the gain)
+    short = most >= 2
+    counts = [c for t in tried for c in (min(t, most), *((min(t, shortest),) if short and t > most else ()))]
+    return tuple(dict.fromkeys(c for c in counts if c >= 2))
+
+
+def _most_parts(extent: int, iterations: int) -> int:
+    """The most parts, a power of two, of at least ``iterations`` iterations each (1 if none)."""
+    cap = extent // iterations
+    return 1 << (cap.bit_length() - 1) if cap >= 1 else 1
 
 
 def scattered_share(cost) -> float:
