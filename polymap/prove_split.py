@@ -78,11 +78,14 @@ def _one_part_each(
 ):
     """The map from ``new``'s instances (``[p, band, k, inner]``) to ``old``'s (``[band,
     iteration, inner]``) is injective and onto ``old``'s instances."""
-    part, band, (k, *inner) = new.dims[0], new.dims[1 : 1 + depth], new.dims[1 + depth :]
+    part, band, rest = new.dims[0], new.dims[1 : 1 + depth], new.dims[1 + depth :]
+    # an inner split (``Split.inner``): the inner loop's index is a par loop of the parts,
+    # around the part's loop; in the program before, it is inside the loop
+    by_inner, (k, *inner) = (rest[:1], rest[1:]) if split.inner else ([], rest)
     iteration = str(split.iteration(IVar(part), IVar(k), extent))
     params = new.domain.get_space().get_var_names(isl.dim_type.param)
     source = ", ".join(new.dims)
-    target = ", ".join([*band, iteration, *inner])
+    target = ", ".join([*band, iteration, *by_inner, *inner])
     text = f"[{', '.join(params)}] -> {{ P[{source}] -> L[{target}] }}"
     moved = isl.Map(text).intersect_domain(new.domain.set_tuple_name("P"))
     loop = old.domain.set_tuple_name("L")

@@ -98,11 +98,23 @@ def choose_splits(
                     f"{extent} iterations at the cost sizes"
                 )
             scattered = scattered_share(cost) > SCATTERED_WANTED
-            counts = (
-                (pin,)
-                if pin is not None
-                else _part_counts(cost.fill, mapped_kernel.lanes, warp, extent, scattered=scattered)
-            )
+            work = _iteration_work(reduction_loop(bound.body[reduction.position], reduction).body)
+
+            def counts_for(inner: bool) -> tuple[int, ...]:
+                # a part runs its share of the loop and, unless they become par loops of the
+                # parts (an inner split), the loops inside it
+                if pin is not None:
+                    return (pin,)
+                return _part_counts(
+                    cost.fill,
+                    mapped_kernel.lanes,
+                    warp,
+                    extent,
+                    scattered=scattered,
+                    work=1 if inner else work,
+                )
+
+            counts = counts_for(False)
             if pin is None and ((cost.fill >= FILL_WANTED and not scattered) or not counts):
                 continue
             unsplit = program_objective(current[1])
@@ -114,10 +126,17 @@ def choose_splits(
                 if atomic_split_allowed(reduction, dtype, deterministic=deterministic)
                 else (False,)
             )
-            for parts, form, atomic in product(counts, (Form.CYCLIC, Form.BLOCKED), atomics):
-                if parts < 2:
+            inners = (False, True) if reduction.inner is not None else (False,)
+            tried = [
+                (n, form, atomic, inner)
+                for inner in inners
+                for n in counts_for(inner)
+                for form, atomic in product((Form.CYCLIC, Form.BLOCKED), atomics)
+            ]
+            for parts, form, atomic, inner in tried:
+                if parts < 2 or (atomic and inner):
                     continue
-                how = Split(parts, form, atomic)
+                how = Split(parts, form, atomic, inner)
                 candidate = split_reduction(program, reduction, how, extent=extent)
                 k = owners[reduction.position]
                 # a combine kernel comes of kernel k too, unless the parts add atomically
@@ -245,21 +264,35 @@ def _extent_at(bound: Program, reduction) -> int:
     return extent.value
 
 
+def _iteration_work(body) -> int:
+    """The instances one iteration of a loop with ``body`` runs at the cost sizes, along its
+    longest nest of loops (a loop whose extent is no number counts once)."""
+    most = 1
+    for stmt in body:
+        if isinstance(stmt, Loop):
+            trips = stmt.extent.value if isinstance(stmt.extent, IConst) else 1
+            most = max(most, max(trips, 1) * _iteration_work(stmt.body))
+    return most
+
+
 def _part_counts(
-    fill: float, lanes: int, warp: int, extent: int, *, scattered: bool = False
+    fill: float, lanes: int, warp: int, extent: int, *, scattered: bool = False, work: int = 1
 ) -> tuple[int, ...]:
     """The numbers of parts to try: the power of two that would fill the GPU as the
     unsplit kernel is mapped (1 / fill), and the one that would fill it with the other
     choice of a thread or lanes per point (``lanes``: the unsplit kernel's, a warp or a
     block of warps; else a warp); where the unsplit kernel's lanes read ``scattered``,
     also a warp's worth of parts (the parts take the lanes' place, each reading along the
-    band); each capped so that a part runs at least PART_ITERATIONS iterations, and where
-    that cap cuts it (and leaves two parts at least), also capped at SHORT_PART_ITERATIONS,
-    without repeats or counts below 2."""
+    band); each capped so that a part runs at least PART_ITERATIONS instances (``work``:
+    those of one iteration, the loops inside it), and where that cap cuts it (and leaves two
+    parts at least), also capped at SHORT_PART_ITERATIONS, never above one iteration per
+    part, without repeats or counts below 2."""
     wanted = 1 << max(0, math.ceil(math.log2(1 / max(fill, 1e-12))))
     other = wanted * lanes if lanes > 1 else wanted // warp
+    one_each = _most_parts(extent, 1)
     most, shortest = (
-        _most_parts(extent, iterations) for iterations in (PART_ITERATIONS, SHORT_PART_ITERATIONS)
+        min(one_each, _most_parts(extent * work, iterations))
+        for iterations in (PART_ITERATIONS, SHORT_PART_ITERATIONS)
     )
     tried = (wanted, other, warp) if scattered else (wanted, other)
     # a count the long parts' cap cuts is tried with short parts too: a reduction of 4096
@@ -272,7 +305,7 @@ def _part_counts(
 
 
 def _most_parts(extent: int, iterations: int) -> int:
-    """The most parts, a power of two, of at least ``iterations`` iterations each (1 if none)."""
+    """The most parts, a power of two, of at least ``iterations`` of ``extent`` each (1 if none)."""
     cap = extent // iterations
     return 1 << (cap.bit_length() - 1) if cap >= 1 else 1
 

@@ -13,6 +13,7 @@ import pytest
 import polymap
 from polymap.errors import ArgumentError, VerificationError
 from polymap.ir.nodes import IConst
+from polymap.ir.printer import format_program
 from polymap.reference import reference
 from polymap.targets import H100, KIB
 from polymap.transform.split import Form, Split, reduction_at, split_reduction
@@ -641,3 +642,83 @@ par N j { par D d { s[j, d] = 0
     out = polymap.compile(program, mapping).run_host(X=x)
     exact = x.astype(np.float64).sum(axis=0)
     assert np.all(np.abs(out["s"] - exact) <= 2 * 700 * np.finfo(np.float32).eps / 2 * exact)
+
+
+@pytest.mark.parametrize("form", list(Form))
+@pytest.mark.parametrize(
+    "body",
+    [
+        "out s: i32[1]\nseq M i { seq N j { s[0] += x[i, j] * 3 - j } }",
+        "out m: i32[1]\nseq M i { seq N j { m[0] max= x[i, j] - i } }",
+        # a band, statements around the loop, and a loop inside the inner one
+        "out s: i32[3]\npar 3 b { s[b] = b\n seq M i { seq N j { seq 2 r { s[b] += x[i, j] * (b + r) } } }\n"
+        " s[b] = s[b] * 2 }",
+    ],
+)
+def test_an_inner_loop_gives_the_partials_a_dimension(form, body):
+    """``Split.inner``: the loop inside the reduction loop runs as a par loop of the parts,
+    a partial per part and iteration of it, combined with the inner loop outermost; exact
+    for integer sums and max= at every size, and proved by isl."""
+    from polymap.prove_split import prove_split
+
+    program = polymap.parse(f"param N\nparam M\nin x: i32[M, N]\n{body}")
+    before = polymap.analyze(program)
+    found = reduction_at(program, before, 0, reassociate=True)
+    assert not isinstance(found, str) and found.inner is not None and found.inner.index == "j", found
+    how = Split(4, form, inner=True)
+    split = split_reduction(program, found, how, extent=37)
+    text = format_program(split)
+    assert "par N j {" in text and "seq N j {" in text, text  # a par loop of the parts, the combine's seq
+    assert "exactly one part" in prove_split(before, polymap.analyze(split), found, how, 37)
+    for m, n in ((1, 1), (2, 5), (36, 3), (37, 2), (38, 7), (100, 1)):
+        x = (np.arange(m * n, dtype=np.int32).reshape(m, n) * 7) % 23 - 11
+        want, got = reference(program, x=x), reference(split, x=x)
+        name = program.buffers[-1].name
+        assert np.array_equal(want[name], got[name]), (m, n)
+    # the proof maps each of the parts' instances to the loop's: a wrong claim fails it
+    from polymap.errors import InternalError
+
+    with pytest.raises(InternalError, match="exactly once"):
+        prove_split(before, polymap.analyze(split), found, Split(8, form, inner=True), 37)
+
+
+def test_a_triangle_inner_loop_stays_a_seq_loop_of_the_parts():
+    program, found = _reduction(
+        "param N\nin x: f32[N, N]\nout s: f32[1]\nseq N i { seq i + 1 j { s[0] += x[i, j] } }"
+    )
+    assert not isinstance(found, str) and found.inner is None
+
+
+def test_a_whole_matrix_sum_is_split_along_rows_read_by_their_columns():
+    """``s += X[i, j]`` over a 16384 x 4096 matrix: split into parts of i alone, each part
+    reads its rows (10580 us predicted with 64 parts, 652.8 us with a part per row); with
+    the parts by the inner loop's iterations, neighbouring threads read neighbouring
+    elements."""
+    program = polymap.parse("param M = 16384\nparam N = 4096\nin X: f32[M, N]\nout s: f32\ns += X[i, j]")
+    mapping = polymap.optimize(program)
+    (choice,) = [c for c in mapping.splits if c.loop == "i"]
+    assert choice.split is not None and choice.split.inner, mapping.report()
+    plain = min(o[1] for o in choice.options[1:] if "inner" not in o[0])
+    assert choice.options[choice.chosen][1] < plain / 3, mapping.report()
+    # the combine is split again along j: the program at its DRAM roof (80.44 us), give or take
+    assert sum(c.time_s for c in mapping.costs) < 100e-6, mapping.report()
+    x = np.random.default_rng(9).random((300, 70)).astype(np.float32)
+    out = polymap.compile(program, mapping).run_host(X=x)
+    exact = x.astype(np.float64).sum()
+    assert abs(float(out["s"]) - exact) <= _reassociation_bound(x, x.size)
+
+
+def test_a_spread_loop_shorter_than_a_warp_is_charged_a_request_per_busy_lane_group():
+    """Rows of 8 summed by a warp each (pinned): 8 lanes have work, so a request reads the
+    row's 8 floats (one sector) and serves 8 instances, not 32 (cost_model.lane_busy). The
+    model's bytes are then the data's; charged as 32 lanes sharing a request, they were a
+    quarter of them, below what DRAM must move."""
+    program = polymap.parse(
+        "param M = 65536\nin X: f32[M, 8]\nout s: f32[M]\n"
+        "par M i { new acc: f32\n acc = 0\n seq 8 j { acc += X[i, j] }\n s[i] = acc }"
+    )
+    mapping = polymap.optimize(program, pins={"i": {"lanes": 32}})
+    (row,) = [a for a in mapping.costs[0].accesses if a.access.startswith("X[")]
+    assert (row.sectors_per_request, row.requests) == (1, 65536 * 8 // 8), mapping.report()
+    assert row.bytes == 65536 * 8 * 4
+    assert mapping.costs[0].memory_s >= 65536 * 8 * 4 / H100.dram_bandwidth

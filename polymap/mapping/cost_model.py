@@ -335,18 +335,31 @@ def lane_stride(access: GlobalAccess, spread: tuple[SpreadLoop, ...], warp: int)
     return access.exact_stride({loop.index: 1}, within=(loop.index, warp))
 
 
-def lane_sectors(target: GpuTarget, access: GlobalAccess, stride: int | None) -> int:
+def lane_busy(access: GlobalAccess, spread: tuple[SpreadLoop, ...], extents: dict, warp: int) -> int:
+    """With lanes: the lanes one warp request of ``access`` serves. A spread loop of ``n``
+    iterations per band point (``extents``, by the loop's path, at the cost sizes) keeps
+    ``min(n, warp)`` lanes of a warp busy; a loop as long as a warp, or an access of no
+    spread loop (lane 0's, ``lane_sectors``), counts the whole warp."""
+    loop = next((sp for sp in spread if access.statement in sp.statements), None)
+    if loop is None:
+        return warp
+    return max(1, min(warp, extents.get(loop.path, warp)))
+
+
+def lane_sectors(target: GpuTarget, access: GlobalAccess, stride: int | None, busy: int | None = None) -> int:
     """The model's sectors per request of an access with lanes, ``stride`` its
     ``lane_stride``: a spread loop's access spans the warp along the loop; lane 0's own
     access is a request per instance, one sector, i.e. ``sector_bytes`` bytes per instance,
     which the model's ``instances * sigma`` bytes counts as ``sigma = sector_bytes`` (the
     model takes a request of a warp of lanes to move ``sector_bytes`` per sector, so a sector
-    per lane is ``warp_size = sector_bytes``)."""
+    per lane is ``warp_size = sector_bytes``). A spread loop shorter than a warp (``busy``
+    lanes, ``lane_busy``) makes a request per ``busy`` instances: its sectors count
+    ``warp / busy`` times, as a warp's requests would."""
     if stride is None:
         return target.sector_bytes
-    return sectors_per_request(
-        stride, access.element_bytes, lanes=target.warp_size, sector=target.sector_bytes
-    )
+    busy = target.warp_size if busy is None else busy
+    sectors = sectors_per_request(stride, access.element_bytes, lanes=busy, sector=target.sector_bytes)
+    return -(-sectors * target.warp_size // busy)
 
 
 def lane_instructions(
@@ -357,13 +370,15 @@ def lane_instructions(
     points: int,
     lanes: int | None = None,
     runs: dict[tuple[int, ...], int] | None = None,
+    busy: tuple[int, ...] | None = None,
 ) -> float:
     """Warp instructions lanes add to a kernel: lane 0's global accesses (``strides`` None)
     become a request per instance (a warp per band point), and per band point (``points``),
     spread loop and run of it (``runs``, by the loop's path: the iterations of the loops
     around it, 1 where absent), the fork (a select of the identity, a shuffle per broadcast local, a
     ``__syncwarp``) and the join (a ``__syncwarp``, then per accumulator a shuffle and an
-    operation per step of the butterfly, log2(warp) steps). With ``lanes`` of several warps
+    operation per step of the butterfly, log2(warp) steps); a spread loop's access whose
+    ``busy`` lanes are fewer than a warp's a request per ``busy`` instances. With ``lanes`` of several warps
     (a block per point, ``codegen/lanes_c.py``) every warp runs the fork and the join: the
     fork a barrier and a select per accumulator that starts at the identity, and where lane 0
     shares values (broadcasts, the start of a ``max=``/``min=``) a branch, its stores, a
@@ -373,9 +388,11 @@ def lane_instructions(
     warp = target.warp_size
     warps = max(1, (lanes or warp) // warp)
     extra = 0.0
-    for a, stride in zip(accesses, strides):
+    for k, (a, stride) in enumerate(zip(accesses, strides)):
         if stride is None:
             extra += a.instances - -(-a.instances // warp)
+        elif busy is not None and busy[k] < warp:  # a request per busy lanes' instances
+            extra += -(-a.instances // busy[k]) - -(-a.instances // warp)
     steps = log2_floor(warp)
     for sp in spread:
         accumulators = len(sp.accumulators)

@@ -39,7 +39,7 @@ class AccessCost:
     is_write: bool
     lane_stride: int  # elements between neighbouring lanes of a warp (bounded over the domain)
     sectors_per_request: int  # 32-byte sectors one warp request touches (1..32)
-    requests: int  # warp requests (instances / 32; a shared read: per value points share)
+    requests: int  # warp requests (instances / 32, or per busy lanes; a shared read: per value points share)
     bytes: int  # sectors_per_request * 32 * requests (0 for a read served from shared memory)
     from_shared: bool = False  # a staged read: served from the shared-memory tile
     # a read of a buffer that stays in L2 (``caching``): its bytes are the caches', and DRAM

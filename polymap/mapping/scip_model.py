@@ -396,7 +396,7 @@ class ScipModel(StagingConstraints, StartHints):
         traffic = []
         self.sectors = []
         wrapped = quicksum(on for on, _ in rows.values()) if rows else 0
-        strides = p.lane_strides(p.spread)
+        strides, busy = p.lane_strides(p.spread), p.lane_busy(p.spread)
         for k, access in enumerate(p.accesses):
             bound = self._stride_bound(k, access, deltas, "D")
             sectors = scip.addVar(f"sigma[{access.statement}:{access.text}]", vtype="I", lb=1, ub=t.warp_size)
@@ -411,7 +411,7 @@ class ScipModel(StagingConstraints, StartHints):
             if self.p.spread:
                 # with lanes: a spread loop's access spans the warp along the loop, any other
                 # is lane 0's alone, a request of one sector per instance (``lane_sectors``)
-                scip.addCons(sectors >= lane_sectors(t, access, strides[k]) * self.w)
+                scip.addCons(sectors >= lane_sectors(t, access, strides[k], busy[k]) * self.w)
             scip.addConsIndicator(t.sector_bytes * sectors - (t.warp_size - 1) * e * bound >= e, plain)
             for on, held in rows.values():  # a warp over x, y and z: a sector per lane
                 scip.addCons(wide >= on - held)
@@ -622,7 +622,9 @@ class ScipModel(StagingConstraints, StartHints):
         p, t, warp = self.p, self.p.target, self.p.target.warp_size
         strides, points = p.lane_strides(p.spread), math.prod(p.extents)
         for m, var in self.uw.items():
-            extra = lane_instructions(p.target, p.accesses, strides, p.spread, points, warp * 2**m, p.runs)
+            extra = lane_instructions(
+                p.target, p.accesses, strides, p.spread, points, warp * 2**m, p.runs, p.lane_busy(p.spread)
+            )
             if extra:
                 self.instructions.append(extra * var)
         if not p.shared_bytes:

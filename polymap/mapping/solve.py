@@ -49,6 +49,7 @@ from polymap.mapping.cost_model import (
     fill_fraction,
     fma_instructions,
     issue_rate,
+    lane_busy,
     lane_instructions,
     lane_sectors,
     lane_stride,
@@ -476,6 +477,9 @@ class KernelProblem:
     # per spread loop, its runs per band point: the iterations of the loops around it (1 for a
     # loop of the body's top level; each loop at its largest extent, ``_spread_runs``)
     spread_runs: tuple[int, ...] = ()
+    # per spread loop, the most iterations it runs at one band point (at the cost sizes): a
+    # loop of fewer iterations than a warp has leaves lanes without work (``lane_busy``)
+    spread_extents: tuple[int, ...] = ()
     # per spread loops: each access's ``lane_stride``, computed by isl once
     _lane_strides: dict = field(default_factory=dict, repr=False)
     # the most atomic updates one element of a target takes per launch (``atomic`` updates
@@ -524,6 +528,10 @@ class KernelProblem:
         if target.warp_size != WARP_LANES:  # the lanes' shuffles and combines are written for 32
             spread = ()
         shared = [d for d in declared_locals(kernel.body) if d.name in shared_arrays(spread)]
+        extents = tuple(
+            _nest_extent(model, (*kernel.host_loops, *kernel.band, *body_loops(kernel.body, sp.path)))
+            for sp in spread
+        )
         return cls(
             kernel,
             model,
@@ -544,13 +552,8 @@ class KernelProblem:
             _loop_iterations(kernel, model) // max(1, launches),
             caps,
             spread=spread,
-            spread_iterations=max(
-                (
-                    _nest_extent(model, (*kernel.host_loops, *kernel.band, *body_loops(kernel.body, sp.path)))
-                    for sp in spread
-                ),
-                default=0,
-            ),
+            spread_iterations=max(extents, default=0),
+            spread_extents=extents,
             spread_runs=tuple(_spread_runs(kernel, model, sp) for sp in spread),
             atomic_updates_per_element=_atomic_updates_per_element(kernel, model) // max(1, launches),
             cached=cached_footprints(kernel, model, target),
@@ -648,6 +651,12 @@ class KernelProblem:
         if lanes <= warp:
             return lanes
         return warp * min(lanes // warp, max(1, -(-self.spread_iterations // warp)))
+
+    def lane_busy(self, spread: tuple[SpreadLoop, ...]) -> tuple[int, ...]:
+        """Per access, the lanes of a warp one request of it serves under these spread loops
+        (``cost_model.lane_busy``)."""
+        extents = dict(zip((sp.path for sp in self.spread), self.spread_extents))
+        return tuple(lane_busy(a, spread, extents, self.target.warp_size) for a in self.accesses)
 
     def lane_strides(self, spread: tuple[SpreadLoop, ...]) -> tuple[int | None, ...]:
         """Each access's ``cost_model.lane_stride`` under these spread loops (kept)."""
@@ -881,11 +890,11 @@ class KernelProblem:
             t, self.loop_iterations, mapping.points if mapping.interleaved else 1
         )
         lanes = mapping.lanes > 1
-        strides = self.lane_strides(mapping.spread)
+        strides, busy = self.lane_strides(mapping.spread), self.lane_busy(mapping.spread)
         for k, (a, along) in enumerate(zip(self.accesses, strides)):
             stride = (0 if along is None else along) if lanes else a.exact_stride(delta)
             if lanes:
-                sectors = lane_sectors(t, a, along)
+                sectors = lane_sectors(t, a, along, busy[k])
             elif beyond_y:
                 sectors = t.warp_size
             elif wrap:
@@ -920,6 +929,11 @@ class KernelProblem:
             if lanes and along is None:
                 moved = t.sector_bytes * requests  # a sector per request
                 sectors = 1
+            elif lanes and busy[k] < t.warp_size:
+                # a spread loop shorter than a warp: a request per busy lanes' instances
+                shown = -(-a.instances // busy[k])
+                sectors = sectors_per_request(along, a.element_bytes, lanes=busy[k], sector=t.sector_bytes)
+                moved = sectors * t.sector_bytes * shown
             rows.append(
                 AccessCost(
                     a.statement,
@@ -934,7 +948,7 @@ class KernelProblem:
                 )
             )
             if lanes:  # the model's bytes (``lane_sectors``): no tile with lanes
-                traffic = a.instances * lane_sectors(t, a, along)
+                traffic = a.instances * lane_sectors(t, a, along, busy[k])
             else:
                 traffic = 0 if from_shared else a.instances * sectors
             total_bytes += traffic
@@ -968,7 +982,14 @@ class KernelProblem:
             shared += self.tree_bytes(mapping)
         if mapping.lanes > 1:
             instructions += lane_instructions(
-                t, self.accesses, strides, mapping.spread, math.prod(self.extents), mapping.lanes, self.runs
+                t,
+                self.accesses,
+                strides,
+                mapping.spread,
+                math.prod(self.extents),
+                mapping.lanes,
+                self.runs,
+                busy,
             )
             # the shared arrays: a copy per band point of the block, loads and stores
             shared += self.shared_bytes * mapping.shared_copies

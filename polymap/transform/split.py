@@ -150,6 +150,10 @@ class Reduction:
     # the statements of the band's body before the loop and after it (the module docstring)
     prologue: tuple[Stmt, ...] = ()
     epilogue: tuple[Stmt, ...] = ()
+    # the loop's one statement where it is a loop that may give the partials a dimension
+    # (``Split.inner``: its extent free of the band and of the loop, isl finding no
+    # dependence between its iterations but on the target, and room for one more par loop)
+    inner: Loop | None = None
 
     @property
     def index(self) -> str:
@@ -177,6 +181,10 @@ class Split:
     # T[idx] += partial`` at the end of the parts nest) instead of a combine kernel: a ``+=`` only, of
     # a type with atomics; a float's only with ``deterministic=False`` (its order varies)
     atomic: bool = False
+    # the loop inside the reduction loop (``Reduction.inner``) runs as a par loop of the
+    # parts, with a partial per part and iteration of it: a whole matrix's sum ``seq M i {
+    # seq N j { s += X[i, j] } }`` in P parts of i reads its rows along j, P x N threads
+    inner: bool = False
 
     def chunk(self, extent: int) -> int:
         """A blocked part's iterations, fixed from the loop's ``extent`` at the sizes chosen
@@ -197,6 +205,8 @@ class Split:
         text = f"{self.parts} {self.form.value} parts"
         if self.form is Form.BLOCKED and extent is not None:
             text += f" of {self.chunk(extent)}"
+        if self.inner:
+            text += " by the inner loop's iterations"
         return text + (" added atomically" if self.atomic else "")
 
 
@@ -282,9 +292,35 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
                 f"the statements before loop '{loop.index}' do not give its {op.value} one start "
                 f"(one '{target}[..] = e' at every band point, e not reading '{target}')"
             )
+    nested = _inner_loop(loop, band, names, model, target)
     return Reduction(
-        position, tuple(band), loop, target, indices, op, reorders(op, decl.dtype), decl, prologue, epilogue
+        position,
+        tuple(band),
+        loop,
+        target,
+        indices,
+        op,
+        reorders(op, decl.dtype),
+        decl,
+        prologue,
+        epilogue,
+        nested,
     )
+
+
+def _inner_loop(loop: Loop, band: list[Loop], names: set[str], model: PolyModel, target: str) -> Loop | None:
+    """``loop``'s one statement if it is a seq loop whose iterations may become a par loop of
+    the parts (``Split.inner``): its extent mentions neither the band nor ``loop`` (the
+    partials are a box), isl finds no dependence between two of its iterations but on
+    ``target``, and the parts' band has room for it."""
+    if len(band) + 1 > MAX_BAND or len(loop.body) != 1 or not isinstance(loop.body[0], Loop):
+        return None
+    nested = loop.body[0]
+    if index_vars(nested.extent) & ({b.index for b in band} | {loop.index}):
+        return None
+    if not model.dependences.carried_only_on(names, len(band) + 1, {target}):
+        return None
+    return nested
 
 
 def _around(
@@ -342,9 +378,14 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     iteration = split.iteration(p, IVar(loop.index), extent)
     below = Compare(CmpOp.LT, IndexValue(iteration), IndexValue(length))
     target = reduction.decl
-    # a partial per part and band point (not per element of the target, which may be large);
-    # where the parts add atomically, a block-local one (a register of the part's thread)
-    element = () if split.atomic else (p, *(IVar(b.index) for b in reduction.band))
+    nested = reduction.inner if split.inner else None
+    if split.inner and (nested is None or split.atomic):
+        raise InternalError(f"loop '{loop.index}' has no inner loop to give its partials a dimension")
+    # a partial per part and band point (not per element of the target, which may be large),
+    # and per iteration of the inner loop where it runs as a par loop of the parts; where the
+    # parts add atomically, a block-local one (a register of the part's thread)
+    by_inner = (IVar(nested.index),) if nested is not None else ()
+    element = () if split.atomic else (p, *(IVar(b.index) for b in reduction.band), *by_inner)
     updates = tuple(
         _retarget(
             guarded(substitute_stmt(s, {loop.index: iteration}), below),
@@ -352,7 +393,7 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
             parts_buffer,
             element,
         )
-        for s in loop.body
+        for s in (nested.body if nested is not None else loop.body)
     )
     first = next(s for s in walk_block(loop.body) if isinstance(s, Assign))
     if reduction.start is not None:
@@ -362,7 +403,9 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     else:
         start = Const(0 if reduction.op is AssignOp.ADD else 1, first.loc)
     init = Assign(first.name, parts_buffer, element, AssignOp.SET, start, first.loc)
-    partial_body = (init, replace(loop, extent=chunk_extent, body=updates))
+    partial_body: tuple[Stmt, ...] = (init, replace(loop, extent=chunk_extent, body=updates))
+    if nested is not None:  # the inner loop's iterations in parallel, each with its partials
+        partial_body = (replace(nested, kind=LoopKind.PAR, body=partial_body),)
     combine = Assign(
         first.name,
         reduction.target,
@@ -387,6 +430,10 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
         body[reduction.position : reduction.position + 1] = [partials]
         return renumber_statements(replace(program, body=tuple(body)))
     combine_loop = Loop(LoopKind.SEQ, part, count, (combine,), loop.loc)
+    if nested is not None:
+        # the inner loop outermost: a split of this combine then takes parts of it, whose
+        # neighbours read neighbouring partials
+        combine_loop = replace(nested, body=(combine_loop,))
     if reduction.band:
         around = (*reduction.prologue, combine_loop, *reduction.epilogue)
         combined = _with_body(top, around, len(reduction.band))
@@ -395,6 +442,8 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
         combined = Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)
     body[reduction.position : reduction.position + 1] = [partials, combined]
     shape = (count, *(_positive(b.extent) for b in reduction.band))
+    if nested is not None:
+        shape += (_positive(nested.extent),)
     parts_decl = BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, shape, target.loc)
     rewritten = replace(program, buffers=(*program.buffers, parts_decl), body=tuple(body))
     return renumber_statements(rewritten)
