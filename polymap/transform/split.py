@@ -63,6 +63,19 @@ assignment ``T[idx] = e`` that reads no ``T`` and runs at every band point (no `
 and each part starts at ``e``. Such a split never adds atomically (the prologue would have
 to run before every part, the epilogue after).
 
+**By the inner loop's iterations** (``Split.inner``). Where ``L``'s one statement is a
+seq loop ``L2`` (``Reduction.inner``: its extent free of the band and of ``L``, no
+dependence between its iterations but on ``T``, and room for one more par loop), ``L2`` may
+run as a par loop of the parts, with a partial per part and iteration of it; the combine
+runs ``L2`` outermost, so that its own split reads neighbouring partials from neighbouring
+parts:
+
+::
+
+    seq M i { seq N j { s += X[i, j] } }
+    ->  par P i_part { par N j { s_parts[i_part, j] = 0; seq .. i { s_parts[i_part, j] += X[i_part + P * i, j] } } }
+        par 1 i_join { seq N j { seq P i_part { s += s_parts[i_part, j] } } }
+
 **Exactness.** Each iteration of ``L`` runs in exactly one part (``prove_split`` proves it
 with isl on the rewrite) and each part is combined once, in order of parts. ``max=``,
 ``min=`` and integer ``+=``/``*=`` give the same result as the loop; a float ``+=``/``*=``
