@@ -147,14 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the on-chip store: elements (16384, 16K, 512K) or bytes with a unit (64KiB, 228KB; K is 1024)",
     )
     _link_option(planner)
-    planner.add_argument(
-        "--min-band-tiles",
-        type=_positive,
-        default=1,
-        metavar="N",
-        help="a segment fused a tile at a time has at least N band tiles (on a GPU, its kernel's blocks: "
-        "132 fills an H100's SMs once); a link whose band cannot is not tiled (default 1)",
-    )
+    _min_band_tiles_option(planner, 1)
     planner.add_argument("--json", action="store_true", help="print the plan as JSON (the same content)")
     planner.add_argument(
         "--program",
@@ -264,6 +257,7 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
         "bytes) and map the segments it fuses a tile at a time as bands, the other nests as written",
     )
     _link_option(parser, " (with --fuse)")
+    _min_band_tiles_option(parser, None, " (with --fuse)")
     parser.add_argument(
         "--fuse-if",
         choices=("faster", "always"),
@@ -338,6 +332,17 @@ def _link_option(parser: argparse.ArgumentParser, scope: str = "") -> None:
         metavar="BUFFER=MODE",
         help="pin an intermediate of the plan: Q=dram (written back), Q=tiled (fused, a tile at a time), "
         f"Q=whole (on chip whole){scope}",
+    )
+
+
+def _min_band_tiles_option(parser: argparse.ArgumentParser, default: int | None, suffix: str = "") -> None:
+    parser.add_argument(
+        "--min-band-tiles",
+        type=_positive,
+        default=default,
+        metavar="N",
+        help="a segment fused a tile at a time has at least N band tiles (on a GPU, its kernel's blocks: "
+        f"132 fills an H100's SMs once); a link whose band cannot is not tiled (default 1){suffix}",
     )
 
 
@@ -431,6 +436,8 @@ def _load(args: argparse.Namespace, note=None, fusion_note: bool = True):
         )
     if getattr(args, "link", None) and args.fuse is None:
         raise ArgumentError("--link pins an intermediate of the plan; give --fuse too")
+    if getattr(args, "min_band_tiles", None) is not None and args.fuse is None:
+        raise ArgumentError("--min-band-tiles shapes the plan's fused bands; give --fuse too")
     if getattr(args, "fuse", None) is not None:
         from polymap.fused import choose_fusion
         from polymap.plan.planner import Capacity
@@ -441,7 +448,13 @@ def _load(args: argparse.Namespace, note=None, fusion_note: bool = True):
             raise ArgumentError(f"--fuse: {err}") from None
 
         choice = choose_fusion(
-            program, args.fuse, args.target, fuse_if=args.fuse_if, links=_links(args), **_solver_options(args)
+            program,
+            args.fuse,
+            args.target,
+            fuse_if=args.fuse_if,
+            links=_links(args),
+            min_band_tiles=args.min_band_tiles,
+            **_solver_options(args),
         )
         if fusion_note:
             print(choice.note(), file=note or sys.stdout)

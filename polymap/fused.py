@@ -31,7 +31,8 @@ FUSE_NOTE = """
     mapped only where the cost model predicts it faster than the program as written (both
     are mapped to compare; ``choose_fusion`` says which and why); ``fuse_if="always"`` maps
     it regardless. ``links`` pin intermediates of the plan as ``plan``'s do (``{"Q":
-    "tiled"}``; ``--link Q=tiled``). ``Mapping.program`` is the program mapped, and ``Mapping.fusion`` says
+    "tiled"}``; ``--link Q=tiled``), and ``min_band_tiles`` is ``plan``'s too (a segment fused
+    a tile at a time has at least that many band tiles; ``--min-band-tiles``). ``Mapping.program`` is the program mapped, and ``Mapping.fusion`` says
     what was chosen and why (the report's third line, ``"fusion"`` in its JSON). A given
     mapping carries its own program, so ``fuse`` is refused beside one."""
 
@@ -53,6 +54,7 @@ class FusionChoice:
     not_compared: str | None = None
     links: tuple[tuple[str, str], ...] = ()  # the plan's pinned intermediates, as given
     sizes: tuple[tuple[str, int], ...] = ()  # the sizes the plan was made at
+    min_band_tiles: int = 1  # as given to the plan
 
     @property
     def fused(self) -> bool:
@@ -72,12 +74,16 @@ class FusionChoice:
             self.note(),
             self.links,
             self.sizes,
+            self.min_band_tiles,
         )
 
     def note(self) -> str:
         """One line for the report: what the plan rewrote and which program is mapped."""
         pinned = ", ".join(f"{b}={m}" for b, m in self.links)
-        head = f"planned within {self.capacity}" + (f" with {pinned}" if pinned else "") + ": "
+        head = f"planned within {self.capacity}" + (f" with {pinned}" if pinned else "")
+        if self.min_band_tiles > 1:
+            head += f", bands of at least {self.min_band_tiles} tiles"
+        head += ": "
         if self.planned is None:
             return head + (
                 f"no segment fused a tile at a time to rewrite (each is unfused, kept whole, one nest as "
@@ -109,6 +115,7 @@ def choose_fusion(
     *,
     fuse_if: str | None = None,
     links: dict | None = None,
+    min_band_tiles: int | None = None,
     **options,
 ) -> FusionChoice:
     """The program to map for ``fuse`` (see ``FUSE_NOTE``; ``fuse_if`` None is "faster"), with
@@ -124,12 +131,14 @@ def choose_fusion(
     capacity = Capacity.parse(f"{get_target(target).shared_memory_per_block}B" if fuse is True else fuse)
     # the planner's SCIP gets the time limit each mapping solve gets
     limit = {} if options.get("time_limit") is None else {"time_limit_s": options["time_limit"]}
+    floor = {} if min_band_tiles is None else {"min_band_tiles": min_band_tiles}
     with step("plan: SCIP"):
-        candidate = fused_program(program, capacity, links=links, **limit)
+        candidate = fused_program(program, capacity, links=links, **floor, **limit)
     made = {
         # as the planner read them (a mode given as a LinkMode reads as its word)
         "links": tuple((buffer, LinkMode(mode).value) for buffer, mode in (links or {}).items()),
         "sizes": program.bind_defaults().bindings,
+        "min_band_tiles": 1 if min_band_tiles is None else min_band_tiles,
     }
     label = str(capacity)
     if candidate == program.bind_defaults():
@@ -187,9 +196,11 @@ def compile_choice(choice: FusionChoice, target: str | GpuTarget = "h100", **opt
     )
 
 
-def _checked(fuse, mapping: Mapping | None, fuse_if: str | None, links: dict | None) -> bool:
-    """Whether ``fuse`` asks for a plan (refused beside a given mapping; ``fuse_if`` or
-    ``links`` without one are refused too: they would change nothing)."""
+def _checked(
+    fuse, mapping: Mapping | None, fuse_if: str | None, links: dict | None, min_band_tiles: int | None = None
+) -> bool:
+    """Whether ``fuse`` asks for a plan (refused beside a given mapping; ``fuse_if``,
+    ``links`` or ``min_band_tiles`` without one are refused too: they would change nothing)."""
     if fuse is None or fuse is False:
         if fuse_if is not None:
             raise ArgumentError(
@@ -197,6 +208,8 @@ def _checked(fuse, mapping: Mapping | None, fuse_if: str | None, links: dict | N
             )
         if links is not None:
             raise ArgumentError("links pin intermediates of the plan fuse makes; pass fuse too")
+        if min_band_tiles is not None:
+            raise ArgumentError("min_band_tiles shapes the bands of the plan fuse makes; pass fuse too")
         return False
     if mapping is not None:
         raise ArgumentError(
@@ -214,12 +227,15 @@ def compile(
     fuse=None,
     fuse_if: str | None = None,
     links: dict | None = None,
+    min_band_tiles: int | None = None,
     **options,
 ):  # noqa: A001 (polymap.compile)
-    if not _checked(fuse, mapping, fuse_if, links):
+    if not _checked(fuse, mapping, fuse_if, links, min_band_tiles):
         return _kernel.compile(program, mapping, target, **options)
     _compile_options(options)  # before the plan and the comparison's solves
-    choice = choose_fusion(program, fuse, target, fuse_if=fuse_if, links=links, **options)
+    choice = choose_fusion(
+        program, fuse, target, fuse_if=fuse_if, links=links, min_band_tiles=min_band_tiles, **options
+    )
     return compile_choice(choice, target, **options)
 
 
@@ -230,11 +246,14 @@ def optimize(
     fuse=None,
     fuse_if: str | None = None,
     links: dict | None = None,
+    min_band_tiles: int | None = None,
     **options,
 ) -> Mapping:
-    if not _checked(fuse, None, fuse_if, links):
+    if not _checked(fuse, None, fuse_if, links, min_band_tiles):
         return _solve.optimize(program, target, **options)
-    choice = choose_fusion(program, fuse, target, fuse_if=fuse_if, links=links, **options)
+    choice = choose_fusion(
+        program, fuse, target, fuse_if=fuse_if, links=links, min_band_tiles=min_band_tiles, **options
+    )
     if choice.mapping is not None:
         return choice.mapping
     return replace(_solve.optimize(choice.program, target, **options), fusion=choice.summary())

@@ -660,6 +660,34 @@ def test_links_reach_the_plan_from_the_api_and_the_command_line(capsys):
     assert "--link Q given more than once" in capsys.readouterr().err
 
 
+def test_min_band_tiles_reaches_the_plan_from_the_api_and_the_command_line(capsys):
+    """``min_band_tiles`` / ``--min-band-tiles`` with ``fuse``: the tiny chain at 1K fuses S a
+    tile at a time in a band of 2 tiles; asked for 4, the plan has no such segment, and the
+    program maps as written. The floor is recorded with the choice and named by its note."""
+    program = polymap.load(MODELS / "gpt3_attention_tiny.te")
+    assert "par 2 s_band {" in format_program(choose_fusion(program, "1K", fuse_if="always").program)
+    floored = choose_fusion(program, "1K", fuse_if="always", min_band_tiles=4)
+    assert floored.planned is None and floored.program is program
+    assert floored.note().startswith("planned within 1024 elements, bands of at least 4 tiles: no segment")
+    assert polymap.optimize(program, fuse="1K", min_band_tiles=4).fusion.min_band_tiles == 4
+    tiny = str(MODELS / "gpt3_attention_tiny.te")
+    assert main(["map", tiny, "--fuse", "1K", "--min-band-tiles", "4", "--json", "-q"]) == 0
+    data = json.loads(capsys.readouterr().out)["fusion"]
+    assert data["min_band_tiles"] == 4 and data["planned_program"] is None
+    # without fuse it would change nothing: refused, not ignored
+    with pytest.raises(
+        ArgumentError, match="min_band_tiles shapes the bands of the plan fuse makes; pass fuse too"
+    ):
+        polymap.optimize(program, min_band_tiles=4)
+    assert main(["map", tiny, "--min-band-tiles", "4", "-q"]) != 0
+    assert "--min-band-tiles shapes the plan's fused bands; give --fuse too" in capsys.readouterr().err
+    with pytest.raises(ArgumentError, match="min_band_tiles must be a whole number >= 1"):
+        polymap.optimize(program, fuse="1K", min_band_tiles=0)
+    with pytest.raises(SystemExit):  # argparse's own error
+        main(["map", tiny, "--fuse", "1K", "--min-band-tiles", "0", "-q"])
+    assert "expected a positive integer, got '0'" in capsys.readouterr().err
+
+
 def test_the_fusion_note_reaches_the_header_and_bad_options_are_named():
     program = polymap.load(MODELS / "gpt3_attention_tiny.te")
     kernel = polymap.compile(program, fuse="1K", fuse_if="always")

@@ -286,6 +286,7 @@ class FusionSummary:
     note: str
     links: tuple[tuple[str, str], ...] = ()  # the plan's pinned intermediates
     sizes: tuple[tuple[str, int], ...] = ()  # the sizes the plan was made at
+    min_band_tiles: int = 1  # the fewest band tiles a segment fused a tile at a time has
 
     def to_json(self) -> dict:
         return {
@@ -297,6 +298,7 @@ class FusionSummary:
             "not_compared": self.not_compared,
             "links": dict(self.links),
             "plan_sizes": dict(self.sizes),
+            "min_band_tiles": self.min_band_tiles,
             "note": self.note,
         }
 
