@@ -153,6 +153,8 @@ def replay_splits(program: Program, splits, *, context: str | None = None, analy
         dtype = found.decl.dtype
         if choice.split.atomic and not atomic_split_allowed(found, dtype, deterministic=False):
             return program  # a += split atomically, given to a max= program, say
+        if choice.split.inner and found.inner is None:
+            return program  # split by an inner loop this program's loop does not have
         after = split_reduction(done, found, choice.split, extent=choice.extent)
         try:
             prove_split(before, analyze(after, context=context), found, choice.split, choice.extent)

@@ -98,20 +98,17 @@ def choose_splits(
                     f"{extent} iterations at the cost sizes"
                 )
             scattered = scattered_share(cost) > SCATTERED_WANTED
-            work = _iteration_work(reduction_loop(bound.body[reduction.position], reduction).body)
+            body = reduction_loop(bound.body[reduction.position], reduction).body
 
             def counts_for(inner: bool) -> tuple[int, ...]:
-                # a part runs its share of the loop and, unless they become par loops of the
-                # parts (an inner split), the loops inside it
+                # a part runs its share of the loop and the loops inside it, but for the one an
+                # inner split makes a par loop of the parts (whose threads it multiplies: its
+                # parts may be short whatever the loop's length)
                 if pin is not None:
                     return (pin,)
+                work = _iteration_work(body[0].body if inner else body)
                 return _part_counts(
-                    cost.fill,
-                    mapped_kernel.lanes,
-                    warp,
-                    extent,
-                    scattered=scattered,
-                    work=1 if inner else work,
+                    cost.fill, mapped_kernel.lanes, warp, extent, scattered=scattered, work=work, short=inner
                 )
 
             counts = counts_for(False)
@@ -126,7 +123,10 @@ def choose_splits(
                 if atomic_split_allowed(reduction, dtype, deterministic=deterministic)
                 else (False,)
             )
-            inners = (False, True) if reduction.inner is not None else (False,)
+            # by the inner loop's iterations: the loops as written only (a combine's inner loop
+            # is its parts, which its plain split already reads along its rows)
+            as_written = level.get(reduction.position, 0) == 0
+            inners = (False, True) if reduction.inner is not None and as_written else (False,)
             tried = [
                 (n, form, atomic, inner)
                 for inner in inners
@@ -276,7 +276,14 @@ def _iteration_work(body) -> int:
 
 
 def _part_counts(
-    fill: float, lanes: int, warp: int, extent: int, *, scattered: bool = False, work: int = 1
+    fill: float,
+    lanes: int,
+    warp: int,
+    extent: int,
+    *,
+    scattered: bool = False,
+    work: int = 1,
+    short: bool = False,
 ) -> tuple[int, ...]:
     """The numbers of parts to try: the power of two that would fill the GPU as the
     unsplit kernel is mapped (1 / fill), and the one that would fill it with the other
@@ -285,8 +292,8 @@ def _part_counts(
     also a warp's worth of parts (the parts take the lanes' place, each reading along the
     band); each capped so that a part runs at least PART_ITERATIONS instances (``work``:
     those of one iteration, the loops inside it), and where that cap cuts it (and leaves two
-    parts at least), also capped at SHORT_PART_ITERATIONS, never above one iteration per
-    part, without repeats or counts below 2."""
+    parts at least, or ``short``), also capped at SHORT_PART_ITERATIONS, never above one
+    iteration per part, without repeats or counts below 2."""
     wanted = 1 << max(0, math.ceil(math.log2(1 / max(fill, 1e-12))))
     other = wanted * lanes if lanes > 1 else wanted // warp
     one_each = _most_parts(extent, 1)
@@ -299,7 +306,7 @@ def _part_counts(
     # into 4096 outputs fills a quarter of the GPU with 16 parts of 256, all of it with 128
     # of 32. Not where the loop is too short for two long parts (a few hundred iterations:
     # the combine's own launch, which the model charges little, would be most of the gain)
-    short = most >= 2
+    short = short or most >= 2
     counts = [c for t in tried for c in (min(t, most), *((min(t, shortest),) if short and t > most else ()))]
     return tuple(dict.fromkeys(c for c in counts if c >= 2))
 

@@ -722,3 +722,28 @@ def test_a_spread_loop_shorter_than_a_warp_is_charged_a_request_per_busy_lane_gr
     assert (row.sectors_per_request, row.requests) == (1, 65536 * 8 // 8), mapping.report()
     assert row.bytes == 65536 * 8 * 4
     assert mapping.costs[0].memory_s >= 65536 * 8 * 4 / H100.dram_bandwidth
+
+
+def test_inner_splits_are_tried_for_a_short_outer_loop_and_count_the_work_inside():
+    """(From a review) 128 rows of 2^21: parts of the rows alone fill little of the GPU, and
+    the rows are too few for two parts of 256 iterations; split by the inner loop's
+    iterations, parts of 32 rows are allowed (the inner loop multiplies the threads)."""
+    from polymap.split_choice import _part_counts
+
+    assert _part_counts(1e-6, 1, 32, 128) == ()
+    assert _part_counts(1e-6, 1, 32, 128, short=True) == (4,)
+    program = polymap.parse("param M = 128\nparam N = 2097152\nin X: f32[M, N]\nout s: f32\ns += X[i, j]")
+    mapping = polymap.optimize(program)
+    (choice,) = [c for c in mapping.splits if c.loop == "i"]
+    assert choice.split is not None and choice.split.inner, mapping.report()
+    assert sum(c.time_s for c in mapping.costs) < 1000e-6, mapping.report()  # 1 GiB: DRAM roof 320 us
+
+
+def test_a_mapping_split_by_an_inner_loop_given_to_a_program_without_one_is_refused():
+    """(From a review) the same sum over a triangle (the inner loop's extent mentions i: no
+    inner split there): an ArgumentError that the splits do not apply, not an InternalError."""
+    text = "param M = 16384\nparam N = 4096\nin X: i32[M, N]\nout s: i32[1]\nseq M i {{ seq {} j {{ s[0] += X[i, j] }} }}"
+    mapping = polymap.optimize(polymap.parse(text.format("N")))
+    assert any(c.split is not None and c.split.inner for c in mapping.splits), mapping.report()
+    with pytest.raises(ArgumentError, match="do not apply to this program"):
+        polymap.compile(polymap.parse(text.format("min(N, i + 1)")), mapping)
