@@ -329,10 +329,15 @@ def lane_stride(access: GlobalAccess, spread: tuple[SpreadLoop, ...], warp: int)
     isl: iteration i runs on lane i mod lanes, a multiple of the warp), None for any other
     access (lane 0's alone). ``KernelProblem.lane_strides`` keeps them, one isl computation
     each."""
-    loop = next((sp for sp in spread if access.statement in sp.statements), None)
+    loop = spread_loop_of(access, spread)
     if loop is None:
         return None
     return access.exact_stride({loop.index: 1}, within=(loop.index, warp))
+
+
+def spread_loop_of(access: GlobalAccess, spread: tuple[SpreadLoop, ...]) -> SpreadLoop | None:
+    """The spread loop whose statements make ``access`` (None: lane 0's own access)."""
+    return next((sp for sp in spread if access.statement in sp.statements), None)
 
 
 def lane_busy(access: GlobalAccess, spread: tuple[SpreadLoop, ...], extents: dict, warp: int) -> int:
@@ -340,7 +345,7 @@ def lane_busy(access: GlobalAccess, spread: tuple[SpreadLoop, ...], extents: dic
     iterations per band point (``extents``, by the loop's path, at the cost sizes) keeps
     ``min(n, warp)`` lanes of a warp busy; a loop as long as a warp, or an access of no
     spread loop (lane 0's, ``lane_sectors``), counts the whole warp."""
-    loop = next((sp for sp in spread if access.statement in sp.statements), None)
+    loop = spread_loop_of(access, spread)
     if loop is None:
         return warp
     return max(1, min(warp, extents.get(loop.path, warp)))

@@ -620,10 +620,10 @@ class ScipModel(StagingConstraints, StartHints):
             scip.addCons(scope <= 1 - self.w)
         scip.addCons(self.inter <= 1 - self.w)
         p, t, warp = self.p, self.p.target, self.p.target.warp_size
-        strides, points = p.lane_strides(p.spread), math.prod(p.extents)
+        strides, points, busy = p.lane_strides(p.spread), math.prod(p.extents), p.lane_busy(p.spread)
         for m, var in self.uw.items():
             extra = lane_instructions(
-                p.target, p.accesses, strides, p.spread, points, warp * 2**m, p.runs, p.lane_busy(p.spread)
+                p.target, p.accesses, strides, p.spread, points, warp * 2**m, p.runs, busy
             )
             if extra:
                 self.instructions.append(extra * var)

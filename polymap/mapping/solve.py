@@ -471,14 +471,11 @@ class KernelProblem:
     # the thread body's loops a warp's lanes may run together (``lanes.py``): the lanes
     # decision is off where there are none
     spread: tuple[SpreadLoop, ...] = ()
-    # the most iterations one spread loop runs at one band point (at the cost sizes): the
-    # lanes beyond them have no work (``busy_lanes``)
-    spread_iterations: int = 0
     # per spread loop, its runs per band point: the iterations of the loops around it (1 for a
     # loop of the body's top level; each loop at its largest extent, ``_spread_runs``)
     spread_runs: tuple[int, ...] = ()
-    # per spread loop, the most iterations it runs at one band point (at the cost sizes): a
-    # loop of fewer iterations than a warp has leaves lanes without work (``lane_busy``)
+    # per spread loop, the most iterations it runs at one band point (at the cost sizes): the
+    # lanes beyond them have no work (``busy_lanes``, ``lane_busy``)
     spread_extents: tuple[int, ...] = ()
     # per spread loops: each access's ``lane_stride``, computed by isl once
     _lane_strides: dict = field(default_factory=dict, repr=False)
@@ -528,10 +525,6 @@ class KernelProblem:
         if target.warp_size != WARP_LANES:  # the lanes' shuffles and combines are written for 32
             spread = ()
         shared = [d for d in declared_locals(kernel.body) if d.name in shared_arrays(spread)]
-        extents = tuple(
-            _nest_extent(model, (*kernel.host_loops, *kernel.band, *body_loops(kernel.body, sp.path)))
-            for sp in spread
-        )
         return cls(
             kernel,
             model,
@@ -552,8 +545,10 @@ class KernelProblem:
             _loop_iterations(kernel, model) // max(1, launches),
             caps,
             spread=spread,
-            spread_iterations=max(extents, default=0),
-            spread_extents=extents,
+            spread_extents=tuple(
+                _nest_extent(model, (*kernel.host_loops, *kernel.band, *body_loops(kernel.body, sp.path)))
+                for sp in spread
+            ),
             spread_runs=tuple(_spread_runs(kernel, model, sp) for sp in spread),
             atomic_updates_per_element=_atomic_updates_per_element(kernel, model) // max(1, launches),
             cached=cached_footprints(kernel, model, target),
@@ -642,6 +637,11 @@ class KernelProblem:
     def runs(self) -> dict[tuple[int, ...], int]:
         """Each spread loop's runs per band point, by its path (``lane_instructions``)."""
         return {sp.path: n for sp, n in zip(self.spread, self.spread_runs)}
+
+    @property
+    def spread_iterations(self) -> int:
+        """The most iterations one spread loop runs at one band point (0: none)."""
+        return max(self.spread_extents, default=0)
 
     def busy_lanes(self, lanes: int) -> int:
         """The lanes of a band point that have work: all of a warp's (its requests serve
@@ -893,8 +893,8 @@ class KernelProblem:
         strides, busy = self.lane_strides(mapping.spread), self.lane_busy(mapping.spread)
         for k, (a, along) in enumerate(zip(self.accesses, strides)):
             stride = (0 if along is None else along) if lanes else a.exact_stride(delta)
-            if lanes:
-                sectors = lane_sectors(t, a, along, busy[k])
+            if lanes:  # the model's sectors (``lane_sectors``), which the report may show per request
+                sigma = sectors = lane_sectors(t, a, along, busy[k])
             elif beyond_y:
                 sectors = t.warp_size
             elif wrap:
@@ -948,7 +948,7 @@ class KernelProblem:
                 )
             )
             if lanes:  # the model's bytes (``lane_sectors``): no tile with lanes
-                traffic = a.instances * lane_sectors(t, a, along, busy[k])
+                traffic = a.instances * sigma
             else:
                 traffic = 0 if from_shared else a.instances * sectors
             total_bytes += traffic
