@@ -315,6 +315,7 @@ def test_the_json_mapping_and_the_command_line_say_what_the_lanes_do(capsys):
             "accumulators": [{"buffer": "y_acc", "op": "+="}],
             "broadcasts": [],
             "shared": [],
+            "online": [],
             "reassociates": True,
         }
     ]

@@ -209,6 +209,7 @@ NUMERIC = {
     "jacobi1d": ({"T": 3, "N": 10}, _jacobi1d),
     "softmax_rows": ({"M": 5, "N": 7}, _softmax_rows),
     "softmax_rows_onchip": ({"M": 5, "N": 7}, _softmax_rows),
+    "softmax_rows_online": ({"M": 5, "N": 7}, _softmax_rows),
     "sparsemax_rows": ({"M": 6, "N": 40}, _sparsemax_rows),
     "layernorm": ({"M": 5, "N": 7}, _layernorm),
     # V above 255: every id random_inputs draws (0..255) is a row of wte

@@ -10,7 +10,8 @@ threads), and its forks and joins meet at ``__syncthreads`` (under no condition 
 thread, checked alike). Lane 0 shares its values through shared memory (``BlockTree``): at
 the fork, after a barrier that makes its global writes seen, it stores each broadcast local
 and each ``max=``/``min=`` start, and after a second barrier every lane loads them. At the
-join each warp combines its lanes' partials by the butterfly, its lane 0 stores the warp's
+join each warp combines its lanes' partials by the butterfly (an online sum's maximum and
+sums together: ``pm_lanes_online``), its lane 0 stores the warp's
 partial, and after a barrier every lane combines the warps' partials in warp order, so all
 lanes hold one value. A join's barrier also makes every lane's global writes seen. The
 shared arrays are reused only by the same fork or join of the thread's next point, and a
@@ -103,18 +104,32 @@ def join_lines(
         lines.append(f"__syncwarp({FULL_WARP});")
     elif not sp.accumulators:
         lines.append("__syncthreads();")
+    paired = {top for top, _ in sp.online} | set(sp.relative_to)  # combined as groups, below
+    for top, totals in sp.online:
+        lines.append(f"pm_lanes_online({', '.join(c_name(n) for n in (top, *totals))});")
     for name, op in sp.accumulators:
-        lines.append(f"{c_name(name)} = {COMBINE[op]}({c_name(name)});")
+        if name not in paired:
+            lines.append(f"{c_name(name)} = {COMBINE[op]}({c_name(name)});")
     if tree is None or not sp.accumulators:
         return lines
     stores = " ".join(f"{array}[{lane} / {WARP_LANES}] = {c_name(name)};" for name, array in tree.partials)
     lines.append(f"if ({lane} % {WARP_LANES} == 0) {{ {stores} }}")
     lines.append("__syncthreads();  // the warps' partials, and every lane's writes, seen by every lane")
-    ops = dict(sp.accumulators)
+    ops, arrays = dict(sp.accumulators), dict(tree.partials)
     for name, array in tree.partials:  # pm_ names are never the program's (codegen/cnames.py)
         lines.append(f"{c_name(name)} = {array}[0];")
-        combined = _combined(ops[name], c_name(name), f"{array}[pm_w]")
-        lines.append(f"for (int pm_w = 1; pm_w < {tree.warps}; ++pm_w) {c_name(name)} = {combined};")
+        if name not in paired:
+            combined = _combined(ops[name], c_name(name), f"{array}[pm_w]")
+            lines.append(f"for (int pm_w = 1; pm_w < {tree.warps}; ++pm_w) {c_name(name)} = {combined};")
+    for top, totals in sp.online:  # the warps' groups in warp order, as a lane's butterfly step
+        m = c_name(top)
+        sums = " ".join(
+            f"{c_name(t)} = {c_name(t)} * pm_mine + {arrays[t]}[pm_w] * pm_theirs;" for t in totals
+        )
+        lines.append(
+            f"for (int pm_w = 1; pm_w < {tree.warps}; ++pm_w) {{ auto pm_mine = {m}, pm_theirs = {m}; "
+            f"pm_online_rescale({m}, {arrays[top]}[pm_w], pm_mine, pm_theirs); {sums} }}"
+        )
     return lines
 
 
@@ -145,7 +160,7 @@ def lanes_header(km: KernelMapping, is_float: Callable[[str], bool]) -> list[str
         )
     for sp in km.spread:
         reordered = [
-            f"{name} {op.value}" for name, op in sp.accumulators if op in IDENTITY and is_float(name)
+            sp.reduction_text(name, op) for name, op in sp.accumulators if op in IDENTITY and is_float(name)
         ]
         if reordered:
             lines.append(

@@ -134,6 +134,8 @@ def _kernel(mapped: KernelMapping, cost: KernelCost, solved: SolveReport, mappin
                 "accumulators": [{"buffer": name, "op": op.value} for name, op in sp.accumulators],
                 "broadcasts": list(sp.broadcasts),
                 "shared": list(sp.shared),
+                # online sums: a maximum and the sums kept relative to it, combined as a group
+                "online": [{"maximum": top, "sums": list(totals)} for top, totals in sp.online],
                 "reassociates": sp.reassociates,
             }
             for sp in mapped.spread

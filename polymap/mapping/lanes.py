@@ -21,6 +21,11 @@ order (each run of it: for one band point and one iteration of the loops around 
   are exact in any order (integers wrap); a float ``+=``/``*=`` changes the order of the
   sum, allowed only with ``reassociate`` (the default, stated in the report and the
   emitted header);
+* an *online sum* (``ir/online_sums.py``: ``top = max(m, x); s = s * exp(m - top) +
+  exp(y - top); m = top``, the one-pass softmax's running maximum and sum) is a group of
+  accumulators: ``m`` a ``max=``, each ``s`` a float sum that starts at 0 on lanes other
+  than 0, and the join combines the lanes' groups, each sum rescaled to the larger maximum
+  (``pm_lanes_online``); it reorders a float sum, so it needs ``reassociate``;
 * every other 0-d block-local buffer L writes is declared inside L (a fresh copy per
   iteration, so per lane); the 0-d locals L only reads are *broadcast* from lane 0 at the
   fork;
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 from polymap.ir.accumulators import accumulated, reorders
 from polymap.ir.nodes import Assign, AssignOp, BufferDecl, Loop, New
+from polymap.ir.online_sums import online_sums
 from polymap.ir.walk import declared_locals, walk_block
 from polymap.mapping.space import Kernel, SpreadLoop
 from polymap.poly.model import PolyModel, StatementModel
@@ -94,17 +100,24 @@ def _spread(
     if not inside:
         return None
     own = {s.decl.name for s in walk_block(loop.body) if isinstance(s, New)}
+    dtype_of = model.program.buffer
+    outside = {name: decl for name, decl in body_locals.items() if name not in own}
+    online = online_sums(loop.body, outside, lambda b: dtype_of(b).dtype)
+    # an online sum's pair combines as one (ir/online_sums.py): its maximum as a max=, its
+    # sum starting at 0 on lanes other than 0 as a +=
     accumulators: dict[str, AssignOp] = {}
+    for group in online:
+        accumulators[group.top] = AssignOp.MAX
+        accumulators.update((total, AssignOp.ADD) for total in group.totals)
     shared: list[str] = []  # arrays of the body: one copy per band point, in shared memory
     written = {s.stmt.buffer for s in inside if isinstance(s.stmt, Assign)}
     for name in sorted(written):
-        if name in own or name not in body_locals:
-            continue  # a fresh copy per iteration, or a global buffer: the dependences decide
+        if name in own or name not in body_locals or name in accumulators:
+            continue  # a fresh copy per iteration, a global buffer (the dependences decide), an online sum's
         decl = body_locals[name]
         if decl.shape:
             shared.append(name)  # as a global buffer: the dependences decide
             continue
-        dtype_of = model.program.buffer
         op = accumulated(name, [s.stmt for s in inside], decl, lambda b: dtype_of(b).dtype)
         if op is None:
             return None  # a 0-d local of the body L writes that no combine can merge
@@ -135,4 +148,5 @@ def _spread(
         tuple(broadcasts),
         reassociates,
         tuple(sorted(shared)),
+        tuple((group.top, group.totals) for group in online),
     )

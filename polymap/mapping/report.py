@@ -161,7 +161,7 @@ def format_lanes(mapped: KernelMapping) -> list[str]:
     ]
     how = "by shuffles" if lanes <= WARP_LANES else "by shuffles, then the warps' through shared memory"
     for sp in mapped.spread:
-        combined = ", ".join(f"{name} {op.value}" for name, op in sp.accumulators)
+        combined = ", ".join(sp.reduction_text(name, op) for name, op in sp.accumulators)
         what = f"partial {combined} combined {how} at its end" if combined else "no reduction"
         order = (
             "; reorders a float += or *= (reassociate=False or --no-reassociate keeps the program's order)"

@@ -272,6 +272,21 @@ class SpreadLoop:
     broadcasts: tuple[str, ...]
     reassociates: bool  # a float ``+=`` or ``*=`` among the accumulators: the sum's order changes
     shared: tuple[str, ...] = ()  # block-local arrays the lanes share (one copy per band point)
+    # online sums (ir/online_sums.py), (maximum, its sums) per group: all are among the
+    # accumulators (max= and +=: how each starts at the fork), and the join combines each
+    # group together, the sums rescaled to the larger maximum
+    online: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def relative_to(self) -> dict[str, str]:
+        """The maximum each online sum is kept relative to, by sum."""
+        return {total: top for top, totals in self.online for total in totals}
+
+    def reduction_text(self, name: str, op: AssignOp) -> str:
+        """An accumulator as the report and the header name it (``sum +=``, or ``sum +=
+        (online, relative to mx)``)."""
+        top = self.relative_to.get(name)
+        return f"{name} {op.value}" + ("" if top is None else f" (online, relative to {top})")
 
     @property
     def from_lane0(self) -> tuple[str, ...]:

@@ -74,6 +74,27 @@ __device__ __forceinline__ T pm_lanes_min(T v) {
   for (int o = 16; o > 0; o >>= 1) v = pm_min(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// Online sums (polymap/ir/online_sums.py): a maximum m and sums s kept relative to it (the
+// pair (m, s) stands for s * e^m). Two groups combine into their larger maximum, each sum
+// rescaled to it: pm_online_rescale gives the factors of this group's sums and of the other
+// group's and moves m to the larger maximum. In the butterfly both lanes of a step compute
+// the same factors and sums (+ and * commute exactly), so every lane ends with one group,
+// as pm_lanes_add leaves one sum.
+template <typename T>
+__host__ __device__ __forceinline__ void pm_online_rescale(T& m, T other, T& mine, T& theirs) {
+  T top = pm_max(m, other);
+  mine = exp(m - top);
+  theirs = exp(other - top);
+  m = top;
+}
+template <typename T, typename... S>
+__device__ __forceinline__ void pm_lanes_online(T& m, S&... s) {
+  for (int o = 16; o > 0; o >>= 1) {
+    T mine, theirs;
+    pm_online_rescale(m, __shfl_xor_sync(0xffffffffu, m, o), mine, theirs);
+    ((s = s * mine + __shfl_xor_sync(0xffffffffu, s, o) * theirs), ...);
+  }
+}
 
 // A scatter's update (``O[I[i]] += x``, language.md "Scatters"): one atomic operation on
 // the element, with the value already in the target's type, so instances that meet on an

@@ -1,0 +1,191 @@
+"""Online sums: a running maximum and sums kept relative to it, the one-pass softmax
+(Milakov and Gimelshein, "Online normalizer calculation for softmax", 2018), which lets its
+loop be spread over the lanes of a warp as an accumulator is (``mapping.lanes``).
+
+The form, as a loop ``L`` writes it (statements of its body, in this order, under no ``if``;
+``top`` declared in ``L``, ``m`` and each ``s`` outside it)::
+
+    top = max(m, x)                              # or max(x, m)
+    s = s * exp(m - top) + w * exp(y - top)      # or exp(y - top) * w, or exp(y - top);
+                                                 # either product and either summand first
+    m = top
+
+with one or more sums ``s`` (a softmax's denominator and a weighted sum beside it, each
+updated once), where ``x``, ``y`` and ``w`` read none of ``m``, the sums and ``top``, no
+other statement of ``L`` touches ``m``, a sum or ``top``, and all of them have one float
+type (``f32`` or ``f64``) in which the statements compute.
+
+Why a loop of them can run on the lanes. Take one sum; the pair ``(m, s)`` stands for the value
+``s * e^m``: each iteration adds ``w * e^y`` to it (``s' e^top = s e^m + w e^y``), and ``m``
+is a ``max=`` of the ``x`` (exact in any order). Two partial pairs ``(m1, s1)``, ``(m2, s2)``
+stand for the sum of their values, which is the pair ``(M, s1 e^(m1 - M) + s2 e^(m2 - M))``
+with ``M = max(m1, m2)``: the join combines the lanes' pairs so (``pm_lanes_online``). A
+lane starts ``m`` from lane 0's value (as any ``max=``) and ``s`` at 0 (the pair then stands
+for 0, whatever ``m`` is), so the combined pair stands for lane 0's start plus every
+iteration's term, and its ``m`` is the loop's maximum. The sum is added in another order and
+each term is rounded relative to another ``M`` on its way: a float sum reordered, allowed
+only with ``reassociate``, as a ``+=`` is. Several sums relative to one ``m`` are rescaled
+by the same two factors at each combine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from polymap.ir.nodes import (
+    Assign,
+    AssignOp,
+    Binary,
+    BufferDecl,
+    Call,
+    DType,
+    Fn,
+    Loop,
+    New,
+    Read,
+    Stmt,
+    ValueOp,
+    reads_of,
+)
+from polymap.ir.value_types import statement_type
+from polymap.ir.walk import walk_block
+
+ONLINE_TYPES = (DType.F32, DType.F64)
+
+
+@dataclass(frozen=True, slots=True)
+class OnlineSum:
+    """The online sums of a loop's body kept relative to one running maximum ``top``
+    (module docstring): ``totals``, updated through the loop's own temporary ``step``."""
+
+    top: str  # m
+    totals: tuple[str, ...]  # s (one or more, in the order the loop updates them)
+    step: str  # the temporary ``top = max(m, x)`` of each iteration
+    statements: tuple[str, ...]  # the running maximum's, the sums', and ``m = top``, in order
+
+
+def online_sums(
+    body: tuple[Stmt, ...], outside: dict[str, BufferDecl], dtype_of: Callable[[str], DType]
+) -> tuple[OnlineSum, ...]:
+    """The online sums of a loop whose body is ``body`` (module docstring); ``outside``: the
+    locals declared outside the loop, by name; ``dtype_of``: a buffer's type."""
+    own = {s.decl.name: s.decl for s in body if isinstance(s, New)}
+    assigns = [s for s in body if isinstance(s, Assign)]
+    found = []
+    for position, moved in enumerate(assigns):  # m = top
+        m, step = moved.buffer, _plain_read(moved.value)
+        if moved.indices or moved.op is not AssignOp.SET or step is None or step not in own:
+            continue
+        if m not in outside or outside[m].shape or own[step].shape:
+            continue
+        dtype = outside[m].dtype
+        if dtype not in ONLINE_TYPES or own[step].dtype is not dtype:
+            continue
+        writes = [s for s in assigns[:position] if s.buffer == step]
+        if len(writes) != 1:
+            continue
+        (maximum,) = writes
+        sums = [s for s in assigns[assigns.index(maximum) + 1 : position] if _is_rescaled(s, m, step)]
+        totals = tuple(dict.fromkeys(s.buffer for s in sums))
+        if not sums or len(totals) != len(sums):
+            continue  # no sum, or one updated twice
+        if any(t not in outside or outside[t].shape or outside[t].dtype is not dtype for t in totals):
+            continue
+        if any(_reads(s.value, set(totals) - {s.buffer}) for s in sums):
+            continue  # a term that reads another sum: a lane's partial, not the loop's value
+        group = (maximum, *sums, moved)
+        if not _is_running_max(maximum, m, set(totals)):
+            continue
+        if any(s.guard is not None or s.predicate is not None or s.is_atomic for s in group):
+            continue
+        if any(statement_type(s, dtype_of) is not dtype.compute for s in group):
+            continue
+        if not _only_here(body, group, {m, step, *totals}):
+            continue
+        found.append(OnlineSum(m, totals, step, tuple(s.name for s in group)))
+    return tuple(found)
+
+
+def _plain_read(e) -> str | None:
+    """The 0-d buffer ``e`` reads, where ``e`` is that read alone."""
+    return e.buffer if isinstance(e, Read) and not e.indices else None
+
+
+def _is_running_max(stmt: Assign, m: str, totals: set[str]) -> bool:
+    """``top = max(m, x)`` or ``max(x, m)``, ``x`` reading neither ``m`` nor a sum."""
+    value = stmt.value
+    if stmt.indices or stmt.op is not AssignOp.SET or not isinstance(value, Call) or value.fn is not Fn.MAX:
+        return False
+    a, b = value.args
+    other = b if _plain_read(a) == m else a if _plain_read(b) == m else None
+    return other is not None and not _reads(other, {m, stmt.buffer} | totals)
+
+
+def _is_rescaled(stmt: Assign, m: str, step: str) -> bool:
+    """``s = s * exp(m - top) + w * exp(y - top)`` in one of the forms of the docstring
+    (whether ``w`` and ``y`` read another sum of the group is the caller's check)."""
+    s, value = stmt.buffer, stmt.value
+    if (
+        stmt.indices
+        or stmt.op is not AssignOp.SET
+        or not isinstance(value, Binary)
+        or value.op is not ValueOp.ADD
+    ):
+        return False
+    for kept, added in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
+        if _is_scaled_total(kept, s, m, step) and _is_new_term(added, (s, m, step)):
+            return True
+    return False
+
+
+def _is_scaled_total(e, s: str, m: str, step: str) -> bool:
+    """``s * exp(m - top)`` or ``exp(m - top) * s``."""
+    if not isinstance(e, Binary) or e.op is not ValueOp.MUL:
+        return False
+    for a, b in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+        if _plain_read(a) == s and _exp_less(b, step) is not None and _plain_read(_exp_less(b, step)) == m:
+            return True
+    return False
+
+
+def _is_new_term(e, names: tuple[str, ...]) -> bool:
+    """``exp(y - top)``, ``w * exp(y - top)`` or ``exp(y - top) * w``, where ``y`` and ``w``
+    read none of ``names`` (s, m, top)."""
+    step = names[2]
+    exponent = _exp_less(e, step)
+    if exponent is not None:
+        return not _reads(exponent, set(names))
+    if not isinstance(e, Binary) or e.op is not ValueOp.MUL:
+        return False
+    for a, b in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+        exponent = _exp_less(b, step)
+        if exponent is not None and not _reads(exponent, set(names)) and not _reads(a, set(names)):
+            return True
+    return False
+
+
+def _exp_less(e, step: str):
+    """``v`` where ``e`` is ``exp(v - top)``; else None."""
+    if not isinstance(e, Call) or e.fn is not Fn.EXP:
+        return None
+    (arg,) = e.args
+    if isinstance(arg, Binary) and arg.op is ValueOp.SUB and _plain_read(arg.rhs) == step:
+        return arg.lhs
+    return None
+
+
+def _reads(e, names: set[str]) -> bool:
+    return any(r.buffer in names for r in reads_of(e))
+
+
+def _only_here(body: tuple[Stmt, ...], group: tuple[Assign, ...], names: set[str]) -> bool:
+    """No statement of the loop (at any depth) but the group's touches ``m``, a sum or
+    ``top`` (its value is a lane's running maximum, not the loop's)."""
+    for stmt in walk_block(body):
+        if isinstance(stmt, (New, Loop)) or any(stmt is g for g in group):
+            continue
+        touched = {r.buffer for r in stmt.reads()} | ({stmt.buffer} if isinstance(stmt, Assign) else set())
+        if touched & names:
+            return False
+    return True
