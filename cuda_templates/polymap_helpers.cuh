@@ -66,11 +66,13 @@ __device__ __forceinline__ T pm_lanes_min(T v) {
 // group's and moves m to the larger maximum. In the butterfly both lanes of a step compute
 // the same factors and sums (+ and * commute exactly), so every lane ends with one group,
 // as pm_lanes_add leaves one sum.
+// A group already at the larger maximum keeps its sums as they are (factor 1): two groups
+// at the same infinite maximum then add, where exp(-inf - -inf) would be NaN.
 template <typename T>
 __host__ __device__ __forceinline__ void pm_online_rescale(T& m, T other, T& mine, T& theirs) {
   T top = pm_max(m, other);
-  mine = exp(m - top);
-  theirs = exp(other - top);
+  mine = m == top ? T(1) : exp(m - top);
+  theirs = other == top ? T(1) : exp(other - top);
   m = top;
 }
 template <typename T, typename... S>

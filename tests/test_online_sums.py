@@ -84,9 +84,26 @@ def test_the_online_softmax_spreads_its_maximum_and_sum_as_one_group():
         ("    mx = top\n", "    mx = top\n    den = den + 0\n"),  # a sum updated twice
         ("top = max(X[i, j], mx)", "top = max(X[i, j], num)"),  # not the running maximum
         ("in  V: f32", "in  V: f64"),  # computes in f64, rounded to f32 on each step
+        ("den * exp(mx - top) + exp(X[i, j] - top)", "den * exp(mx - top) + exp(V[i, j] - top)"),
+        ("mx = X[i, 0]", "mx = -inf"),  # a masked first element on a lane: exp(-inf - -inf)
+        (
+            "    den = den * exp(mx - top)",
+            "    mx = mx * exp(mx - top) + exp(X[i, j] - top)\n    den = den * exp(mx - top)",
+        ),
         ("  seq N j {\n    new top: f32\n", "  seq N j {\n    new top: f32\n    if j > 3 {\n"),
     ],
-    ids=["scale", "other-sum", "top-read", "twice", "max-of-sum", "f64", "guarded"],
+    ids=[
+        "scale",
+        "other-sum",
+        "top-read",
+        "twice",
+        "max-of-sum",
+        "f64",
+        "other-exponent",
+        "inf-start",
+        "max-as-sum",
+        "guarded",
+    ],
 )
 def test_a_loop_outside_the_form_stays_in_one_thread(edit):
     old, new = edit
@@ -95,6 +112,24 @@ def test_a_loop_outside_the_form_stays_in_one_thread(edit):
         text = text.replace("    mx = top\n", "    mx = top\n    }\n")
     assert text != WEIGHTED
     assert _spread(text) == ()
+
+
+def test_lanes_without_elements_combine_at_an_infinite_start_without_nan():
+    # the maximum starts from the data (-inf here) and a warp holds rows of 5: 27 lanes see
+    # no element and keep (-inf, 0), which the butterfly combines; exp(-inf - -inf) is NaN
+    text = WEIGHTED.replace("in  V: f32[M, N]", "in  V: f32[M, N]\nin  S: f32[M]").replace(
+        "mx = X[i, 0]", "mx = S[i]"
+    )
+    program = parse(text, name="weighted").bind(M=37, N=5)
+    kernel = polymap.compile(program, pins={"i": {"lanes": 32}})
+    assert kernel.mapping.kernels[0].spread[0].online == (("mx", ("num", "den")),)
+    rng = np.random.default_rng(5)
+    x, v = rng.standard_normal((37, 5)).astype(np.float32), rng.standard_normal((37, 5)).astype(np.float32)
+    s = np.full(37, -np.inf, np.float32)
+    got, ref = kernel.run_host(X=x, V=v, S=s), polymap.reference(program, X=x, V=v, S=s)
+    assert np.isfinite(ref["lse"]).all() and np.isfinite(got["lse"]).all()
+    np.testing.assert_allclose(got["lse"], ref["lse"], rtol=1e-6)
+    np.testing.assert_allclose(got["avg"], ref["avg"], rtol=1e-5, atol=1e-6)
 
 
 def test_without_reassociation_an_online_sum_stays_in_one_thread():

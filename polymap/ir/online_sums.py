@@ -6,30 +6,41 @@ The form, as a loop ``L`` writes it (statements of its body, in this order, unde
 ``top`` declared in ``L``, ``m`` and each ``s`` outside it)::
 
     top = max(m, x)                              # or max(x, m)
-    s = s * exp(m - top) + w * exp(y - top)      # or exp(y - top) * w, or exp(y - top);
+    s = s * exp(m - top) + w * exp(x - top)      # or exp(x - top) * w, or exp(x - top);
                                                  # either product and either summand first
     m = top
 
 with one or more sums ``s`` (a softmax's denominator and a weighted sum beside it, each
-updated once), where ``x``, ``y`` and ``w`` read none of ``m``, the sums and ``top``, no
-other statement of ``L`` touches ``m``, a sum or ``top``, and all of them have one float
-type (``f32`` or ``f64``) in which the statements compute.
+updated once), where ``x`` (one expression, the same in the maximum and in every term) and
+``w`` read none of ``m``, the sums and ``top``, no other statement of ``L`` touches ``m``, a
+sum or ``top``, ``m`` is no sum, and all of them have one float type (``f32`` or ``f64``) in
+which the statements compute. Every factor ``exp(..)`` is then at most 1 on any lane, as in
+the program's order: a lane's maximum is at most the loop's, and its terms never overflow
+where the loop's do not.
 
-Why a loop of them can run on the lanes. Take one sum; the pair ``(m, s)`` stands for the value
-``s * e^m``: each iteration adds ``w * e^y`` to it (``s' e^top = s e^m + w e^y``), and ``m``
-is a ``max=`` of the ``x`` (exact in any order). Two partial pairs ``(m1, s1)``, ``(m2, s2)``
-stand for the sum of their values, which is the pair ``(M, s1 e^(m1 - M) + s2 e^(m2 - M))``
-with ``M = max(m1, m2)``: the join combines the lanes' pairs so (``pm_lanes_online``). A
-lane starts ``m`` from lane 0's value (as any ``max=``) and ``s`` at 0 (the pair then stands
-for 0, whatever ``m`` is), so the combined pair stands for lane 0's start plus every
-iteration's term, and its ``m`` is the loop's maximum. The sum is added in another order and
-each term is rounded relative to another ``M`` on its way: a float sum reordered, allowed
-only with ``reassociate``, as a ``+=`` is. Several sums relative to one ``m`` are rescaled
-by the same two factors at each combine.
+``m`` must not start from an infinite literal (``m = -inf`` before the loop): every lane
+but lane 0 starts the loop afresh from ``m``'s start, so a lane whose first ``x`` is
+``-inf`` (a masked element) would compute ``exp(-inf - -inf)``, NaN, where the program in
+order had met a finite element first. Start from the row's first element, or a finite bound.
+
+Why a loop of them can run on the lanes. Take one sum; the pair ``(m, s)`` stands for the
+value ``s * e^m``: each iteration adds ``w * e^x`` to it (``s' e^top = s e^m + w e^x``), and
+``m`` is a ``max=`` of the ``x`` (exact in any order). Two partial pairs ``(m1, s1)``,
+``(m2, s2)`` stand for the sum of their values, which is the pair ``(M, s1 e^(m1 - M) + s2
+e^(m2 - M))`` with ``M = max(m1, m2)``: the join combines the lanes' pairs so
+(``pm_lanes_online``; a pair already at ``M`` keeps its sum, factor 1, so that two pairs at
+an infinite ``M`` add instead of making NaN). A lane starts ``m`` from lane 0's value (as
+any ``max=``) and ``s`` at 0 (the pair then stands for 0, whatever ``m`` is), so the
+combined pair stands for lane 0's start plus every iteration's term, and its ``m`` is the
+loop's maximum. The sum is added in another order and each term is rounded relative to
+another ``M`` on its way: a float sum reordered, allowed only with ``reassociate``, as a
+``+=`` is. Several sums relative to one ``m`` are rescaled by the same two factors at each
+combine.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,13 +50,16 @@ from polymap.ir.nodes import (
     Binary,
     BufferDecl,
     Call,
+    Const,
     DType,
     Fn,
     Loop,
     New,
     Read,
     Stmt,
+    ValueExpr,
     ValueOp,
+    leaves_of,
     reads_of,
 )
 from polymap.ir.value_types import statement_type
@@ -56,20 +70,24 @@ ONLINE_TYPES = (DType.F32, DType.F64)
 
 @dataclass(frozen=True, slots=True)
 class OnlineSum:
-    """The online sums of a loop's body kept relative to one running maximum ``top``
-    (module docstring): ``totals``, updated through the loop's own temporary ``step``."""
+    """The online sums of a loop's body kept relative to one running maximum (module
+    docstring): ``totals``, updated through the loop's own temporary ``step``."""
 
-    top: str  # m
+    maximum: str  # m
     totals: tuple[str, ...]  # s (one or more, in the order the loop updates them)
     step: str  # the temporary ``top = max(m, x)`` of each iteration
     statements: tuple[str, ...]  # the running maximum's, the sums', and ``m = top``, in order
 
 
 def online_sums(
-    body: tuple[Stmt, ...], outside: dict[str, BufferDecl], dtype_of: Callable[[str], DType]
+    body: tuple[Stmt, ...],
+    outside: dict[str, BufferDecl],
+    dtype_of: Callable[[str], DType],
+    starts: dict[str, tuple[ValueExpr, ...]],
 ) -> tuple[OnlineSum, ...]:
     """The online sums of a loop whose body is ``body`` (module docstring); ``outside``: the
-    locals declared outside the loop, by name; ``dtype_of``: a buffer's type."""
+    locals declared outside the loop, by name; ``dtype_of``: a buffer's type; ``starts``:
+    per buffer, the values the statements outside the loop assign it."""
     own = {s.decl.name: s.decl for s in body if isinstance(s, New)}
     assigns = [s for s in body if isinstance(s, Assign)]
     found = []
@@ -86,23 +104,28 @@ def online_sums(
         if len(writes) != 1:
             continue
         (maximum,) = writes
-        sums = [s for s in assigns[assigns.index(maximum) + 1 : position] if _is_rescaled(s, m, step)]
+        x = _running_max_of(maximum, m)
+        between = assigns[assigns.index(maximum) + 1 : position]
+        sums = [s for s in between if _new_exponent(s, m, step) is not None]
         totals = tuple(dict.fromkeys(s.buffer for s in sums))
-        if not sums or len(totals) != len(sums):
-            continue  # no sum, or one updated twice
+        if x is None or not sums or len(totals) != len(sums) or m in totals:
+            continue  # no running maximum, no sum, one updated twice, or the maximum as a sum
         if any(t not in outside or outside[t].shape or outside[t].dtype is not dtype for t in totals):
             continue
+        names = {m, step, *totals}
+        if _reads(x, names) or any(_new_exponent(s, m, step) != x for s in sums):
+            continue  # x reads the group, or a term's exponent is not what the maximum takes
         if any(_reads(s.value, set(totals) - {s.buffer}) for s in sums):
             continue  # a term that reads another sum: a lane's partial, not the loop's value
         group = (maximum, *sums, moved)
-        if not _is_running_max(maximum, m, set(totals)):
-            continue
         if any(s.guard is not None or s.predicate is not None or s.is_atomic for s in group):
             continue
         if any(statement_type(s, dtype_of) is not dtype.compute for s in group):
             continue
-        if not _only_here(body, group, {m, step, *totals}):
+        if not _only_here(body, group, names):
             continue
+        if any(_non_finite(value) for value in starts.get(m, ())):
+            continue  # lanes but 0 would start from an infinite maximum (module docstring)
         found.append(OnlineSum(m, totals, step, tuple(s.name for s in group)))
     return tuple(found)
 
@@ -112,19 +135,19 @@ def _plain_read(e) -> str | None:
     return e.buffer if isinstance(e, Read) and not e.indices else None
 
 
-def _is_running_max(stmt: Assign, m: str, totals: set[str]) -> bool:
-    """``top = max(m, x)`` or ``max(x, m)``, ``x`` reading neither ``m`` nor a sum."""
+def _running_max_of(stmt: Assign, m: str) -> ValueExpr | None:
+    """``x`` where ``stmt`` is ``top = max(m, x)`` or ``max(x, m)``; else None."""
     value = stmt.value
     if stmt.indices or stmt.op is not AssignOp.SET or not isinstance(value, Call) or value.fn is not Fn.MAX:
-        return False
+        return None
     a, b = value.args
-    other = b if _plain_read(a) == m else a if _plain_read(b) == m else None
-    return other is not None and not _reads(other, {m, stmt.buffer} | totals)
+    return b if _plain_read(a) == m else a if _plain_read(b) == m else None
 
 
-def _is_rescaled(stmt: Assign, m: str, step: str) -> bool:
-    """``s = s * exp(m - top) + w * exp(y - top)`` in one of the forms of the docstring
-    (whether ``w`` and ``y`` read another sum of the group is the caller's check)."""
+def _new_exponent(stmt: Assign, m: str, step: str) -> ValueExpr | None:
+    """``y`` where ``stmt`` is ``s = s * exp(m - top) + w * exp(y - top)`` in one of the forms
+    of the docstring, ``w`` and ``y`` reading none of ``s``, ``m`` and ``top``; else None
+    (whether they read another sum of the group is the caller's check)."""
     s, value = stmt.buffer, stmt.value
     if (
         stmt.indices
@@ -132,11 +155,13 @@ def _is_rescaled(stmt: Assign, m: str, step: str) -> bool:
         or not isinstance(value, Binary)
         or value.op is not ValueOp.ADD
     ):
-        return False
+        return None
     for kept, added in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
-        if _is_scaled_total(kept, s, m, step) and _is_new_term(added, (s, m, step)):
-            return True
-    return False
+        if _is_scaled_total(kept, s, m, step):
+            y = _term_exponent(added, {s, m, step}, step)
+            if y is not None:
+                return y
+    return None
 
 
 def _is_scaled_total(e, s: str, m: str, step: str) -> bool:
@@ -149,20 +174,17 @@ def _is_scaled_total(e, s: str, m: str, step: str) -> bool:
     return False
 
 
-def _is_new_term(e, names: tuple[str, ...]) -> bool:
-    """``exp(y - top)``, ``w * exp(y - top)`` or ``exp(y - top) * w``, where ``y`` and ``w``
-    read none of ``names`` (s, m, top)."""
-    step = names[2]
-    exponent = _exp_less(e, step)
-    if exponent is not None:
-        return not _reads(exponent, set(names))
-    if not isinstance(e, Binary) or e.op is not ValueOp.MUL:
-        return False
-    for a, b in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
-        exponent = _exp_less(b, step)
-        if exponent is not None and not _reads(exponent, set(names)) and not _reads(a, set(names)):
-            return True
-    return False
+def _term_exponent(e, names: set[str], step: str) -> ValueExpr | None:
+    """``y`` where ``e`` is ``exp(y - top)``, ``w * exp(y - top)`` or ``exp(y - top) * w``,
+    ``y`` and ``w`` reading none of ``names``; else None."""
+    factors = [(None, e)]
+    if isinstance(e, Binary) and e.op is ValueOp.MUL:
+        factors += [(e.lhs, e.rhs), (e.rhs, e.lhs)]
+    for weight, power in factors:
+        y = _exp_less(power, step)
+        if y is not None and not _reads(y, names) and (weight is None or not _reads(weight, names)):
+            return y
+    return None
 
 
 def _exp_less(e, step: str):
@@ -177,6 +199,11 @@ def _exp_less(e, step: str):
 
 def _reads(e, names: set[str]) -> bool:
     return any(r.buffer in names for r in reads_of(e))
+
+
+def _non_finite(e) -> bool:
+    """Whether a value expression holds an infinite or NaN literal (``-inf``)."""
+    return any(isinstance(leaf, Const) and not math.isfinite(leaf.value) for leaf in leaves_of(e))
 
 
 def _only_here(body: tuple[Stmt, ...], group: tuple[Assign, ...], names: set[str]) -> bool:

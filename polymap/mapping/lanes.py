@@ -22,7 +22,7 @@ order (each run of it: for one band point and one iteration of the loops around 
   sum, allowed only with ``reassociate`` (the default, stated in the report and the
   emitted header);
 * an *online sum* (``ir/online_sums.py``: ``top = max(m, x); s = s * exp(m - top) +
-  exp(y - top); m = top``, the one-pass softmax's running maximum and sum) is a group of
+  exp(x - top); m = top``, the one-pass softmax's running maximum and sum) is a group of
   accumulators: ``m`` a ``max=``, each ``s`` a float sum that starts at 0 on lanes other
   than 0, and the join combines the lanes' groups, each sum rescaled to the larger maximum
   (``pm_lanes_online``); it reorders a float sum, so it needs ``reassociate``;
@@ -64,6 +64,7 @@ def spread_loops(kernel: Kernel, model: PolyModel, *, reassociate: bool = True) 
     outer = len(kernel.host_loops) + len(kernel.band)
     mine = [s for s in model.statements if s.loops[:outer] == kernel.host_loops + kernel.band]
     body_locals = {d.name: d for d in declared_locals(kernel.body)}
+    assigns = [s for s in walk_block(kernel.body) if isinstance(s, Assign)]
     found = []
 
     def visit(block, path: tuple[int, ...]) -> None:
@@ -76,7 +77,12 @@ def spread_loops(kernel: Kernel, model: PolyModel, *, reassociate: bool = True) 
                 for s in mine
                 if len(s.loops) > outer + len(path) and s.ctx.position[outer : outer + len(here)] == here
             ]
-            spread = _spread(model, body_locals, here, stmt, inside, outer, reassociate)
+            names = {s.name for s in inside}
+            starts: dict[str, tuple] = {}
+            for a in assigns:  # the values the body assigns outside the loop, per buffer
+                if a.name not in names:
+                    starts[a.buffer] = (*starts.get(a.buffer, ()), a.value)
+            spread = _spread(model, body_locals, starts, here, stmt, inside, outer, reassociate)
             if spread is not None:
                 found.append(spread)
             else:  # every lane runs the loop; a loop inside it may still be spread
@@ -89,6 +95,7 @@ def spread_loops(kernel: Kernel, model: PolyModel, *, reassociate: bool = True) 
 def _spread(
     model: PolyModel,
     body_locals: dict[str, BufferDecl],
+    starts: dict[str, tuple],
     path: tuple[int, ...],
     loop: Loop,
     inside: list[StatementModel],
@@ -96,18 +103,19 @@ def _spread(
     reassociate: bool,
 ) -> SpreadLoop | None:
     """The loop at ``path`` of the thread body as a spread loop, if it is one;
-    ``body_locals``: the body's block-local buffers by name, ``inside``: its statements."""
+    ``body_locals``: the body's block-local buffers by name, ``starts``: per buffer, the
+    values the body assigns it outside the loop, ``inside``: its statements."""
     if not inside:
         return None
     own = {s.decl.name for s in walk_block(loop.body) if isinstance(s, New)}
     dtype_of = model.program.buffer
     outside = {name: decl for name, decl in body_locals.items() if name not in own}
-    online = online_sums(loop.body, outside, lambda b: dtype_of(b).dtype)
+    online = online_sums(loop.body, outside, lambda b: dtype_of(b).dtype, starts)
     # an online sum's pair combines as one (ir/online_sums.py): its maximum as a max=, its
     # sum starting at 0 on lanes other than 0 as a +=
     accumulators: dict[str, AssignOp] = {}
     for group in online:
-        accumulators[group.top] = AssignOp.MAX
+        accumulators[group.maximum] = AssignOp.MAX
         accumulators.update((total, AssignOp.ADD) for total in group.totals)
     shared: list[str] = []  # arrays of the body: one copy per band point, in shared memory
     written = {s.stmt.buffer for s in inside if isinstance(s.stmt, Assign)}
@@ -148,5 +156,5 @@ def _spread(
         tuple(broadcasts),
         reassociates,
         tuple(sorted(shared)),
-        tuple((group.top, group.totals) for group in online),
+        tuple((group.maximum, group.totals) for group in online),
     )

@@ -75,8 +75,9 @@ def check_lane_pins(pins: Pins, problem: KernelProblem) -> None:
                 "its band has more than two loops (threadIdx.x would hold the lanes)"
                 if len(kernel.band) > 2
                 else "no loop of its body qualifies: a loop whose iterations depend on each other only "
-                "through accumulators updated by one of += *= max= min= (a float += or *= only with "
-                "reassociation allowed)"
+                "through accumulators updated by one of += *= max= min=, or through an online sum's "
+                "maximum and sums (docs/mapping.md, 'Online sums'); a float += or *= and an online sum "
+                "only with reassociation allowed"
             )
             what = "a warp" if pin.lanes == warp else f"{pin.lanes} lanes"
             raise ArgumentError(
