@@ -8,7 +8,14 @@ import dataclasses
 import pytest
 
 import polymap
-from polymap.mapping.caching import ADJACENT, AGAIN, FIRST, cached_footprints, touched_before
+from polymap.mapping.caching import (
+    ADJACENT,
+    AGAIN,
+    FIRST,
+    cached_footprints,
+    touched_before,
+    window_footprints,
+)
 from polymap.mapping.space import kernels
 from polymap.targets import H100, KIB
 
@@ -155,3 +162,103 @@ def test_one_element_read_twice_in_a_statement_is_one_load():
     )
     (cost,) = polymap.optimize(program).costs
     assert [a.access for a in cost.accesses] == ["Y[i]", "X[i]"]
+
+
+# ---------------------------------------------- windows: re-reads by neighbouring band points
+
+STENCIL = """
+param N = 8192
+in  A: f32[N + 2, N + 2]
+out B: f32[N, N]
+par N i {
+  par N j {
+    B[i, j] = 0.2 * (A[i + 1, j + 1] + A[i, j + 1] + A[i + 2, j + 1] + A[i + 1, j] + A[i + 1, j + 2])
+  }
+}
+"""
+
+
+def _windows(text: str, **sizes):
+    program = polymap.parse(text)
+    program = program.bind(**sizes) if sizes else program.bind_defaults()
+    model = polymap.analyze(program)
+    return [window_footprints(k, model, H100) for k in kernels(program)]
+
+
+def test_a_stencil_reads_its_grid_from_dram_once():
+    """Five reads of A per point, each element read by five neighbouring points: DRAM moves
+    A's box once and B once (a third of charging each read), and every read is the caches'."""
+    mapping = polymap.optimize(polymap.parse(STENCIL).bind_defaults())
+    (cost,) = mapping.costs
+    a_bytes = 8194 * 8194 * 4
+    assert cost.cached == (("A", a_bytes),) and cost.windowed == ("A",)
+    rows = {a.access: a for a in cost.accesses}
+    assert all(rows[text].cached for text in rows if text.startswith("A[")) and not rows["B[i, j]"].cached
+    assert cost.memory_s == pytest.approx((a_bytes + 8192 * 8192 * 4) / H100.dram_bandwidth, rel=1e-12)
+    assert cost.cache_s == pytest.approx(6 * 8192 * 8192 * 4 / H100.cache_bandwidth, rel=1e-12)
+    assert mapping.solver[0].objective == pytest.approx(cost.objective_s * 1e6, rel=1e-6)
+    report = str(mapping)
+    assert "read A[i, j + 1] (L2)" in report
+    assert f"re-read by neighbouring band points from L2: A ({a_bytes} bytes)" in report
+    assert "in L2:" not in report
+
+
+def test_a_1d_convolution_holds_its_signal_over_the_filter_s_width():
+    text = """
+param N = 67108864
+param K = 17
+in  x: f32[N + K]
+in  w: f32[K]
+out y: f32[N]
+par N i { seq K t { y[i] += x[i + t] * w[t] } }
+"""
+    # w fits in L2 whole (cached_footprints); x's window is 16 points of 2^26
+    assert _windows(text) == [(("x", (67108864 + 16) * 4),)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a GEMM's operands are read by a whole row or column of points: the window is the kernel
+        """
+param N = 4096
+in  A: f32[N, N]
+in  B: f32[N, N]
+out C: f32[N, N]
+par N i { par N j { seq N k { C[i, j] += A[i, k] * B[k, j] } } }
+""",
+        # each element read by one point only: nothing to hold
+        """
+param N = 8192
+in  A: f32[N, N]
+out B: f32[N, N]
+par N i { par N j { B[i, j] = A[j, i] } }
+""",
+        # points half the rows apart share an element: the window is half the kernel
+        """
+param N = 8192
+in  A: f32[2 * N, N]
+out B: f32[N, N]
+par N i { par N j { B[i, j] = A[i, j] + A[i + 4096, j] } }
+""",
+        # elements known only from the data
+        """
+param N = 8192
+in  I: i32[N]
+in  A: f32[N + 1, N]
+out B: f32[N, N]
+par N i { par N j { B[i, j] = A[I[i], j] + A[i + 1, j] } }
+""",
+    ],
+    ids=["gemm", "transpose", "far-apart", "gather"],
+)
+def test_reads_of_no_bounded_window_are_charged_each_time(text):
+    assert _windows(text) == [()]
+
+
+def test_a_kernel_inside_host_loops_keeps_its_reads_charged():
+    """jacobi1d's kernel runs once per time step, inside a host loop: no window is taken
+    (its small buffers stay in L2 whole by cached_footprints)."""
+    program = polymap.load("models/jacobi1d.te").bind_defaults()
+    model = polymap.analyze(program)
+    assert all(window_footprints(k, model, H100) == () for k in kernels(program))

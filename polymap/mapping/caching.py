@@ -10,10 +10,11 @@ and its reads go to the caches' roof (``GpuTarget.cache_bandwidth``), which ever
 global traffic passes through (``KernelProblem.cost``, ``ScipModel._time``).
 
 Which buffers qualify does not depend on the mapping: the footprint is the elements read,
-counted by isl on the bound model, whatever thread reads them. Larger buffers are charged
-every read, as before: whether a re-read of one hits depends on what else the GPU touches
-in between, which the model does not follow (docs/calibration.md: the missing L2 roof of
-the ladder's lower steps).
+counted by isl on the bound model, whatever thread reads them. A larger buffer qualifies
+where only band points near each other read an element (a stencil's neighbours:
+``window_footprints``). Other buffers are charged every read, as before: whether a re-read
+of one hits depends on what else the GPU touches in between, which the model does not
+follow (docs/calibration.md: the missing L2 roof of the ladder's lower steps).
 """
 
 from __future__ import annotations
@@ -58,6 +59,78 @@ def cached_footprints(kernel: Kernel, model: PolyModel, target: GpuTarget) -> tu
         if 0 < size <= share:
             found.append((buffer, size))
     return tuple(found)
+
+
+def window_footprints(
+    kernel: Kernel, model: PolyModel, target: GpuTarget, skip: frozenset[str] = frozenset()
+) -> tuple[tuple[str, int], ...]:
+    """(buffer, bytes) per global buffer ``kernel`` reads and never writes (and not in
+    ``skip``: those ``cached_footprints`` found) whose elements only band points near each
+    other read: a stencil's ``A[i + 1, j]`` beside ``A[i, j + 1]``, a 1-D convolution's
+    ``x[i + t]``. The L2 holds an element from its first read to its last, so DRAM moves
+    the buffer once, where the *window* between them fits ``CACHED_SHARE`` of the L2.
+
+    The band points that read one element, as isl finds them on the bound model (each
+    access's elements per band point, ``R``; the pairs ``R . R^-1``), differ by at most
+    ``d_k`` along band loop ``k`` (the pairs' deltas; unbounded or the loop's whole extent
+    for a GEMM's operand, which every point of a row reads). Whatever the mapping's order of
+    blocks, the GPU runs the band points a loop's ``d_k`` steps apart within ``d_k / N_k`` of
+    the kernel, which touches at most the declared bytes of its buffers (``point_bytes``):
+    the window is at most ``sum_k d_k / N_k`` of those. Kernels inside host loops and
+    buffers read through a gather (elements known only from the data) are left out. The
+    footprint is the box around the elements read (``_box_bytes``: an upper bound, without
+    isl's count)."""
+    if kernel.is_serial or kernel.host_loops:
+        return ()
+    outer = len(kernel.band)
+    written: set[str] = set()
+    gathered: set[str] = set()
+    per_point: dict[str, isl.Map] = {}
+    for stmt, accesses in _global_accesses(kernel, model):
+        written.update(a.buffer for a in accesses if a.is_write)
+        for access in (a for a in accesses if not a.is_write):
+            if access.gathered:
+                gathered.add(access.buffer)
+                continue
+            here = _per_band_point(access, stmt, outer)
+            per_point[access.buffer] = (
+                per_point[access.buffer].union(here) if access.buffer in per_point else here
+            )
+    touched = sum(
+        declared_bytes(model.program.buffer(b)) for b in sorted(written | gathered | set(per_point))
+    )
+    share = CACHED_SHARE * target.l2_cache_bytes
+    found = []
+    for buffer, reads in per_point.items():
+        if buffer in written or buffer in gathered or buffer in skip:
+            continue
+        window = _window_share(reads)
+        if window is None or window * touched > share:
+            continue
+        decl = model.program.buffer(buffer)
+        size = min(declared_bytes(decl), _box_bytes(reads.range(), decl))
+        if 0 < size < math.inf:
+            found.append((buffer, int(size)))
+    return tuple(found)
+
+
+def _window_share(reads: isl.Map) -> float | None:
+    """``sum_k d_k / N_k`` of ``window_footprints`` for the elements each band point reads
+    (``reads``); None where no two band points read one element (nothing to hold) or the
+    distance along a loop is unbounded."""
+    points = reads.domain()
+    pairs = reads.apply_range(reads.reverse())
+    deltas = pairs.deltas()
+    share, apart = 0.0, False
+    for k in range(deltas.dim(isl.dim_type.set)):
+        low, high = deltas.dim_min_val(k), deltas.dim_max_val(k)
+        first, last = points.dim_min_val(k), points.dim_max_val(k)
+        if not all(v.is_int() for v in (low, high, first, last)):
+            return None
+        distance = max(abs(low.to_python()), abs(high.to_python()))
+        apart = apart or distance > 0
+        share += distance / (last.to_python() - first.to_python() + 1)
+    return share if apart else None
 
 
 # -- what a band point touched before

@@ -235,11 +235,20 @@ def format_cost(cost: KernelCost) -> list[str]:
         for a in cost.accesses
     ]
     lines = _table(headers, rows, left=2)
-    if cost.cached:
-        held = ", ".join(f"{buffer} ({size} bytes)" for buffer, size in cost.cached)
+    whole = [(buffer, size) for buffer, size in cost.cached if buffer not in cost.windowed]
+    if whole:
+        held = ", ".join(f"{buffer} ({size} bytes)" for buffer, size in whole)
         lines.append(
-            f"  in L2: {held}; DRAM moves {'it' if len(cost.cached) == 1 else 'each'} once, and the (L2) "
+            f"  in L2: {held}; DRAM moves {'it' if len(whole) == 1 else 'each'} once, and the (L2) "
             "reads' bytes are the caches' (docs/mapping.md, 'Buffers that stay in L2')"
+        )
+    windows = [(buffer, size) for buffer, size in cost.cached if buffer in cost.windowed]
+    if windows:
+        held = ", ".join(f"{buffer} ({size} bytes)" for buffer, size in windows)
+        lines.append(
+            f"  re-read by neighbouring band points from L2: {held}; DRAM moves "
+            f"{'it' if len(windows) == 1 else 'each'} once, and the (L2) reads' bytes are the caches' "
+            "(docs/mapping.md, 'Buffers that stay in L2')"
         )
     if cost.reused:
         merged = any(label.startswith("write") for label in cost.reused)

@@ -88,6 +88,9 @@ class KernelCost:
     # the accesses (``read Y[i, j] (S4)``) the caches serve because their band point touched the
     # elements before (``caching.touched_before``); a write among them merges with the one before
     reused: tuple[str, ...] = ()
+    # of ``cached``, the buffers held in L2 only over a window of neighbouring band points
+    # (``caching.window_footprints``)
+    windowed: tuple[str, ...] = ()
 
     @property
     def objective_s(self) -> float:

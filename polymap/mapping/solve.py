@@ -40,6 +40,7 @@ from polymap.mapping.caching import (
     in_flight_fits,
     point_bytes,
     touched_before,
+    window_footprints,
 )
 from polymap.mapping.cost_model import (
     MAX_LOG_SEQ,
@@ -483,8 +484,11 @@ class KernelProblem:
     # with a known element; a scatter's elements are known only from the data: not counted)
     atomic_updates_per_element: int = 0
     # (buffer, bytes) of the buffers read from the caches after their first read
-    # (``caching.cached_footprints``): DRAM moves their footprint once per launch
+    # (``caching.cached_footprints``, then ``caching.window_footprints``): DRAM moves their
+    # footprint once per launch
     cached: tuple[tuple[str, int], ...] = ()
+    # of those, the buffers held in L2 only over a window of neighbouring band points
+    windowed: tuple[str, ...] = ()
     # per access, what its band point touched before (``caching.touched_before``): FIRST,
     # AGAIN (in L2 where the band points in flight fit: ``reuse_fits``) or ADJACENT
     reuse: tuple[str, ...] = ()
@@ -525,6 +529,8 @@ class KernelProblem:
         if target.warp_size != WARP_LANES:  # the lanes' shuffles and combines are written for 32
             spread = ()
         shared = [d for d in declared_locals(kernel.body) if d.name in shared_arrays(spread)]
+        whole = cached_footprints(kernel, model, target)
+        windows = window_footprints(kernel, model, target, frozenset(buffer for buffer, _ in whole))
         return cls(
             kernel,
             model,
@@ -551,7 +557,8 @@ class KernelProblem:
             ),
             spread_runs=tuple(_spread_runs(kernel, model, sp) for sp in spread),
             atomic_updates_per_element=_atomic_updates_per_element(kernel, model) // max(1, launches),
-            cached=cached_footprints(kernel, model, target),
+            cached=whole + windows,
+            windowed=tuple(buffer for buffer, _ in windows),
             reuse=tuple(kinds.get((a.statement, a.text, a.is_write), FIRST) for a in accesses),
             point_bytes=point_bytes(kernel, model, math.prod(_max_extents(kernel, model))),
             shared_accesses=shared_local_accesses(kernel, model, spread, launches),
@@ -1052,6 +1059,7 @@ class KernelProblem:
                 for a, from_caches in zip(self.accesses, from_l2)
                 if from_caches and a.buffer not in cached
             ),
+            self.windowed,
         )
 
     def _staged(self, mapping: KernelMapping) -> list[StagedBuffer]:
