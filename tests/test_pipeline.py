@@ -46,11 +46,15 @@ def test_compile_analyzes_each_program_once(monkeypatch):
     calls = _count_analyses(monkeypatch)
     kernel = polymap.compile(program)
     assert sum(calls.values()) == len(calls), {p.name: n for (p, _), n in calls.items() if n > 1}
-    # the program as written, the program with accumulators in registers (proved, emitted),
-    # and the latter with the cost sizes bound (SCIP and the cost model)
+    # the program as written, with accumulators in registers loading their elements (whose
+    # dataflow finds the out buffers' registers that start at 0), the program with those
+    # zero starts (proved, emitted), and the latter with the cost sizes bound (SCIP and the
+    # cost model)
     mapped = kernel.mapping.program
     bound = mapped.bind(**dict(kernel.mapping.cost_sizes))
-    assert set(calls) == {(program, None), (mapped, None), (bound, None)}
+    loading = [p for p, _ in calls if p not in (program, mapped, bound)]
+    assert set(calls) == {(program, None), (mapped, None), (bound, None), (loading[0], None)}
+    assert "O_acc = O[" in str(loading[0]) and "O_acc = 0" in str(mapped)
     assert mapped != program  # three reductions promoted: the rewrite is one of the three
 
 

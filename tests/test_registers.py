@@ -22,6 +22,7 @@ from polymap.ir.nodes import (
     Binary,
     BufferDecl,
     BufferKind,
+    Const,
     DType,
     IConst,
     IVar,
@@ -102,7 +103,7 @@ def test_matmul_accumulates_in_a_register():
         par M i {
           par N j {
             new C_acc: f32
-            C_acc = C[i, j]
+            C_acc = 0
             seq K k {
               C_acc += A[i, k] * B[k, j]
             }
@@ -120,7 +121,7 @@ def test_matmul_promoted_structure_and_names():
     (inner,) = outer.body
     assert inner.body == (
         New(BufferDecl("C_acc", BufferKind.NEW, DType.F32, ())),
-        Assign("S0", "C_acc", (), AssignOp.SET, Read("C", (i, j))),
+        Assign("S0", "C_acc", (), AssignOp.SET, Const(0)),  # C is out: nothing wrote it (isl)
         Loop(
             LoopKind.SEQ,
             "k",
@@ -229,7 +230,7 @@ def test_strictly_triangular_empty_rows_are_still_promoted_when_race_free():
         """
     )
     promoted = promote_accumulators(original)
-    assert "y_acc = y[i]" in str(promoted)
+    assert "y_acc = 0" in str(promoted)  # y is out and nothing wrote it: its start, 0
     bound = original.bind(N=5)
     inputs = random_inputs(bound)
     got = assert_same_outputs(bound, promoted.bind(N=5), inputs)
@@ -336,7 +337,7 @@ def test_outer_loop_fails_but_inner_loop_is_promoted():
         par M i {
           seq 2 r {
             new C_acc: f32
-            C_acc = C[i, r]
+            C_acc = 0
             seq K k {
               C_acc += A[i, k]
             }
@@ -362,7 +363,7 @@ def test_two_deep_reduction_is_promoted_once_at_the_outer_loop():
         """\
         par M i {
           new y_acc: f32
-          y_acc = y[i]
+          y_acc = 0
           seq K k {
             seq 3 r {
               y_acc += A[i, k, r] * x[i]
@@ -427,7 +428,7 @@ def test_several_accumulators_in_one_loop_and_fresh_names():
           new lo_acc_acc: f64
           lo_acc2 = lo[i]
           hi_acc = hi[i]
-          lo_acc_acc = lo_acc[i]
+          lo_acc_acc = 0
           seq K k {
             lo_acc2 min= A[i, k]
             hi_acc max= A[i, k]
@@ -516,7 +517,7 @@ def test_unsafe_promotion_is_dropped_and_safe_ones_kept():
         """\
         par M i {
           new C_acc: f32
-          C_acc = C[i]
+          C_acc = 0
           seq K k {
             C_acc += A[i, k]
           }
@@ -525,7 +526,7 @@ def test_unsafe_promotion_is_dropped_and_safe_ones_kept():
         par 2 p {
           seq p r {
             new y_acc: f32
-            y_acc = y[0]
+            y_acc = 0
             seq 3 k {
               y_acc += x[k]
             }
@@ -728,3 +729,52 @@ def test_accumulators_are_promoted_where_the_bounds_need_the_context():
     a = RNG.standard_normal((9, 9)).astype(np.float32)
     out = polymap.compile(program, mapping).run_host(A=a, N=7, M=9)
     np.testing.assert_allclose(out["s"][:7], a[:7, :7].sum(axis=1), rtol=1e-5)
+
+
+# ------------------------------------------------ an out buffer's start: zeros, no load
+
+
+@pytest.mark.parametrize(
+    ("text", "load"),
+    [
+        # inout: the caller's values
+        (MATMUL.replace("out C", "inout C"), "C_acc = C[i, j]"),
+        # an earlier kernel writes C: the load reads what it wrote
+        (
+            MATMUL.replace(
+                "par M i { par N j { seq", "par M i { par N j { C[i, j] = 1 } }\npar M i { par N j { seq"
+            ),
+            "C_acc = C[i, j]",
+        ),
+        # a host loop runs the reduction again: its second run reads the first's result
+        (
+            MATMUL.replace(
+                "par M i { par N j { seq K k { C[i, j] += A[i, k] * B[k, j] } } }",
+                "seq 2 t { par M i { par N j { seq K k { C[i, j] += A[i, k] * B[k, j] } } } }",
+            ),
+            "C_acc = C[i, j]",
+        ),
+        # the first statement before the loop sets the element: the register starts at it
+        (MATMUL.replace("par N j { seq", "par N j { C[i, j] = 2; seq"), "C_acc = 2"),
+    ],
+    ids=["inout", "written-before", "host-loop", "set-before"],
+)
+def test_a_register_loads_its_element_unless_it_is_an_out_buffer_s_untouched_zero(text, load):
+    original = te(text)
+    promoted = promote_accumulators(original)
+    assert load in str(promoted) and "C_acc = 0" not in str(promoted)
+    sizes = {"M": 3, "N": 4, "K": 5}
+    bound = original.bind(**sizes)
+    assert_same_outputs(bound, promoted.bind(**sizes), random_inputs(bound))
+
+
+def test_an_out_buffer_nothing_wrote_starts_its_register_at_zero_and_is_never_read():
+    """isl's dataflow finds no write of C before the load: C starts as zeros (an out
+    buffer), so the register starts at 0 and the kernel never reads C."""
+    original = te(MATMUL)
+    promoted = promote_accumulators(original)
+    assert "C_acc = 0" in str(promoted) and "C_acc = C[i, j]" not in str(promoted)
+    model = analyze(promoted.bind(M=3, N=4, K=5))
+    assert not [a for s in model.statements for a in s.accesses if a.buffer == "C" and not a.is_write]
+    bound = original.bind(M=3, N=4, K=5)
+    assert_same_outputs(bound, promoted.bind(M=3, N=4, K=5), random_inputs(bound))

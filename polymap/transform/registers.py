@@ -42,6 +42,13 @@ different index of X that might denote the same element. So within L the element
 as a private scalar: loading it before L, working on the copy and storing it after gives
 every statement the same values in the same order, bit for bit (the copy has X's dtype).
 
+Zero starts. Where X is an ``out`` buffer (it starts as zeros) and the load reads, at every
+instance, the element as the launch found it (isl's dataflow analysis on the rewritten
+program: no write of X, must or may, comes before it; ``_zero_starts``), the register starts
+at ``0`` instead: the same value, and no global load. A reduction ``C[i, j] += ...`` into an
+``out C`` then never reads ``C``; an ``inout`` buffer, or an ``out`` one an earlier kernel or
+an earlier run of a host loop wrote, keeps its load.
+
 Zero-iteration loops. Where L runs no iteration (a triangular extent such as ``seq i k``
 at i = 0) the load and store still run: harmless for the value (the element is written
 back unchanged), but the store is a write the original did not make, which can race with
@@ -67,6 +74,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+import islpy as isl
+
 from polymap.errors import ProgramError, UninitializedReadError
 from polymap.ir.nodes import (
     Anchor,
@@ -74,6 +83,7 @@ from polymap.ir.nodes import (
     AssignOp,
     BufferDecl,
     BufferKind,
+    Const,
     Gather,
     IndexExpr,
     Loop,
@@ -88,6 +98,8 @@ from polymap.ir.nodes import (
     reads_of,
 )
 from polymap.ir.walk import fresh_name, names_in_use, walk_block
+from polymap.poly.deps import union_of
+from polymap.poly.model import PolyModel
 from polymap.poly.model import analyze as analyze_program
 
 __all__ = ["promote_accumulators", "renumber_statements"]
@@ -107,12 +119,22 @@ def promote_accumulators(
     are the caller's to report)."""
     if _failure(analyze, program) is not None:
         return program
+    chosen, unloaded = _promotions(program, analyze)
+    if not chosen:
+        return program
+    registers: dict[_Key, str] = {}
+    promoted = _rewrite(program, chosen, unloaded, registers=registers)
+    zeroed = _zero_starts(program, promoted, registers, analyze)
+    return _rewrite(program, chosen, unloaded, zeroed) if zeroed else promoted
+
+
+def _promotions(program: Program, analyze: Callable[[Program], object]) -> tuple[list[_Key], set[_Key]]:
+    """The promotions to make, and those of them made without the load (see the module
+    docstring); ``program`` analyzes."""
     optimistic = _all_at_once(program)
-    if optimistic:
-        whole = _rewrite(program, optimistic)
-        if _failure(analyze, whole) is None:
-            return whole
-        # some promotion breaks the proof: find which, one at a time
+    if optimistic and _failure(analyze, _rewrite(program, optimistic)) is None:
+        return optimistic, set()
+    # some promotion breaks the proof: find which, one at a time
     chosen: list[_Key] = []
     rejected: set[_Key] = set()
     unloaded: set[_Key] = set()
@@ -137,7 +159,44 @@ def promote_accumulators(
             unloaded.add(key)
         else:
             rejected.add(key)
-    return _rewrite(program, chosen, unloaded) if chosen else program
+    return chosen, unloaded
+
+
+def _zero_starts(
+    program: Program, promoted: Program, registers: dict[_Key, str], analyze: Callable[[Program], object]
+) -> set[_Key]:
+    """The promotions of an ``out`` buffer whose load reads, at every instance, the element
+    as the launch found it (isl's dataflow on ``promoted``: no write of the program comes
+    before it, must or may): an ``out`` buffer starts as zeros, so the register starts at 0
+    and the load goes. ``registers``: each promotion's register in ``promoted``."""
+    outs = {b.name for b in program.buffers if b.kind is BufferKind.OUT}
+    wanted = {register: key for key, register in registers.items() if key[1] in outs}
+    if not wanted:
+        return set()
+    model = analyze(promoted)
+    if not isinstance(model, PolyModel):
+        return set()
+    loads = {}
+    for s in model.statements:
+        stmt = s.stmt
+        if isinstance(stmt, Assign) and stmt.buffer in wanted and isinstance(stmt.value, Read):
+            key = wanted[stmt.buffer]
+            if stmt.value.buffer == key[1]:  # the load (inside the loop the register reads itself)
+                loads[key] = [a.relation.intersect_domain(s.domain) for a in s.accesses if not a.is_write]
+    zeroed = set()
+    for key, sinks in loads.items():
+        writes = [(s, a) for s in model.statements for a in s.accesses if a.is_write and a.buffer == key[1]]
+        musts = [a.relation.intersect_domain(s.domain) for s, a in writes if not (a.may or a.gathered)]
+        mays = [a.relation.intersect_domain(s.domain) for s, a in writes if a.may or a.gathered]
+        info = isl.UnionAccessInfo.from_sink(union_of(sinks))
+        if musts:
+            info = info.set_must_source(union_of(musts))
+        if mays:
+            info = info.set_may_source(union_of(mays))
+        flow = info.set_schedule_map(model.schedule).compute_flow()
+        if flow.get_may_dependence().is_empty():
+            zeroed.add(key)
+    return zeroed
 
 
 def _all_at_once(program: Program) -> list[_Key]:
@@ -284,10 +343,19 @@ def _failure(analyze: Callable[[Program], object], program: Program) -> ProgramE
     return None
 
 
-def _rewrite(program: Program, chosen: list[_Key], unloaded: set[_Key] | frozenset = frozenset()) -> Program:
+def _rewrite(
+    program: Program,
+    chosen: list[_Key],
+    unloaded: set[_Key] | frozenset = frozenset(),
+    zeroed: set[_Key] | frozenset = frozenset(),
+    *,
+    registers: dict[_Key, str] | None = None,
+) -> Program:
     """Apply exactly the promotions ``chosen`` and renumber the statements; those of
     ``unloaded`` (a temporary's element that nothing wrote before the loop) without the
-    load: their register starts undefined, as the element did."""
+    load: their register starts undefined, as the element did; those of ``zeroed`` (an
+    ``out`` buffer's element nothing wrote before the loop) from 0, the element's start.
+    ``registers``, where given, gets each promotion's register."""
     used = names_in_use(program)
     decls = {b.name: b for b in _promotable(program)}
 
@@ -309,8 +377,12 @@ def _rewrite(program: Program, chosen: list[_Key], unloaded: set[_Key] | frozens
             for decl in promoted:
                 element = _element(stmt, decl.name, stmts[pos - 1] if pos > 0 else None)
                 register = fresh(decl.name)
+                if registers is not None:
+                    registers[where, decl.name] = register
                 loop = replace(loop, body=tuple(_replace_stmt(s, decl.name, register) for s in loop.body))
                 first = Read(decl.name, element, stmt.loc)
+                if (where, decl.name) in zeroed:
+                    first = Const(0, stmt.loc)  # what the load would read (``_zero_starts``)
                 if _sets(out[-1] if out else None, decl.name, element):
                     # ``X[E] = v`` right before the loop: the register starts at v, and the
                     # store back after the loop writes X[E] in its place
