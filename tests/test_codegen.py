@@ -428,7 +428,9 @@ def test_emitted_text_is_deterministic_and_readable():
         assert re.search(rf"\b{name}\b", first), name
     # one kernel per einsum line, and the edge blocks of a kernel a function of their own
     kernels = re.findall(r"__global__ void __launch_bounds__\([\d, ]+\) (\w+)\(", first)
-    assert [k for k in kernels if not k.endswith("_edge")] == [f"gpt3_attention_tiny_kernel{n}" for n in range(5)]
+    assert [k for k in kernels if not k.endswith("_edge")] == [
+        f"gpt3_attention_tiny_kernel{n}" for n in range(5)
+    ]
 
 
 @pytest.mark.parametrize("model", ["matmul_256x256x32", "softmax_rows", "jacobi1d"])
