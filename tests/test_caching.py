@@ -201,7 +201,7 @@ def test_a_stencil_reads_its_grid_from_dram_once():
     assert mapping.solver[0].objective == pytest.approx(cost.objective_s * 1e6, rel=1e-6)
     report = str(mapping)
     assert "read A[i, j + 1] (L2)" in report
-    assert f"re-read by neighbouring band points from L2: A ({a_bytes} bytes)" in report
+    assert f"held in L2 for neighbouring band points or accesses: A ({a_bytes} bytes)" in report
     assert "in L2:" not in report
 
 
@@ -255,6 +255,35 @@ par N i { par N j { B[i, j] = A[I[i], j] + A[i + 1, j] } }
     ids=["gemm", "transpose", "far-apart", "gather"],
 )
 def test_reads_of_no_bounded_window_are_charged_each_time(text):
+    assert _windows(text) == [()]
+
+
+def test_sibling_accesses_of_a_2x2_pool_move_its_input_once():
+    """No two points of a stride-2 pool read one element, but each point's four accesses use
+    the halves of the sectors the others leave: DRAM moves X's box once."""
+    text = """
+param H = 4096
+param W = 4096
+in  X: f32[2 * H, 2 * W]
+out Y: f32[H, W]
+par H i { par W j {
+  Y[i, j] = max(max(X[2 * i, 2 * j], X[2 * i, 2 * j + 1]), max(X[2 * i + 1, 2 * j], X[2 * i + 1, 2 * j + 1]))
+} }
+"""
+    assert _windows(text) == [(("X", 8192 * 8192 * 4),)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # one access of stride 2: the other half of each sector is never read
+        "param N = 8388608\nin X: f32[2 * N]\nout Y: f32[N]\npar N i { Y[i] = X[2 * i] }",
+        # two accesses in one sector of 64 elements per point: the box is 32 times the reads
+        "param N = 4194304\nin X: f32[64 * N]\nout Y: f32[N]\npar N i { Y[i] = X[64 * i] + X[64 * i + 1] }",
+    ],
+    ids=["one-access", "sparse"],
+)
+def test_sibling_accesses_whose_box_is_mostly_unread_are_charged_each_time(text):
     assert _windows(text) == [()]
 
 

@@ -33,6 +33,9 @@ from polymap.poly.model import Access, PolyModel, StatementModel
 from polymap.targets import GpuTarget
 
 CACHED_SHARE = 0.5  # of the L2: the most a buffer's footprint may take and count as cached
+# the most elements of the box around what a band point's sibling accesses read, per element
+# they read (``window_footprints``): the box then costs at most twice what they need
+SIBLING_DENSITY = 2
 
 
 def cached_footprints(kernel: Kernel, model: PolyModel, target: GpuTarget) -> tuple[tuple[str, int], ...]:
@@ -76,16 +79,21 @@ def window_footprints(
     for a GEMM's operand, which every point of a row reads). Whatever the mapping's order of
     blocks, the GPU runs the band points a loop's ``d_k`` steps apart within ``d_k / N_k`` of
     the kernel, which touches at most the declared bytes of its buffers (``point_bytes``):
-    the window is at most ``sum_k d_k / N_k`` of those. Kernels inside host loops and
-    buffers read through a gather (elements known only from the data) are left out. The
-    footprint is the box around the elements read (``_box_bytes``: an upper bound, without
-    isl's count)."""
+    the window is at most ``sum_k d_k / N_k`` of those. Where no two band points read one
+    element but a band point reads the buffer through two accesses or more (a 2x2 pool's
+    ``X[2 i, 2 j]`` beside ``X[2 i, 2 j + 1]``), the sectors one access leaves half used the
+    others use, the window is nothing, and the buffer counts where its box holds at most
+    ``SIBLING_DENSITY`` times the elements its accesses read (``X[64 i]`` beside
+    ``X[64 i + 1]`` does not). Kernels inside host loops and buffers read through a gather
+    (elements known only from the data) are left out. The footprint is the box around the
+    elements read (``_box_bytes``: an upper bound, without isl's count)."""
     if kernel.is_serial or kernel.host_loops:
         return ()
     outer = len(kernel.band)
     written: set[str] = set()
     gathered: set[str] = set()
     per_point: dict[str, isl.Map] = {}
+    texts: dict[str, set[str]] = {}  # each buffer's distinct accesses
     for stmt, accesses in _global_accesses(kernel, model):
         written.update(a.buffer for a in accesses if a.is_write)
         for access in (a for a in accesses if not a.is_write):
@@ -96,6 +104,7 @@ def window_footprints(
             per_point[access.buffer] = (
                 per_point[access.buffer].union(here) if access.buffer in per_point else here
             )
+            texts.setdefault(access.buffer, set()).add(access.text)
     touched = sum(
         declared_bytes(model.program.buffer(b)) for b in sorted(written | gathered | set(per_point))
     )
@@ -108,7 +117,13 @@ def window_footprints(
         if window is None or window * touched > share:
             continue
         decl = model.program.buffer(buffer)
-        size = min(declared_bytes(decl), _box_bytes(reads.range(), decl))
+        box = _box_elements(reads.range())
+        if window == 0 and (
+            len(texts[buffer]) < 2
+            or box > SIBLING_DENSITY * len(texts[buffer]) * _box_elements(reads.domain())
+        ):
+            continue  # siblings, a band point's accesses sharing sectors: only where dense
+        size = min(declared_bytes(decl), box * decl.dtype.itemsize)
         if 0 < size < math.inf:
             found.append((buffer, int(size)))
     return tuple(found)
@@ -116,8 +131,8 @@ def window_footprints(
 
 def _window_share(reads: isl.Map) -> float | None:
     """``sum_k d_k / N_k`` of ``window_footprints`` for the elements each band point reads
-    (``reads``); None where no two band points read one element (nothing to hold) or the
-    distance along a loop is unbounded."""
+    (``reads``): 0 where no two band points read one element, None where the distance
+    along a loop is unbounded."""
     points = reads.domain()
     pairs = reads.apply_range(reads.reverse())
     deltas = pairs.deltas()
@@ -130,7 +145,7 @@ def _window_share(reads: isl.Map) -> float | None:
         distance = max(abs(low.to_python()), abs(high.to_python()))
         apart = apart or distance > 0
         share += distance / (last.to_python() - first.to_python() + 1)
-    return share if apart else None
+    return share if apart else 0.0
 
 
 # -- what a band point touched before
@@ -228,13 +243,18 @@ def declared_bytes(decl: BufferDecl) -> float:
 def _box_bytes(elements: isl.Set, decl: BufferDecl) -> float:
     """The bytes of the smallest box around ``elements`` (a bound sizes' set): at least the
     bytes of the elements, computed by isl per dimension without counting them."""
+    return _box_elements(elements) * decl.dtype.itemsize
+
+
+def _box_elements(elements: isl.Set) -> float:
+    """The points of the smallest box around ``elements`` (infinite where unbounded)."""
     count = 1
     for k in range(elements.dim(isl.dim_type.set)):
         low, high = elements.dim_min_val(k), elements.dim_max_val(k)
         if not (low.is_int() and high.is_int()):
             return math.inf  # unbounded (a may-read's dimension): no box
         count *= high.to_python() - low.to_python() + 1
-    return count * decl.dtype.itemsize
+    return count
 
 
 def _per_band_point(access: Access, stmt: StatementModel, outer: int) -> isl.Map:

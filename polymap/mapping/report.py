@@ -246,7 +246,7 @@ def format_cost(cost: KernelCost) -> list[str]:
     if windows:
         held = ", ".join(f"{buffer} ({size} bytes)" for buffer, size in windows)
         lines.append(
-            f"  re-read by neighbouring band points from L2: {held}; DRAM moves "
+            f"  held in L2 for neighbouring band points or accesses: {held}; DRAM moves "
             f"{'it' if len(windows) == 1 else 'each'} once, and the (L2) reads' bytes are the caches' "
             "(docs/mapping.md, 'Buffers that stay in L2')"
         )
