@@ -273,12 +273,24 @@ par H i { par W j {
     assert _windows(text) == [(("X", 8192 * 8192 * 4),)]
 
 
+def test_three_fields_of_a_32_byte_record_move_its_sector_once():
+    """A particle record of 8 floats, of which each point reads 3: the three accesses are
+    charged a sector each, but DRAM moves the record's one sector: X's box, once."""
+    text = """
+param N = 16777216
+in  P: f32[8 * N]
+out D: f32[N]
+par N i { D[i] = sqrt(P[8 * i] * P[8 * i] + P[8 * i + 1] * P[8 * i + 1] + P[8 * i + 2] * P[8 * i + 2]) }
+"""
+    assert _windows(text) == [(("P", (8 * 16777216 - 5) * 4),)]
+
+
 @pytest.mark.parametrize(
     "text",
     [
         # one access of stride 2: the other half of each sector is never read
         "param N = 8388608\nin X: f32[2 * N]\nout Y: f32[N]\npar N i { Y[i] = X[2 * i] }",
-        # two accesses in one sector of 64 elements per point: the box is 32 times the reads
+        # two accesses in one sector of a 64-element record: the box is 8 sectors a point
         "param N = 4194304\nin X: f32[64 * N]\nout Y: f32[N]\npar N i { Y[i] = X[64 * i] + X[64 * i + 1] }",
     ],
     ids=["one-access", "sparse"],

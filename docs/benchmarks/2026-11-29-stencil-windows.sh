@@ -1,7 +1,7 @@
 #!/bin/bash
 # Kernels whose reads re-read what neighbouring band points read (stencils, a 1-D
 # convolution, a 3x3 blur and max pool) or read sectors their sibling accesses share (a
-# 2x2 max pool, RGB to gray), mapped by polymap: the access table's cached
+# 2x2 max pool, RGB to gray, 3 fields of 8-float records), mapped by polymap: the access table's cached
 # marks, the footprint line and the predicted time of each. Predictions of the cost model,
 # not timings. Run from a checkout:
 #   bash docs/benchmarks/2026-11-29-stencil-windows.sh
@@ -52,7 +52,13 @@ in  X: u8[3 * N]
 out Y: f32[N]
 par N i { Y[i] = 0.299 * X[3 * i] + 0.587 * X[3 * i + 1] + 0.114 * X[3 * i + 2] }
 TE
-for f in stencil5 conv1d blur3x3 maxpool3x3 maxpool2x2 gray; do
+cat > "$dir/particles.te" <<'TE'
+param N = 16777216
+in  P: f32[8 * N]
+out D: f32[N]
+par N i { D[i] = sqrt(P[8 * i] * P[8 * i] + P[8 * i + 1] * P[8 * i + 1] + P[8 * i + 2] * P[8 * i + 2]) }
+TE
+for f in stencil5 conv1d blur3x3 maxpool3x3 maxpool2x2 gray particles; do
   echo "== $f"
   polymap map "$dir/$f.te" | grep -E "^  (read|write) |L2:|flops|SCIP optimal"
 done

@@ -82,9 +82,8 @@ def window_footprints(
     the window is at most ``sum_k d_k / N_k`` of those. Where no two band points read one
     element but a band point reads the buffer through two accesses or more (a 2x2 pool's
     ``X[2 i, 2 j]`` beside ``X[2 i, 2 j + 1]``), the sectors one access leaves half used the
-    others use, the window is nothing, and the buffer counts where its box holds at most
-    ``SIBLING_DENSITY`` times the elements its accesses read (``X[64 i]`` beside
-    ``X[64 i + 1]`` does not). Kernels inside host loops and buffers read through a gather
+    others use, the window is nothing, and the buffer counts where its box is dense enough
+    (``_dense_siblings``: ``X[64 i]`` beside ``X[64 i + 1]`` is not). Kernels inside host loops and buffers read through a gather
     (elements known only from the data) are left out. The footprint is the box around the
     elements read (``_box_bytes``: an upper bound, without isl's count)."""
     if kernel.is_serial or kernel.host_loops:
@@ -118,15 +117,24 @@ def window_footprints(
             continue
         decl = model.program.buffer(buffer)
         box = _box_elements(reads.range())
-        if window == 0 and (
-            len(texts[buffer]) < 2
-            or box > SIBLING_DENSITY * len(texts[buffer]) * _box_elements(reads.domain())
-        ):
+        if window == 0 and not _dense_siblings(len(texts[buffer]), box, reads, decl, target):
             continue  # siblings, a band point's accesses sharing sectors: only where dense
         size = min(declared_bytes(decl), box * decl.dtype.itemsize)
         if 0 < size < math.inf:
             found.append((buffer, int(size)))
     return tuple(found)
+
+
+def _dense_siblings(accesses: int, box: float, reads: isl.Map, decl: BufferDecl, target: GpuTarget) -> bool:
+    """Whether a band point's ``accesses`` (two or more) of a buffer no two band points
+    share read enough of the ``box`` around them for the box to stand for the sectors DRAM
+    moves: at most ``SIBLING_DENSITY`` elements of it per element read, or a sector's bytes
+    per band point (a record of 8 floats of which a point reads 3: any access of the point
+    moves that sector anyway)."""
+    if accesses < 2:
+        return False
+    per_point = box * decl.dtype.itemsize / _box_elements(reads.domain())
+    return per_point <= max(SIBLING_DENSITY * accesses * decl.dtype.itemsize, target.sector_bytes)
 
 
 def _window_share(reads: isl.Map) -> float | None:
