@@ -468,11 +468,12 @@ def _load(args: argparse.Namespace, note=None, fusion_note: bool = True):
 
 
 def _check(args: argparse.Namespace) -> int:
+    from polymap.ir.online_sums import infinite_start_notes
     from polymap.ir.zero_starts import zero_start_notes
 
     program, model = _load(args)
     print(model.describe())
-    for note in zero_start_notes(program):
+    for note in zero_start_notes(program) + infinite_start_notes(program):
         print(note)
     print(f"{args.file}: valid")
     return 0

@@ -35,6 +35,7 @@ from polymap.codegen.cuda import CudaProgram, emit_cuda
 from polymap.errors import ArgumentError, MappingError, SolverError
 from polymap.ir.atomics import check_determinism
 from polymap.ir.nodes import Program
+from polymap.ir.online_sums import infinite_start_notes
 from polymap.ir.zero_starts import zero_start_notes
 from polymap.mapping.result import BandChoice, FusionSummary, Mapping, given_report
 from polymap.mapping.solve import cost_kernels, cost_sizes, map_kernels, rebind
@@ -94,7 +95,7 @@ def optimize_program(
     with step("analysis"):
         analyses(program, context)  # the program as written must be valid
     check_determinism(program, deterministic)
-    notes = zero_start_notes(program)
+    notes = zero_start_notes(program) + infinite_start_notes(program)
     sizes = cost_sizes(program, context)
 
     split_pins, pinned = pinned.split_parts(), pinned.without("split")

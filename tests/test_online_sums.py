@@ -6,6 +6,8 @@ computed here in float64."""
 from __future__ import annotations
 
 import dataclasses
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -198,3 +200,20 @@ def test_a_mapping_that_combines_the_group_as_separate_reductions_is_refused():
     edited = dataclasses.replace(mapping, kernels=(dataclasses.replace(km, spread=forged),))
     with pytest.raises(VerificationError, match="not spread as the mapping says"):
         polymap.compile(mapping.program, edited)
+
+
+def test_a_maximum_started_at_minus_inf_keeps_the_loop_in_one_thread_and_says_why(capsys):
+    from polymap.cli import main
+
+    text = WEIGHTED.replace("mx = X[i, 0]", "mx = -inf")
+    mapping = polymap.optimize(parse(text, name="weighted").bind_defaults())
+    assert mapping.kernels[0].lanes == 1
+    (note,) = mapping.notes
+    assert note.startswith("note: loop 'j' at 14:3 keeps 'num', 'den' relative to the running maximum 'mx'")
+    assert "starts from -inf" in note and "-1e30" in note and note in str(mapping)
+    finite = polymap.optimize(parse(text.replace("-inf", "-1e30"), name="weighted").bind_defaults())
+    assert finite.notes == () and finite.kernels[0].spread[0].online == (("mx", ("num", "den")),)
+    path = Path(tempfile.mkdtemp()) / "weighted.te"
+    path.write_text(text)
+    assert main(["check", str(path)]) == 0
+    assert "(an online sum), but 'mx' starts from -inf" in capsys.readouterr().out

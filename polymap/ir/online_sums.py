@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from polymap.ir.nodes import (
+    Anchor,
     Assign,
     AssignOp,
     Binary,
@@ -55,6 +56,7 @@ from polymap.ir.nodes import (
     Fn,
     Loop,
     New,
+    Program,
     Read,
     Stmt,
     ValueExpr,
@@ -63,7 +65,7 @@ from polymap.ir.nodes import (
     reads_of,
 )
 from polymap.ir.value_types import statement_type
-from polymap.ir.walk import walk_block
+from polymap.ir.walk import loops, statements, walk_block
 
 ONLINE_TYPES = (DType.F32, DType.F64)
 
@@ -128,6 +130,39 @@ def online_sums(
             continue  # lanes but 0 would start from an infinite maximum (module docstring)
         found.append(OnlineSum(m, totals, step, tuple(s.name for s in group)))
     return tuple(found)
+
+
+def infinite_start_notes(program: Program) -> tuple[str, ...]:
+    """A note per online sum of ``program`` that stays in one thread only because its
+    maximum starts from an infinite literal (``mx = -inf``, module docstring): the form is
+    the one users write, and the remedy is one edit."""
+    local = {d.name: d for d in program.all_buffers()[len(program.buffers) :]}  # block-local
+    starts: dict[str, tuple[tuple[str, ValueExpr], ...]] = {}  # (statement, value) per buffer
+    for ctx in statements(program):
+        if isinstance(ctx.stmt, Assign):
+            starts.setdefault(ctx.stmt.buffer, ())
+            starts[ctx.stmt.buffer] += ((ctx.stmt.name, ctx.stmt.value),)
+    notes = []
+    for loop, _ in loops(program):
+        if loop.is_par:
+            continue
+        inside = {s.name for s in walk_block(loop.body) if isinstance(s, (Assign, Anchor))}
+        own = {s.decl.name for s in walk_block(loop.body) if isinstance(s, New)}
+        outside = {name: decl for name, decl in local.items() if name not in own}
+        for group in online_sums(loop.body, outside, lambda b: program.buffer(b).dtype, {}):
+            infinite = [
+                v for name, v in starts.get(group.maximum, ()) if name not in inside and _non_finite(v)
+            ]
+            if infinite:
+                where = f" at {loop.loc}" if loop.loc is not None else ""
+                notes.append(
+                    f"note: loop '{loop.index}'{where} keeps {', '.join(repr(t) for t in group.totals)} relative to "
+                    f"the running maximum '{group.maximum}' (an online sum), but '{group.maximum}' starts from "
+                    f"{infinite[0]}, so the loop stays in one thread: a lane starting from it whose first element is "
+                    f"-inf would compute exp(-inf - -inf), NaN. Start '{group.maximum}' from the row's first element "
+                    "or a finite bound such as -1e30 to let a warp share the loop (docs/mapping.md, 'Online sums')"
+                )
+    return tuple(notes)
 
 
 def _plain_read(e) -> str | None:
