@@ -305,6 +305,10 @@ def test_a_strided_points_loop_keeps_its_constant_bounds_and_isls_stride_as_a_gu
 # --------------------------------------------------------------- random programs
 
 
+# the functions whose last bits libm and NumPy may round differently (sqrt is exact in both)
+_LIBM = re.compile(r"\b(exp|log|tanh|sin|cos|erf|pow|sigmoid)\(")
+
+
 def _check_random(text: str, seed: int) -> None:
     program = parse(text)
     rng = np.random.default_rng(seed)
@@ -327,8 +331,11 @@ def _check_random(text: str, seed: int) -> None:
     with np.errstate(invalid="ignore"):
         for name, expected in want.items():
             actual = got[name]
-            if expected.dtype.kind == "i":
+            if expected.dtype.kind == "i" and not _LIBM.search(text):
                 np.testing.assert_array_equal(actual, expected, err_msg=name)
+            elif expected.dtype.kind == "i":  # an integer from a float that libm rounds its own way:
+                # exp(exp(3)) is 528491328 in libm's f32 and 528491296 in NumPy's, one f32 ulp apart
+                np.testing.assert_allclose(actual, expected, rtol=2e-5, atol=1, err_msg=name)
             else:  # libm and NumPy may differ in the last bits of exp, log, tanh
                 np.testing.assert_allclose(
                     actual, expected, rtol=2e-5, atol=1e-6, equal_nan=True, err_msg=name
