@@ -305,3 +305,21 @@ def test_a_kernel_inside_host_loops_keeps_its_reads_charged():
     program = polymap.load("models/jacobi1d.te").bind_defaults()
     model = polymap.analyze(program)
     assert all(window_footprints(k, model, H100) == () for k in kernels(program))
+
+
+def test_rows_neighbouring_points_walk_at_different_times_are_not_held():
+    """Each of 2048 points walks row i and then row i + 1 of a 1 GiB buffer in long seq loops:
+    its neighbour reads row i + 1 a whole walk earlier, while every point in flight streams
+    its own rows through the L2, so A comes from DRAM twice (a review found it held)."""
+    text = """
+param M = 2048
+param N = 131072
+in  A: f32[M + 1, N]
+out y: f32[M]
+out z: f32[M]
+par M i {
+  seq N k { y[i] += A[i, k] }
+  seq N k { z[i] += A[i + 1, k] }
+}
+"""
+    assert _windows(text) == [()]

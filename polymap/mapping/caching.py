@@ -79,7 +79,10 @@ def window_footprints(
     for a GEMM's operand, which every point of a row reads). Whatever the mapping's order of
     blocks, the GPU runs the band points a loop's ``d_k`` steps apart within ``d_k / N_k`` of
     the kernel, which touches at most the declared bytes of its buffers (``point_bytes``):
-    the window is at most ``sum_k d_k / N_k`` of those. Where no two band points read one
+    the window is at most ``sum_k d_k / N_k`` of those, and the band points in flight hold
+    their own share besides (a point per resident thread at most, each the kernel's bytes
+    over its band points: two rows that neighbouring points each walk in a long ``seq`` loop
+    at different times do not fit). Where no two band points read one
     element but a band point reads the buffer through two accesses or more (a 2x2 pool's
     ``X[2 i, 2 j]`` beside ``X[2 i, 2 j + 1]``), the sectors one access leaves half used the
     others use, the window is nothing, and the buffer counts where its box is dense enough
@@ -113,7 +116,14 @@ def window_footprints(
         if buffer in written or buffer in gathered or buffer in skip:
             continue
         window = _window_share(reads)
-        if window is None or window * touched > share:
+        if window is None:
+            continue
+        # every band point in flight holds its own bytes while it runs (a long seq loop
+        # re-reading a row its neighbour reads at another time): a point per resident
+        # thread at most, the most there can be (``in_flight_fits`` with one lane)
+        points = _box_elements(reads.domain())
+        in_flight = min(points, target.sm_count * target.max_threads_per_sm) * touched / points
+        if window * touched + in_flight > share:
             continue
         decl = model.program.buffer(buffer)
         box = _box_elements(reads.range())
