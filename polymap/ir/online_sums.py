@@ -82,14 +82,11 @@ class OnlineSum:
 
 
 def online_sums(
-    body: tuple[Stmt, ...],
-    outside: dict[str, BufferDecl],
-    dtype_of: Callable[[str], DType],
-    starts: dict[str, tuple[ValueExpr, ...]],
+    body: tuple[Stmt, ...], outside: dict[str, BufferDecl], dtype_of: Callable[[str], DType]
 ) -> tuple[OnlineSum, ...]:
-    """The online sums of a loop whose body is ``body`` (module docstring); ``outside``: the
-    locals declared outside the loop, by name; ``dtype_of``: a buffer's type; ``starts``:
-    per buffer, the values the statements outside the loop assign it."""
+    """The online sums of a loop whose body is ``body``, in the form of the module docstring
+    (whether a maximum starts from an infinite literal is ``infinite_start``'s);
+    ``outside``: the locals declared outside the loop, by name; ``dtype_of``: a buffer's type."""
     own = {s.decl.name: s.decl for s in body if isinstance(s, New)}
     assigns = [s for s in body if isinstance(s, Assign)]
     found = []
@@ -126,10 +123,18 @@ def online_sums(
             continue
         if not _only_here(body, group, names):
             continue
-        if any(_non_finite(value) for value in starts.get(m, ())):
-            continue  # lanes but 0 would start from an infinite maximum (module docstring)
         found.append(OnlineSum(m, totals, step, tuple(s.name for s in group)))
     return tuple(found)
+
+
+def infinite_start(maximum: str, assigns: list[Assign], inside: set[str]) -> ValueExpr | None:
+    """The first value with an infinite or NaN literal (``-inf``) that a statement of
+    ``assigns`` not in ``inside`` (the loop's statements) gives ``maximum``: an online sum
+    whose maximum may start from it stays in one thread (module docstring)."""
+    for stmt in assigns:
+        if stmt.buffer == maximum and stmt.name not in inside and _non_finite(stmt.value):
+            return stmt.value
+    return None
 
 
 def infinite_start_notes(program: Program) -> tuple[str, ...]:
@@ -137,11 +142,7 @@ def infinite_start_notes(program: Program) -> tuple[str, ...]:
     maximum starts from an infinite literal (``mx = -inf``, module docstring): the form is
     the one users write, and the remedy is one edit."""
     local = {d.name: d for d in program.all_buffers()[len(program.buffers) :]}  # block-local
-    starts: dict[str, tuple[tuple[str, ValueExpr], ...]] = {}  # (statement, value) per buffer
-    for ctx in statements(program):
-        if isinstance(ctx.stmt, Assign):
-            starts.setdefault(ctx.stmt.buffer, ())
-            starts[ctx.stmt.buffer] += ((ctx.stmt.name, ctx.stmt.value),)
+    assigns = [ctx.stmt for ctx in statements(program) if isinstance(ctx.stmt, Assign)]
     notes = []
     for loop, _ in loops(program):
         if loop.is_par:
@@ -149,16 +150,14 @@ def infinite_start_notes(program: Program) -> tuple[str, ...]:
         inside = {s.name for s in walk_block(loop.body) if isinstance(s, (Assign, Anchor))}
         own = {s.decl.name for s in walk_block(loop.body) if isinstance(s, New)}
         outside = {name: decl for name, decl in local.items() if name not in own}
-        for group in online_sums(loop.body, outside, lambda b: program.buffer(b).dtype, {}):
-            infinite = [
-                v for name, v in starts.get(group.maximum, ()) if name not in inside and _non_finite(v)
-            ]
-            if infinite:
+        for group in online_sums(loop.body, outside, lambda b: program.buffer(b).dtype):
+            start = infinite_start(group.maximum, assigns, inside)
+            if start is not None:
                 where = f" at {loop.loc}" if loop.loc is not None else ""
                 notes.append(
                     f"note: loop '{loop.index}'{where} keeps {', '.join(repr(t) for t in group.totals)} relative to "
                     f"the running maximum '{group.maximum}' (an online sum), but '{group.maximum}' starts from "
-                    f"{infinite[0]}, so the loop stays in one thread: a lane starting from it whose first element is "
+                    f"{start}, so the loop stays in one thread: a lane starting from it whose first element is "
                     f"-inf would compute exp(-inf - -inf), NaN. Start '{group.maximum}' from the row's first element "
                     "or a finite bound such as -1e30 to let a warp share the loop (docs/mapping.md, 'Online sums')"
                 )

@@ -86,8 +86,9 @@ def window_footprints(
     element but a band point reads the buffer through two accesses or more (a 2x2 pool's
     ``X[2 i, 2 j]`` beside ``X[2 i, 2 j + 1]``), the sectors one access leaves half used the
     others use, the window is nothing, and the buffer counts where its box is dense enough
-    (``_dense_siblings``: ``X[64 i]`` beside ``X[64 i + 1]`` is not). Kernels inside host loops and buffers read through a gather
-    (elements known only from the data) are left out. The footprint is the box around the
+    (``_dense_siblings``: ``X[64 i]`` beside ``X[64 i + 1]`` is not). Kernels inside host
+    loops and buffers read through a gather (elements known only from the data) are left
+    out. The footprint is the box around the
     elements read (``_box_bytes``: an upper bound, without isl's count)."""
     if kernel.is_serial or kernel.host_loops:
         return ()
@@ -107,9 +108,7 @@ def window_footprints(
                 per_point[access.buffer].union(here) if access.buffer in per_point else here
             )
             texts.setdefault(access.buffer, set()).add(access.text)
-    touched = sum(
-        declared_bytes(model.program.buffer(b)) for b in sorted(written | gathered | set(per_point))
-    )
+    touched = point_bytes(kernel, model, 1)  # every buffer's declared bytes: the kernel's at most
     share = CACHED_SHARE * target.l2_cache_bytes
     found = []
     for buffer, reads in per_point.items():
@@ -121,13 +120,13 @@ def window_footprints(
         # every band point in flight holds its own bytes while it runs (a long seq loop
         # re-reading a row its neighbour reads at another time): a point per resident
         # thread at most, the most there can be (``in_flight_fits`` with one lane)
-        points = _box_elements(reads.domain())
+        points = _box_elements(reads.domain())  # the band points that read the buffer
         in_flight = min(points, target.sm_count * target.max_threads_per_sm) * touched / points
         if window * touched + in_flight > share:
             continue
         decl = model.program.buffer(buffer)
         box = _box_elements(reads.range())
-        if window == 0 and not _dense_siblings(len(texts[buffer]), box, reads, decl, target):
+        if window == 0 and not _dense_siblings(len(texts[buffer]), box / points, decl, target):
             continue  # siblings, a band point's accesses sharing sectors: only where dense
         size = min(declared_bytes(decl), box * decl.dtype.itemsize)
         if 0 < size < math.inf:
@@ -135,15 +134,15 @@ def window_footprints(
     return tuple(found)
 
 
-def _dense_siblings(accesses: int, box: float, reads: isl.Map, decl: BufferDecl, target: GpuTarget) -> bool:
+def _dense_siblings(accesses: int, box_per_point: float, decl: BufferDecl, target: GpuTarget) -> bool:
     """Whether a band point's ``accesses`` (two or more) of a buffer no two band points
-    share read enough of the ``box`` around them for the box to stand for the sectors DRAM
-    moves: at most ``SIBLING_DENSITY`` elements of it per element read, or a sector's bytes
-    per band point (a record of 8 floats of which a point reads 3: any access of the point
-    moves that sector anyway)."""
+    share read enough of the box around them (``box_per_point`` elements of it per band
+    point) for the box to stand for the sectors DRAM moves: at most ``SIBLING_DENSITY``
+    elements of it per element read, or a sector's bytes per band point (a record of 8
+    floats of which a point reads 3: any access of the point moves that sector anyway)."""
     if accesses < 2:
         return False
-    per_point = box * decl.dtype.itemsize / _box_elements(reads.domain())
+    per_point = box_per_point * decl.dtype.itemsize
     return per_point <= max(SIBLING_DENSITY * accesses * decl.dtype.itemsize, target.sector_bytes)
 
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from polymap.ir.accumulators import accumulated, reorders
 from polymap.ir.nodes import Assign, AssignOp, BufferDecl, Loop, New
-from polymap.ir.online_sums import online_sums
+from polymap.ir.online_sums import infinite_start, online_sums
 from polymap.ir.walk import declared_locals, walk_block
 from polymap.mapping.space import Kernel, SpreadLoop
 from polymap.poly.model import PolyModel, StatementModel
@@ -77,12 +77,7 @@ def spread_loops(kernel: Kernel, model: PolyModel, *, reassociate: bool = True) 
                 for s in mine
                 if len(s.loops) > outer + len(path) and s.ctx.position[outer : outer + len(here)] == here
             ]
-            names = {s.name for s in inside}
-            starts: dict[str, tuple] = {}
-            for a in assigns:  # the values the body assigns outside the loop, per buffer
-                if a.name not in names:
-                    starts[a.buffer] = (*starts.get(a.buffer, ()), a.value)
-            spread = _spread(model, body_locals, starts, here, stmt, inside, outer, reassociate)
+            spread = _spread(model, body_locals, assigns, here, stmt, inside, outer, reassociate)
             if spread is not None:
                 found.append(spread)
             else:  # every lane runs the loop; a loop inside it may still be spread
@@ -95,7 +90,7 @@ def spread_loops(kernel: Kernel, model: PolyModel, *, reassociate: bool = True) 
 def _spread(
     model: PolyModel,
     body_locals: dict[str, BufferDecl],
-    starts: dict[str, tuple],
+    assigns: list[Assign],
     path: tuple[int, ...],
     loop: Loop,
     inside: list[StatementModel],
@@ -103,14 +98,19 @@ def _spread(
     reassociate: bool,
 ) -> SpreadLoop | None:
     """The loop at ``path`` of the thread body as a spread loop, if it is one;
-    ``body_locals``: the body's block-local buffers by name, ``starts``: per buffer, the
-    values the body assigns it outside the loop, ``inside``: its statements."""
+    ``body_locals``: the body's block-local buffers by name, ``assigns``: the body's
+    assignments, ``inside``: its statements."""
     if not inside:
         return None
     own = {s.decl.name for s in walk_block(loop.body) if isinstance(s, New)}
     dtype_of = model.program.buffer
     outside = {name: decl for name, decl in body_locals.items() if name not in own}
-    online = online_sums(loop.body, outside, lambda b: dtype_of(b).dtype, starts)
+    names = {s.name for s in inside}  # a maximum that may start from -inf: one thread
+    online = [
+        group
+        for group in online_sums(loop.body, outside, lambda b: dtype_of(b).dtype)
+        if infinite_start(group.maximum, assigns, names) is None
+    ]
     # an online sum's pair combines as one (ir/online_sums.py): its maximum as a max=, its
     # sum starting at 0 on lanes other than 0 as a +=
     accumulators: dict[str, AssignOp] = {}

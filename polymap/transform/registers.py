@@ -44,7 +44,7 @@ every statement the same values in the same order, bit for bit (the copy has X's
 
 Zero starts. Where X is an ``out`` buffer (it starts as zeros) and the load reads, at every
 instance, the element as the launch found it (isl's dataflow analysis on the rewritten
-program: no write of X, must or may, comes before it; ``_zero_starts``), the register starts
+program: no write of X comes before it; ``_zero_starts``), the register starts
 at ``0`` instead: the same value, and no global load. A reduction ``C[i, j] += ...`` into an
 ``out C`` then never reads ``C``; an ``inout`` buffer, or an ``out`` one an earlier kernel or
 an earlier run of a host loop wrote, keeps its load.
@@ -74,8 +74,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-import islpy as isl
-
 from polymap.errors import ProgramError, UninitializedReadError
 from polymap.ir.nodes import (
     Anchor,
@@ -98,7 +96,7 @@ from polymap.ir.nodes import (
     reads_of,
 )
 from polymap.ir.walk import fresh_name, names_in_use, walk_block
-from polymap.poly.deps import union_of
+from polymap.poly.deps import DepKind
 from polymap.poly.model import PolyModel
 from polymap.poly.model import analyze as analyze_program
 
@@ -166,9 +164,10 @@ def _zero_starts(
     program: Program, promoted: Program, registers: dict[_Key, str], analyze: Callable[[Program], object]
 ) -> set[_Key]:
     """The promotions of an ``out`` buffer whose load reads, at every instance, the element
-    as the launch found it (isl's dataflow on ``promoted``: no write of the program comes
-    before it, must or may): an ``out`` buffer starts as zeros, so the register starts at 0
-    and the load goes. ``registers``: each promotion's register in ``promoted``."""
+    as the launch found it: isl's flow dependences of ``promoted`` (every write of the
+    program a may source, so any write before it is one) have no source for it. An ``out``
+    buffer starts as zeros, so the register starts at 0 and the load goes. ``registers``:
+    each promotion's register in ``promoted``."""
     outs = {b.name for b in program.buffers if b.kind is BufferKind.OUT}
     wanted = {register: key for key, register in registers.items() if key[1] in outs}
     if not wanted:
@@ -176,27 +175,20 @@ def _zero_starts(
     model = analyze(promoted)
     if not isinstance(model, PolyModel):
         return set()
-    loads = {}
-    for s in model.statements:
-        stmt = s.stmt
-        if isinstance(stmt, Assign) and stmt.buffer in wanted and isinstance(stmt.value, Read):
-            key = wanted[stmt.buffer]
-            if stmt.value.buffer == key[1]:  # the load (inside the loop the register reads itself)
-                loads[key] = [a.relation.intersect_domain(s.domain) for a in s.accesses if not a.is_write]
-    zeroed = set()
-    for key, sinks in loads.items():
-        writes = [(s, a) for s in model.statements for a in s.accesses if a.is_write and a.buffer == key[1]]
-        musts = [a.relation.intersect_domain(s.domain) for s, a in writes if not (a.may or a.gathered)]
-        mays = [a.relation.intersect_domain(s.domain) for s, a in writes if a.may or a.gathered]
-        info = isl.UnionAccessInfo.from_sink(union_of(sinks))
-        if musts:
-            info = info.set_must_source(union_of(musts))
-        if mays:
-            info = info.set_may_source(union_of(mays))
-        flow = info.set_schedule_map(model.schedule).compute_flow()
-        if flow.get_may_dependence().is_empty():
-            zeroed.add(key)
-    return zeroed
+    loads = {  # the load (inside the loop the register reads itself, not the buffer)
+        s.name: wanted[s.stmt.buffer]
+        for s in model.statements
+        if isinstance(s.stmt, Assign)
+        and s.stmt.buffer in wanted
+        and isinstance(s.stmt.value, Read)
+        and s.stmt.value.buffer == wanted[s.stmt.buffer][1]
+    }
+    fed = {
+        d.sink
+        for d in model.dependences.items
+        if d.kind is DepKind.FLOW and d.sink in loads and d.buffer == loads[d.sink][1]
+    }
+    return {key for name, key in loads.items() if name not in fed}
 
 
 def _all_at_once(program: Program) -> list[_Key]:
