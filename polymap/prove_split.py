@@ -13,7 +13,12 @@ facts give that, up to the order of the updates (which the operator allows, see
 * **every part combined once**: the combine's read of the partials is injective over its
   instances, and reads exactly the partials that the parts nest starts (its initial store
   writes each one; the updates write no other). An atomic split's combine is the parts
-  nest's last statement, the atomic update of the target: the same check holds of it.
+  nest's last statement, the atomic update of the target: the same check holds of it. An
+  online sum's parts store their pairs after their loop: each partial buffer's store is the
+  start checked, and every read of it in the combine reads each element once.
+
+Where the epilogue held a loop and became a nest of its own, a third fact: **that nest reads
+only what the combine stored, at the band point that stored it** (``_moved_values``).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from polymap.transform.split import Reduction, Split
 
 
 def prove_split(before: PolyModel, after: PolyModel, reduction: Reduction, split: Split, extent: int) -> str:
-    """Check the two facts of the module docstring for ``reduction`` split as ``split``
+    """Check the facts of the module docstring for ``reduction`` split as ``split``
     (``extent``: the loop's extent it was chosen at, which sets a blocked chunk);
     ``before`` and ``after``: the analyses of the program before and after the split.
     Returns the proof's line for the report; raises InternalError where a fact fails (a
@@ -40,37 +45,84 @@ def prove_split(before: PolyModel, after: PolyModel, reduction: Reduction, split
     combine = [s for s in after.statements if s.ctx.position[0] == position + 1]
     if split.atomic:  # the parts nest ends with each part's atomic update of the target
         parts, combine = parts[:-1], parts[-1:]
-    init, updates = parts[0], parts[1:]
-    partials = init.writes[0].buffer
-    combine = [s for s in combine if any(a.buffer == partials for a in s.reads)]
-    if len(updates) != len(loop) or len(combine) != 1:
+    # the parts nest: the setup the prologue gives the loop, the partials' starts, and the
+    # loop's statements (inside the part's loop, which keeps the loop's index)
+    updates = [s for s in parts if any(lp.index == reduction.index for lp in s.loops)]
+    added = {d.name for d in after.program.buffers} - {d.name for d in before.program.buffers}
+    inits = [
+        s for s in parts if s not in updates and s.writes and (split.atomic or s.writes[0].buffer in added)
+    ]
+    started = {init.writes[0].buffer: init.writes[0].relation.intersect_domain(init.domain) for init in inits}
+    if len(updates) != len(loop) or not started:
         raise InternalError(f"the split of loop '{reduction.index}' does not have the loop's statements")
     for old, new in zip(loop, updates):
         _one_part_each(old, new, depth, split, extent, reduction.index)
-    (combined,) = combine
-    partial_reads = [a for a in combined.reads if a.buffer == partials]
-    started = init.writes[0].relation.intersect_domain(init.domain)
     for update in updates:
-        written = update.writes[0].relation.intersect_domain(update.domain).range()
-        if not written.is_subset(started.range()):
-            raise InternalError(
-                f"an update of the split of '{reduction.index}' writes a partial never started"
-            )
-    if len(partial_reads) != 1:
-        raise InternalError(
-            f"the combine of the split of '{reduction.index}' reads its partials {len(partial_reads)} times"
-        )
-    reads = partial_reads[0].relation.intersect_domain(combined.domain)
-    if not reads.is_injective() or not reads.range().is_equal(started.range()):
-        raise InternalError(
-            f"the combine of the split of '{reduction.index}' does not read each partial once"
-        )
+        for write in update.writes:
+            if write.buffer in started:
+                written = write.relation.intersect_domain(update.domain).range()
+                if not written.is_subset(started[write.buffer].range()):
+                    raise InternalError(
+                        f"an update of the split of '{reduction.index}' writes a partial never started"
+                    )
+    for partials, start in started.items():
+        reads = [(s, a) for s in combine for a in s.reads if a.buffer == partials]
+        if not reads:
+            raise InternalError(f"the combine of the split of '{reduction.index}' never reads {partials}")
+        for combined, read in reads:
+            relation = read.relation.intersect_domain(combined.domain)
+            if not relation.is_injective() or not relation.range().is_equal(start.range()):
+                raise InternalError(
+                    f"the combine of the split of '{reduction.index}' does not read each partial once ({partials})"
+                )
     how = (
         "each part's atomic update reads its partial once"
         if split.atomic
         else "the combine reads each part's partial once"
     )
+    if reduction.fissions:
+        moved = _moved_values(after, position, added - set(started), reduction.index)
+        how += f", and the nest after it starts each band point from the {moved} the combine stored there"
     return f"isl: each iteration of loop '{reduction.index}' runs in exactly one part, and {how}"
+
+
+def _moved_values(after: PolyModel, position: int, finals: set[str], index: str) -> str:
+    """Check that the nest after the combine's (an epilogue with a loop, ``transform.split``)
+    reads only values the combine stored, each at the band point that stored it: per buffer,
+    the store's map from band points to elements is one to one, and the load's (its loops
+    inside the band projected out) lies in it. Returns the values' names for the proof's
+    line."""
+    stores = [
+        (s, a)
+        for s in after.statements
+        if s.ctx.position[0] == position + 1
+        for a in s.writes
+        if a.buffer in finals
+    ]
+    loads = {
+        a.buffer: (s, a)
+        for s in after.statements
+        if s.ctx.position[0] == position + 2
+        for a in s.reads
+        if a.buffer in finals
+    }
+    if len(stores) != len(finals) or set(loads) != finals:
+        raise InternalError(
+            f"the nest after the combine of the split of '{index}' does not read what it stored"
+        )
+    for stored, store in stores:
+        loaded, load = loads[store.buffer]
+        band = len(stored.dims)  # the store runs at each band point, the load maybe in a loop of it
+        put = store.relation.intersect_domain(stored.domain).set_tuple_name(isl.dim_type.in_, "B")
+        got = load.relation.intersect_domain(loaded.domain)
+        got = got.project_out(isl.dim_type.in_, band, len(loaded.dims) - band).set_tuple_name(
+            isl.dim_type.in_, "B"
+        )
+        if not put.is_injective() or not got.is_subset(put):
+            raise InternalError(
+                f"the nest after the combine of the split of '{index}' does not read {store.buffer} where it was stored"
+            )
+    return ", ".join(sorted(finals))
 
 
 def _one_part_each(

@@ -139,8 +139,10 @@ def choose_splits(
                 how = Split(parts, form, atomic, inner)
                 candidate = split_reduction(program, reduction, how, extent=extent)
                 k = owners[reduction.position]
-                # a combine kernel comes of kernel k too, unless the parts add atomically
-                moved = origins if atomic else origins[:k] + (origins[k], origins[k]) + origins[k + 1 :]
+                # a combine kernel comes of kernel k too, unless the parts add atomically, and
+                # the nest of an epilogue that holds a loop
+                nests = 1 if atomic else 3 if reduction.fissions else 2
+                moved = origins[:k] + (origins[k],) * nests + origins[k + 1 :]
                 with step(f"mapping with loop '{reduction.index}' split into {how.describe(extent)}"):
                     try:
                         mapped = map_written(candidate, moved)
@@ -179,6 +181,7 @@ def choose_splits(
                     reduction.op.value,
                     pinned=pin is not None,
                     proof=proof,
+                    online=reduction.online.group.totals if reduction.online is not None else (),
                 )
             )
             if chosen:
@@ -187,10 +190,12 @@ def choose_splits(
                 if how.atomic:  # no combine: the parts nest takes the loop's place alone
                     level, weighed = {**level, q: MAX_LEVELS}, weighed | {q}
                 else:
-                    # the parts nest keeps the loop's place; the combine and what follows move on
-                    shifted = {p + 1 if p > q else p: n for p, n in level.items()}
+                    # the parts nest keeps the loop's place; the combine (and the epilogue's
+                    # nest, a program's nest as any other) and what follows move on
+                    more = 2 if reduction.fissions else 1
+                    shifted = {p + more if p > q else p: n for p, n in level.items()}
                     level = {**shifted, q: MAX_LEVELS, q + 1: depth + 1}
-                    weighed = {p + 1 if p > q else p for p in weighed} | {q}
+                    weighed = {p + more if p > q else p for p in weighed} | {q}
                 changed = True
                 break  # positions moved: look for reductions again
         if not changed:

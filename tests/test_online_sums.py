@@ -92,7 +92,8 @@ def test_the_online_softmax_spreads_its_maximum_and_sum_as_one_group():
             "    den = den * exp(mx - top)",
             "    mx = mx * exp(mx - top) + exp(X[i, j] - top)\n    den = den * exp(mx - top)",
         ),
-        ("  seq N j {\n    new top: f32\n", "  seq N j {\n    new top: f32\n    if j > 3 {\n"),
+        # an if around the sums and the move but not the maximum: a lane's top would differ
+        ("    top = max(X[i, j], mx)\n", "    top = max(X[i, j], mx)\n    if j > 3 {\n"),
     ],
     ids=[
         "scale",
@@ -110,10 +111,29 @@ def test_the_online_softmax_spreads_its_maximum_and_sum_as_one_group():
 def test_a_loop_outside_the_form_stays_in_one_thread(edit):
     old, new = edit
     text = WEIGHTED.replace(old, new)
-    if "if j > 3" in text:  # the three statements under a condition on the iteration
+    if "if j > 3" in text:  # two of the three statements under a condition on the iteration
         text = text.replace("    mx = top\n", "    mx = top\n    }\n")
     assert text != WEIGHTED
     assert _spread(text) == ()
+
+
+def test_one_if_of_the_iteration_around_the_whole_group_skips_it_on_its_lane():
+    # a split's part runs its iterations under one guard (transform/split_online.py): the
+    # group under it is still an online sum, and the lanes skip an iteration as a whole
+    text = WEIGHTED.replace(
+        "  seq N j {\n    new top: f32\n", "  seq N j {\n    new top: f32\n    if j % 3 != 1 {\n"
+    )
+    text = text.replace("    mx = top\n", "    mx = top\n    }\n")
+    (loop,) = _spread(text)
+    assert loop.online == (("mx", ("num", "den")),)
+    program = parse(text).bind_defaults()
+    kernel = polymap.compile(program, pins={"i": {"lanes": 64}})
+    assert kernel.mapping.kernels[0].lanes == 64
+    rng = np.random.default_rng(4)
+    inputs = {"X": _rows(rng, 37, 1000), "V": rng.standard_normal((37, 1000)).astype(np.float32)}
+    want, got = polymap.reference(program, **inputs), kernel.run_host(**inputs)
+    for name in ("avg", "lse"):
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=1e-5)
 
 
 def test_lanes_without_elements_combine_at_an_infinite_start_without_nan():

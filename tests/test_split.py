@@ -558,11 +558,16 @@ def test_statements_around_the_loop_move_into_the_combine(form, body):
             "out s: f32[M]\nout t: f32[M]\npar M i { t[i] = 1\n s[i] = 0\n seq N k { s[i] += x[i, k] } }",
             "else",
         ),
-        # a loop after it
+        # a loop after it that uses an array of the band (its nest takes 0-d values only)
         (
-            "out s: f32[M]\nout y: f32[M, N]\npar M i { s[i] = 0\n seq N k { s[i] += x[i, k] }\n"
-            " par N j { y[i, j] = x[i, j] / s[i] } }",
-            "one seq loop",
+            "out s: f32[M]\nout y: f32[M, N]\npar M i { new r: f32[2]\n r[0] = 1\n s[i] = 0\n"
+            " seq N k { s[i] += x[i, k] }\n par N j { y[i, j] = x[i, j] / s[i] + r[0] } }",
+            "the array 'r'",
+        ),
+        # a par loop first: no reduction loop starts its body
+        (
+            "out y: f32[M, N]\npar M i { par N j { y[i, j] = 0 }\n seq N k { y[i, 0] += x[i, k] } }",
+            "does not start",
         ),
     ],
 )

@@ -2,7 +2,8 @@
 (Milakov and Gimelshein, "Online normalizer calculation for softmax", 2018), which lets its
 loop be spread over the lanes of a warp as an accumulator is (``mapping.lanes``).
 
-The form, as a loop ``L`` writes it (statements of its body, in this order, under no ``if``;
+The form, as a loop ``L`` writes it (statements of its body, in this order, under no ``if``
+or one ``if`` of the indices around them all, which skips an iteration as a whole;
 ``top`` declared in ``L``, ``m`` and each ``s`` outside it)::
 
     top = max(m, x)                              # or max(x, m)
@@ -117,7 +118,9 @@ def online_sums(
         if any(_reads(s.value, set(totals) - {s.buffer}) for s in sums):
             continue  # a term that reads another sum: a lane's partial, not the loop's value
         group = (maximum, *sums, moved)
-        if any(s.guard is not None or s.predicate is not None or s.is_atomic for s in group):
+        # one if of the indices around them all (a split's part: ``transform.split_online``)
+        # skips an iteration as a whole; a data predicate or an atomic does not combine
+        if any(s.guard != maximum.guard or s.predicate is not None or s.is_atomic for s in group):
             continue
         if any(statement_type(s, dtype_of) is not dtype.compute for s in group):
             continue
@@ -132,7 +135,7 @@ def infinite_start(maximum: str, assigns: list[Assign], inside: set[str]) -> Val
     ``assigns`` not in ``inside`` (the loop's statements) gives ``maximum``: an online sum
     whose maximum may start from it stays in one thread (module docstring)."""
     for stmt in assigns:
-        if stmt.buffer == maximum and stmt.name not in inside and _non_finite(stmt.value):
+        if stmt.buffer == maximum and stmt.name not in inside and non_finite(stmt.value):
             return stmt.value
     return None
 
@@ -235,7 +238,7 @@ def _reads(e, names: set[str]) -> bool:
     return any(r.buffer in names for r in reads_of(e))
 
 
-def _non_finite(e) -> bool:
+def non_finite(e) -> bool:
     """Whether a value expression holds an infinite or NaN literal (``-inf``)."""
     return any(isinstance(leaf, Const) and not math.isfinite(leaf.value) for leaf in leaves_of(e))
 

@@ -60,6 +60,7 @@ def mapping_data(mapping: Mapping) -> dict[str, Any]:
                 if choice.split is not None and choice.split.form.value == "blocked"
                 else None,
                 "reorders": choice.reorders and choice.split is not None,
+                "online": list(choice.online),
                 "pinned": choice.pinned,
             }
             for choice in mapping.splits

@@ -192,6 +192,9 @@ class SplitChoice:
     op: str  # the accumulator's operator, ``+=``
     pinned: bool = False
     proof: str = ""  # what isl proved of the rewrite (``prove_split``), for a split taken
+    # an online sum's sums, kept relative to ``target``, its running maximum
+    # (``transform.split_online``); empty for a plain accumulator
+    online: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """The report's line (and, for a split taken, a second line with its proof)."""
@@ -219,8 +222,14 @@ class SplitChoice:
                 f"reorders the float {self.op} into '{self.target}' in an order that varies from run to run "
                 "(atomic updates: deterministic=False)"
             )
+        keeps = "(reassociate=False or --no-reassociate keeps the program's order)"
+        if self.online:
+            sums = ", ".join(f"'{name}'" for name in self.online)
+            return (
+                f"reorders the float sums {sums} kept relative to the running maximum '{self.target}' {keeps}"
+            )
         if self.reorders:
-            return f"reorders the float {self.op} into '{self.target}' (reassociate=False or --no-reassociate keeps the program's order)"
+            return f"reorders the float {self.op} into '{self.target}' {keeps}"
         return f"exact for '{self.target}' (it combines in any order)"
 
 

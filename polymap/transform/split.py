@@ -26,9 +26,9 @@ gets a combine band of one point, ``par 1 k_join``, so that its combine can run 
 lanes of a warp. ``max=`` and ``min=`` start each part at the target's own value instead of
 an identity (``max`` is idempotent), so no infinity is needed.
 
-**Which loops.** A ``seq`` loop ``L`` that is the one loop of a top-level band of at most
-two par loops (or a top-level ``seq`` loop with no par loop in it: a serial kernel), such
-that:
+**Which loops.** A ``seq`` loop ``L`` that is the first loop of the body of a top-level
+band of at most two par loops (or a top-level ``seq`` loop with no par loop in it: a serial
+kernel), such that:
 
 * every statement in ``L`` is an update ``T[idx] op= e`` of one global buffer element
   ``T[idx]`` (``idx`` free of ``L``'s indices) by one operator, and ``T[idx]`` is an
@@ -39,14 +39,18 @@ that:
 * ``L``'s extent mentions no band index (the parts buffer has one shape for every point).
 
 Every other loop is left as it is: a prefix sum, a loop that also writes another buffer,
-a triangle's row.
+a triangle's row. A loop whose body is an online sum (``ir.online_sums``: a running
+maximum and sums kept relative to it, the one-pass softmax) splits too, each part with its
+own pair and a combine that rescales them (``transform.split_online``).
 
 **Statements around the loop.** The band's body may hold statements before ``L`` (its
-*prologue*) and after it (its *epilogue*), none of them a loop: ``C[i, j] = 0`` (or
-``= bias[j]``) before a GEMM's ``k`` loop, ``y[i] = relu(y[i])`` after it. The prologue
-only writes ``T[idx]``, and may declare ``T`` (``new acc: f32``: a block-local
-accumulator, which the epilogue stores); the epilogue may do anything a statement does.
-Both move into the combine nest, around its loop over the parts, in their order:
+*prologue*, no loop) and after it (its *epilogue*): ``C[i, j] = 0`` (or ``= bias[j]``)
+before a GEMM's ``k`` loop, ``y[i] = relu(y[i])`` after it. The prologue writes ``T[idx]``,
+may declare ``T`` (``new acc: f32``: a block-local accumulator, which the epilogue
+stores), and may declare and set 0-d locals of its own from anything but ``T`` (a *setup*,
+``setup_statements``: the parts nest runs those the loop reads before its partials start,
+under names of its own). An epilogue of statements may do anything a statement does. Both
+move into the combine nest, around its loop over the parts, in their order:
 
 ::
 
@@ -62,6 +66,16 @@ accumulator); the epilogue runs after the whole loop at its band point as before
 assignment ``T[idx] = e`` that reads no ``T`` and runs at every band point (no ``if``),
 and each part starts at ``e``. Such a split never adds atomically (the prologue would have
 to run before every part, the epilogue after).
+
+**An epilogue that holds a loop** (a softmax's write pass, a second reduction) becomes a
+nest of its own after the combine's: the combine stores, per band point, each 0-d local of
+the prologue that the epilogue uses and that the prologue or ``L`` set
+(``mx_final[i] = mx``), and the new nest declares it again and starts from it. The band is
+par, so no band point reads what another writes, and running every point's epilogue after
+every point's combine keeps each point's order (``prove_split`` proves the new nest reads
+only what the combine stored, at the band point that stored it). Where the epilogue is 0-d
+locals' statements and one par loop that writes none of them, they run at the start of each
+of the loop's iterations, so that the loop joins the nest's band (``_starting``).
 
 **By the inner loop's iterations** (``Split.inner``). Where ``L``'s one statement is a
 seq loop ``L2`` (``Reduction.inner``: its extent free of the band and of ``L``, no
@@ -131,8 +145,17 @@ from polymap.ir.nodes import (
     substitute_stmt,
     valued_indices,
 )
+from polymap.ir.rename import rename_buffers
 from polymap.ir.walk import fresh_name, names_in_use, walk_block
 from polymap.transform.registers import renumber_statements
+from polymap.transform.split_online import (
+    OnlineLoop,
+    online_combine,
+    online_loop,
+    online_parts_body,
+    read_buffers,
+    setup_statements,
+)
 
 if TYPE_CHECKING:
     from polymap.poly.model import PolyModel
@@ -167,17 +190,25 @@ class Reduction:
     # (``Split.inner``: its extent free of the band and of the loop, isl finding no
     # dependence between its iterations but on the target, and room for one more par loop)
     inner: Loop | None = None
+    # the loop's online sum (``transform.split_online``): ``target`` is its running maximum
+    online: OnlineLoop | None = None
 
     @property
     def index(self) -> str:
         return self.loop.index
 
     @property
+    def fissions(self) -> bool:
+        """Whether the epilogue holds a loop, so that it becomes a nest of its own after the
+        combine's (the module docstring, "Statements around the loop")."""
+        return any(isinstance(s, Loop) for s in self.epilogue)
+
+    @property
     def start(self) -> ValueExpr | None:
         """The value a ``max=``/``min=`` loop starts from where its prologue assigns it
         (each part starts there too); None where there is no prologue (the target's own
         value) or for another operator."""
-        sets = [s for s in self.prologue if isinstance(s, Assign)]
+        sets = [s for s in self.prologue if isinstance(s, Assign) and s.buffer == self.target]
         if self.op not in (AssignOp.MAX, AssignOp.MIN) or not sets:
             return None
         return sets[-1].value
@@ -238,14 +269,20 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
         if len(node.body) == 1 and isinstance(node.body[0], Loop) and node.body[0].is_par:
             node = node.body[0]
             continue
+        # the first loop of the body is the reduction's; those after it are the epilogue's
         loops = [k for k, stmt in enumerate(node.body) if isinstance(stmt, Loop)]
-        if len(loops) != 1 or node.body[loops[0]].is_par:
-            return "its band's body is not one seq loop with statements around it"
-        (k,) = loops
+        if not loops or node.body[loops[0]].is_par:
+            return "its band's body does not start with a seq loop after its statements"
+        k = loops[0]
         prologue, node, epilogue = node.body[:k], node.body[k], node.body[k + 1 :]
     if len(band) > MAX_BAND:
         return f"its band has {len(band)} par loops (a split adds one; at most {MAX_BAND + 1} map to the GPU)"
     loop = node
+    online = online_loop(program, prologue, loop)
+    if isinstance(online, str):
+        return online
+    if online is not None:
+        return _online_reduction(model, position, tuple(band), loop, prologue, epilogue, online, reassociate)
     inner = list(walk_block(loop.body))
     if any(isinstance(s, Loop) and s.is_par for s in inner):
         return f"loop '{loop.index}' holds a par loop"
@@ -264,7 +301,7 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
         return (
             f"loop '{loop.index}' accumulates into '{target}', a block-local buffer declared outside its band"
         )
-    around = _around(loop.index, target, indices, prologue, epilogue)
+    around = _before(loop.index, target, indices, prologue) or _after(loop.index, prologue, epilogue)
     if around is not None:
         return around
     inside = {loop.index} | {s.index for s in inner if isinstance(s, Loop)}
@@ -282,17 +319,13 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
         )
     if reorders(op, decl.dtype) and not reassociate:
         return f"splitting reorders the float sum into '{target}' (reassociation is off)"
-    if index_vars(loop.extent) & {b.index for b in band}:
-        return f"loop '{loop.index}''s extent depends on the band"
-    if any(index_vars(b.extent) & {c.index for c in band} for b in band):
-        return "its band is not rectangular (the partials are a box over the band)"
     names = {s.name for s in updates}
-    if not model.dependences.carried_only_on(names, len(band), {target}):
-        return (
-            f"an iteration of loop '{loop.index}' depends on another through a buffer other than '{target}'"
-        )
-    if op in (AssignOp.MAX, AssignOp.MIN) and prologue:
-        sets = [stmt for stmt in prologue if isinstance(stmt, Assign)]
+    why = _independent(model, band, loop, names, {target})
+    if why is not None:
+        return why
+    setup = set(map(id, setup_statements(prologue, {target})))
+    if op in (AssignOp.MAX, AssignOp.MIN) and any(id(stmt) not in setup for stmt in prologue):
+        sets = [stmt for stmt in prologue if isinstance(stmt, Assign) and stmt.buffer == target]
         first = sets[0] if len(sets) == 1 else None
         if (
             first is None
@@ -336,28 +369,124 @@ def _inner_loop(loop: Loop, band: list[Loop], names: set[str], model: PolyModel,
     return nested
 
 
-def _around(
-    index: str,
-    target: str,
-    indices: tuple[IndexExpr, ...],
+def _online_reduction(
+    model: PolyModel,
+    position: int,
+    band: tuple[Loop, ...],
+    loop: Loop,
     prologue: tuple[Stmt, ...],
     epilogue: tuple[Stmt, ...],
+    online: OnlineLoop,
+    reassociate: bool,
+) -> Reduction | str:
+    """The reduction of a loop holding an online sum (``transform.split_online``), or why it
+    cannot be split: the checks of a plain one for its epilogue, its shape and its
+    dependences (on the group's maximum and sums only)."""
+    why = _after(loop.index, prologue, epilogue)
+    if why is not None:
+        return why
+    if not reassociate:
+        return f"splitting reorders the online sum of loop '{loop.index}' (reassociation is off)"
+    names = {s.name for s in walk_block(loop.body) if isinstance(s, Assign)}
+    why = _independent(model, list(band), loop, names, set(online.names))
+    if why is not None:
+        return why
+    maximum = online.group.maximum
+    return Reduction(
+        position,
+        band,
+        loop,
+        maximum,
+        (),
+        AssignOp.MAX,
+        True,
+        online.decls[0],
+        prologue,
+        epilogue,
+        online=online,
+    )
+
+
+def _independent(
+    model: PolyModel, band: list[Loop], loop: Loop, names: set[str], targets: set[str]
 ) -> str | None:
-    """Why the statements around loop ``index`` keep it from being split, or None: the
-    prologue only declares the accumulator and writes its element, not atomically; neither
-    holds a loop or declares anything else (the module docstring)."""
+    """Why the iterations of ``loop`` (statements ``names``) at one point of ``band`` may not
+    run in parts, or None: the partials are a box (no extent mentions the band), and isl
+    finds no dependence between two iterations but on ``targets``."""
+    if index_vars(loop.extent) & {b.index for b in band}:
+        return f"loop '{loop.index}''s extent depends on the band"
+    if any(index_vars(b.extent) & {c.index for c in band} for b in band):
+        return "its band is not rectangular (the partials are a box over the band)"
+    if not model.dependences.carried_only_on(names, len(band), targets):
+        return (
+            f"an iteration of loop '{loop.index}' depends on another through a buffer other than "
+            f"{', '.join(repr(t) for t in sorted(targets))}"
+        )
+    return None
+
+
+def _before(
+    index: str, target: str, indices: tuple[IndexExpr, ...], prologue: tuple[Stmt, ...]
+) -> str | None:
+    """Why the prologue keeps loop ``index`` from being split, or None: it declares the
+    accumulator and writes its element, not atomically, and its other statements are a
+    setup (``setup``) the parts run too (the module docstring)."""
+    setup = set(map(id, setup_statements(prologue, {target})))
     for stmt in prologue:
-        if isinstance(stmt, New) and stmt.decl.name == target:
+        if id(stmt) in setup or (isinstance(stmt, New) and stmt.decl.name == target):
             continue
         if not isinstance(stmt, Assign) or stmt.buffer != target or stmt.indices != indices or stmt.atomic:
             return (
                 f"a statement before loop '{index}' does something else than set or update the element "
-                f"of '{target}' it accumulates"
+                f"of '{target}' it accumulates, or a 0-d value of its own"
             )
-    for stmt in epilogue:
-        if not isinstance(stmt, (Assign, Anchor)):
-            return f"a loop or declaration follows loop '{index}' in its band"
     return None
+
+
+def _after(index: str, prologue: tuple[Stmt, ...], epilogue: tuple[Stmt, ...]) -> str | None:
+    """Why the epilogue keeps loop ``index`` from being split, or None. Statements alone move
+    into the combine nest; an epilogue that holds a loop becomes a nest of its own, which
+    starts each 0-d local of the prologue it uses from the combine's value (stored per band
+    point): a declaration there is its own, but an array of the prologue cannot follow."""
+    if not any(isinstance(s, Loop) for s in epilogue):
+        if any(not isinstance(s, (Assign, Anchor)) for s in epilogue):
+            return f"a declaration follows loop '{index}' in its band"
+        return None
+    used = _locals_used(prologue, epilogue)
+    arrays = sorted(decl.name for decl in used if decl.shape)
+    if arrays:
+        return (
+            f"the statements after loop '{index}' use the array '{arrays[0]}' declared before it (a split "
+            f"moves them to a nest of their own, which takes 0-d values only)"
+        )
+    return None
+
+
+def _locals_used(
+    prologue: tuple[Stmt, ...],
+    epilogue: tuple[Stmt, ...],
+    *,
+    loop: Loop | None = None,
+    set_before: bool | None = None,
+) -> list[BufferDecl]:
+    """The block-local buffers the prologue declares that the epilogue reads or writes: with
+    ``set_before`` True, those the prologue or ``loop`` sets (their values move to the
+    epilogue's nest), False the others (only declared there), None all."""
+    touched: set[str] = set()
+    for stmt in walk_block(epilogue):
+        if isinstance(stmt, (Assign, Anchor)):
+            touched |= {r.buffer for r in stmt.reads()}
+            if isinstance(stmt, Assign):
+                touched.add(stmt.buffer)
+    before = (*prologue, *(walk_block(loop.body) if loop is not None else ()))
+    written = {s.buffer for s in before if isinstance(s, Assign)}
+    return [
+        s.decl
+        for s in prologue
+        if isinstance(s, New)
+        and s.decl.name in touched
+        and (set_before is None or (s.decl.name in written) == set_before)
+    ]
 
 
 def reductions(program: Program, model: PolyModel, *, reassociate: bool) -> tuple[Reduction, ...]:
@@ -374,7 +503,6 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
         raise ArgumentError(f"a split has at least two parts, got {split.parts}")
     taken = names_in_use(program)
     part = fresh_name(f"{reduction.index}_part", taken)
-    parts_buffer = fresh_name(f"{reduction.target}_parts", taken | {part})
     loop = reduction.loop
     length = loop.extent
     p = IVar(part)
@@ -394,72 +522,166 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     nested = reduction.inner if split.inner else None
     if split.inner and (nested is None or split.atomic):
         raise InternalError(f"loop '{loop.index}' has no inner loop to give its partials a dimension")
+    if reduction.online is not None and (split.inner or split.atomic):
+        raise InternalError(f"loop '{loop.index}''s online sum splits into a combine only")
     # a partial per part and band point (not per element of the target, which may be large),
     # and per iteration of the inner loop where it runs as a par loop of the parts; where the
     # parts add atomically, a block-local one (a register of the part's thread)
     by_inner = (IVar(nested.index),) if nested is not None else ()
     element = () if split.atomic else (p, *(IVar(b.index) for b in reduction.band), *by_inner)
-    updates = tuple(
-        _retarget(
-            guarded(substitute_stmt(s, {loop.index: iteration}), below),
-            reduction.target,
-            parts_buffer,
-            element,
-        )
-        for s in (nested.body if nested is not None else loop.body)
-    )
     first = next(s for s in walk_block(loop.body) if isinstance(s, Assign))
-    if reduction.start is not None:
-        start = reduction.start  # the prologue's start, evaluated again by the parts
-    elif reduction.op in (AssignOp.MAX, AssignOp.MIN):
-        start = Read(reduction.target, reduction.indices, first.loc)  # idempotent: the target's own value
+    if reduction.online is not None:
+        online = reduction.online
+        partials = {}
+        for name in online.names:
+            partials[name] = fresh_name(f"{name}_parts", taken | {part, *partials.values()})
+        uses = read_buffers((loop,), online.starts)
+        setup = setup_statements(reduction.prologue, set(online.names), uses)
+        partial_body = (
+            *setup,
+            *online_parts_body(online, loop, partials, element, iteration, below, chunk_extent),
+        )
+        step = fresh_name(f"{online.group.step}_join", taken | {part, *partials.values()})
+        combine_loop = Loop(
+            LoopKind.SEQ, part, count, online_combine(online, partials, element, step, loop.loc), loop.loc
+        )
+        decls = tuple(zip(partials.values(), online.decls))
     else:
-        start = Const(0 if reduction.op is AssignOp.ADD else 1, first.loc)
-    init = Assign(first.name, parts_buffer, element, AssignOp.SET, start, first.loc)
-    partial_body: tuple[Stmt, ...] = (init, replace(loop, extent=chunk_extent, body=updates))
-    if nested is not None:  # the inner loop's iterations in parallel, each with its partials
-        partial_body = (replace(nested, kind=LoopKind.PAR, body=partial_body),)
-    combine = Assign(
-        first.name,
-        reduction.target,
-        reduction.indices,
-        reduction.op,
-        Read(parts_buffer, element, first.loc),
-        first.loc,
-        atomic=split.atomic,
-    )
-    if split.atomic:
-        if not atomic_split_allowed(reduction, target.dtype, deterministic=False):
-            raise InternalError(
-                f"loop '{loop.index}': its {reduction.op.value} into '{target.name}' has no atomic split"
+        parts_buffer = fresh_name(f"{reduction.target}_parts", taken | {part})
+        updates = tuple(
+            _retarget(
+                guarded(substitute_stmt(s, {loop.index: iteration}), below),
+                reduction.target,
+                parts_buffer,
+                element,
             )
-        local = New(BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, (), target.loc))
-        partial_body = (local, *partial_body, combine)  # each part adds its partial: no combine kernel
+            for s in (nested.body if nested is not None else loop.body)
+        )
+        if reduction.start is not None:
+            start = reduction.start  # the prologue's start, evaluated again by the parts
+        elif reduction.op in (AssignOp.MAX, AssignOp.MIN):
+            start = Read(reduction.target, reduction.indices, first.loc)  # idempotent: the target's own value
+        else:
+            start = Const(0 if reduction.op is AssignOp.ADD else 1, first.loc)
+        init = Assign(first.name, parts_buffer, element, AssignOp.SET, start, first.loc)
+        setup = setup_statements(reduction.prologue, {reduction.target}, read_buffers((loop,), (start,)))
+        partial_body = (*setup, init, replace(loop, extent=chunk_extent, body=updates))
+        if nested is not None:  # the inner loop's iterations in parallel, each with its partials
+            partial_body = (replace(nested, kind=LoopKind.PAR, body=partial_body),)
+        combine = Assign(
+            first.name,
+            reduction.target,
+            reduction.indices,
+            reduction.op,
+            Read(parts_buffer, element, first.loc),
+            first.loc,
+            atomic=split.atomic,
+        )
+        combine_loop = Loop(LoopKind.SEQ, part, count, (combine,), loop.loc)
+        decls = ((parts_buffer, target),)
+        if split.atomic:
+            if not atomic_split_allowed(reduction, target.dtype, deterministic=False):
+                raise InternalError(
+                    f"loop '{loop.index}': its {reduction.op.value} into '{target.name}' has no atomic split"
+                )
+            local = New(BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, (), target.loc))
+            partial_body = (local, *partial_body, combine)  # each part adds its partial: no combine kernel
+    # the parts nest's block-local buffers (the setup's, the group's, the loop's own) get
+    # names of their own: the combine nest declares those of the prologue again
+    partial_body = _own_locals(partial_body, taken, "_part")
     top = program.body[reduction.position]
     inner = _with_body(top, partial_body, len(reduction.band)) if reduction.band else None
-    partials = Loop(LoopKind.PAR, part, count, (inner,) if inner else partial_body, loop.loc)
+    partials_nest = Loop(LoopKind.PAR, part, count, (inner,) if inner else partial_body, loop.loc)
     body = list(program.body)
     if split.atomic:  # the partial is block-local: no program-wide buffer, no combine
-        body[reduction.position : reduction.position + 1] = [partials]
+        body[reduction.position : reduction.position + 1] = [partials_nest]
         return renumber_statements(replace(program, body=tuple(body)))
-    combine_loop = Loop(LoopKind.SEQ, part, count, (combine,), loop.loc)
     if nested is not None:
         # the inner loop outermost: a split of this combine then takes parts of it, whose
         # neighbours read neighbouring partials
         combine_loop = replace(nested, body=(combine_loop,))
-    if reduction.band:
+    band_shape = tuple(_positive(b.extent) for b in reduction.band)
+    finals: tuple[BufferDecl, ...] = ()
+    if reduction.band and reduction.fissions:
+        # the epilogue as a nest of its own: the combine stores each 0-d local of the
+        # prologue it uses, per band point, and the epilogue's nest starts from it
+        band_point = tuple(IVar(b.index) for b in reduction.band)
+        used = _locals_used(reduction.prologue, reduction.epilogue, loop=loop, set_before=True)
+        names = taken | {part, *(n for n, _ in decls)}
+        for decl in used:
+            name = fresh_name(f"{decl.name}_final", names)
+            names.add(name)
+            finals += (replace(decl, name=name, shape=band_shape),)
+        stores = tuple(
+            Assign(first.name, f.name, band_point, AssignOp.SET, Read(d.name, (), first.loc), first.loc)
+            for f, d in zip(finals, used)
+        )
+        restores = tuple(
+            stmt
+            for f, d in zip(finals, used)
+            for stmt in (
+                New(d),
+                Assign(first.name, d.name, (), AssignOp.SET, Read(f.name, band_point, first.loc), first.loc),
+            )
+        )
+        # those the epilogue uses that nothing set before it: declared again, not stored
+        fresh = tuple(
+            New(d) for d in _locals_used(reduction.prologue, reduction.epilogue, loop=loop, set_before=False)
+        )
+        combined = _with_body(top, (*reduction.prologue, combine_loop, *stores), len(reduction.band))
+        # its starts declare the prologue's names again: names of their own there too
+        moved = _own_locals((*restores, *fresh, *reduction.epilogue), taken, "")
+        starts = len(restores) + len(fresh)
+        after = _starting(moved[starts:], moved[:starts])
+        nests = [partials_nest, combined, _with_body(top, after, len(reduction.band))]
+    elif reduction.band:
         around = (*reduction.prologue, combine_loop, *reduction.epilogue)
-        combined = _with_body(top, around, len(reduction.band))
+        nests = [partials_nest, _with_body(top, around, len(reduction.band))]
     else:
-        one = fresh_name(f"{reduction.index}_join", taken | {part, parts_buffer})
-        combined = Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)
-    body[reduction.position : reduction.position + 1] = [partials, combined]
-    shape = (count, *(_positive(b.extent) for b in reduction.band))
+        one = fresh_name(f"{reduction.index}_join", taken | {part, *(n for n, _ in decls)})
+        nests = [partials_nest, Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)]
+    body[reduction.position : reduction.position + 1] = nests
+    shape = (count, *band_shape)
     if nested is not None:
         shape += (_positive(nested.extent),)
-    parts_decl = BufferDecl(parts_buffer, BufferKind.NEW, target.dtype, shape, target.loc)
-    rewritten = replace(program, buffers=(*program.buffers, parts_decl), body=tuple(body))
+    added = tuple(BufferDecl(name, BufferKind.NEW, decl.dtype, shape, decl.loc) for name, decl in decls)
+    added += tuple(BufferDecl(f.name, BufferKind.NEW, f.dtype, f.shape, f.loc) for f in finals)
+    rewritten = replace(program, buffers=(*program.buffers, *added), body=tuple(body))
     return renumber_statements(rewritten)
+
+
+def _own_locals(block: tuple[Stmt, ...], taken: set[str], suffix: str) -> tuple[Stmt, ...]:
+    """``block`` with each block-local buffer it declares (at its top level or deeper) under
+    a name of ``taken`` (the program's: not one the rewrite made) renamed to a name not in
+    ``taken`` (``name + suffix``, numbered where taken), which then holds the new names too."""
+    names = {}
+    for stmt in walk_block(block):
+        if isinstance(stmt, New) and stmt.decl.name in taken:
+            names[stmt.decl.name] = fresh_name(f"{stmt.decl.name}{suffix}", taken)
+            taken.add(names[stmt.decl.name])
+    return rename_buffers(block, names)
+
+
+def _starting(epilogue: tuple[Stmt, ...], start: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """The body of the epilogue's nest: ``start`` (the locals it takes from the combine)
+    before ``epilogue``; or, where the epilogue is 0-d locals' statements and then one par
+    loop that writes none of those locals nor anything they read, all of them at the start
+    of each of the loop's iterations (each computes the same values), so that the loop joins
+    the nest's band: a row's softmax or layer-norm writes then run on a thread per element,
+    not on a block per row."""
+    if not epilogue or not isinstance(epilogue[-1], Loop) or not epilogue[-1].is_par:
+        return (*start, *epilogue)
+    *before, loop = epilogue
+    names = {s.decl.name for s in start if isinstance(s, New)}
+    for stmt in before:
+        if isinstance(stmt, New) and not stmt.decl.shape:
+            names.add(stmt.decl.name)
+        elif not (isinstance(stmt, Assign) and stmt.buffer in names and not stmt.indices and not stmt.atomic):
+            return (*start, *epilogue)
+    written = {s.buffer for s in walk_block(loop.body) if isinstance(s, Assign)}
+    if written & (names | read_buffers((*start, *before))):
+        return (*start, *epilogue)
+    return (replace(loop, body=(*start, *before, *loop.body)),)
 
 
 def atomic_split_allowed(reduction: Reduction, dtype: DType, *, deterministic: bool) -> bool:
