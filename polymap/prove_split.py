@@ -82,7 +82,8 @@ def prove_split(before: PolyModel, after: PolyModel, reduction: Reduction, split
     )
     if reduction.fissions:
         moved = _moved_values(after, position, added - set(started), reduction.index)
-        how += f", and the nest after it starts each band point from the {moved} the combine stored there"
+        if moved:
+            how += f", and the nest after it starts each band point from the {moved} the combine stored there"
     return f"isl: each iteration of loop '{reduction.index}' runs in exactly one part, and {how}"
 
 

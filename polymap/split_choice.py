@@ -338,10 +338,12 @@ def program_objective(solved) -> float:
 
 
 def _statement_text(reduction) -> str:
-    """The loop's first statement as written, at its line:col where it has one: not its
-    name, which the rewrite renumbers (the report's tables show the program as mapped)."""
-    first = next(s for s in walk_block(reduction.loop.body) if isinstance(s, Assign))
-    return statement_text(first)
+    """The loop's first update of its accumulator (an online sum's: its maximum's step) as
+    written, at its line:col where it has one: not its name, which the rewrite renumbers
+    (the report's tables show the program as mapped)."""
+    assigns = [s for s in walk_block(reduction.loop.body) if isinstance(s, Assign)]
+    update = next((s for s in assigns if s.buffer == reduction.target), assigns[0])
+    return statement_text(update if reduction.online is None else assigns[0])
 
 
 def first_line(error: Exception) -> str:

@@ -158,7 +158,17 @@ m[i] max= x[i, k] * 3 - 2
         # a prefix sum: the running value is read
         (
             "param N\nin x: f32[N]\nout y: f32[N]\nout s: f32[1]\nseq N i { s[0] += x[i]\n y[i] = s[0] }",
+            "read there",
+        ),
+        # a second running value beside the sum
+        (
+            "param N\nin x: f32[N]\nout y: f32[N]\nout s: f32[2]\nseq N i { s[0] += x[i]\n s[1] += x[i] }",
             "more than one element",
+        ),
+        # an element of each iteration's own beside the sum, written twice (isl: carried)
+        (
+            "param N\nin x: f32[N]\nout y: f32[N]\nout s: f32[1]\nseq N i { s[0] += x[i]\n y[i / 2] = x[i] }",
+            "depends on another",
         ),
         ("param N\nin x: f32[N]\nout y: f32[N + 1]\nseq N i { y[i + 1] = y[i] + x[i] }", "changes with"),
         ("param N\nin x: f32[N]\nout s: f32[1]\nseq N i { s[0] -= x[i] }", "no accumulator"),

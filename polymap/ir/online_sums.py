@@ -130,12 +130,29 @@ def online_sums(
     return tuple(found)
 
 
-def infinite_start(maximum: str, assigns: list[Assign], inside: set[str]) -> ValueExpr | None:
-    """The first value with an infinite or NaN literal (``-inf``) that a statement of
-    ``assigns`` not in ``inside`` (the loop's statements) gives ``maximum``: an online sum
-    whose maximum may start from it stays in one thread (module docstring)."""
-    for stmt in assigns:
-        if stmt.buffer == maximum and stmt.name not in inside and non_finite(stmt.value):
+def infinite_start(
+    maximum: str, assigns: list[Assign], inside: set[str], dtype: DType | None = None
+) -> ValueExpr | None:
+    """The first value that a statement of ``assigns`` not in ``inside`` (the loop's
+    statements) gives ``maximum`` and that is infinite or NaN whatever the data: it holds
+    such a literal (``-inf``), or (with ``dtype``, the maximum's type) one beyond the type's
+    range (``-1e39`` in ``f32``), or reads a 0-d buffer that such a statement sets to one
+    (``lo = -inf; mx = lo``). An online sum whose maximum may start from it stays in one
+    thread, and is not split (module docstring)."""
+    outside = [s for s in assigns if s.name not in inside]
+
+    def infinite(value: ValueExpr, seen: frozenset[str]) -> bool:
+        if non_finite(value, dtype):
+            return True
+        for read in reads_of(value):
+            if read.indices or read.buffer in seen:
+                continue
+            if any(infinite(s.value, seen | {read.buffer}) for s in outside if s.buffer == read.buffer):
+                return True
+        return False
+
+    for stmt in outside:
+        if stmt.buffer == maximum and infinite(stmt.value, frozenset({maximum})):
             return stmt.value
     return None
 
@@ -154,7 +171,7 @@ def infinite_start_notes(program: Program) -> tuple[str, ...]:
         own = {s.decl.name for s in walk_block(loop.body) if isinstance(s, New)}
         outside = {name: decl for name, decl in local.items() if name not in own}
         for group in online_sums(loop.body, outside, lambda b: program.buffer(b).dtype):
-            start = infinite_start(group.maximum, assigns, inside)
+            start = infinite_start(group.maximum, assigns, inside, outside[group.maximum].dtype)
             if start is not None:
                 where = f" at {loop.loc}" if loop.loc is not None else ""
                 notes.append(
@@ -238,9 +255,20 @@ def _reads(e, names: set[str]) -> bool:
     return any(r.buffer in names for r in reads_of(e))
 
 
-def non_finite(e) -> bool:
-    """Whether a value expression holds an infinite or NaN literal (``-inf``)."""
-    return any(isinstance(leaf, Const) and not math.isfinite(leaf.value) for leaf in leaves_of(e))
+# the largest finite value of each float storage type: a literal beyond it is infinite there
+_LARGEST = {DType.F32: 3.4028234663852886e38, DType.F16: 65504.0, DType.BF16: 3.3895313892515355e38}
+
+
+def non_finite(e, dtype: DType | None = None) -> bool:
+    """Whether a value expression holds an infinite or NaN literal (``-inf``), or, with
+    ``dtype``, one beyond that type's range (rounded to an infinity there)."""
+    largest = _LARGEST.get(dtype, math.inf) if dtype is not None else math.inf
+    for leaf in leaves_of(e):
+        if isinstance(leaf, Const):
+            value = float(leaf.value)
+            if not math.isfinite(value) or abs(value) > largest:
+                return True
+    return False
 
 
 def _only_here(body: tuple[Stmt, ...], group: tuple[Assign, ...], names: set[str]) -> bool:

@@ -29,9 +29,12 @@ def _stmt(stmt: Stmt, names: dict[str, str]) -> Stmt:
             stmt, value=value(stmt.value), guard=value(stmt.guard), predicate=value(stmt.predicate)
         )
     assert isinstance(stmt, Assign)
+    # a scatter's target index may be read from a buffer (``h[p] += ..``)
+    indices = tuple(Gather(_read(i.source, names)) if isinstance(i, Gather) else i for i in stmt.indices)
     return replace(
         stmt,
         buffer=names.get(stmt.buffer, stmt.buffer),
+        indices=indices,
         value=value(stmt.value),
         guard=value(stmt.guard),
         predicate=value(stmt.predicate),

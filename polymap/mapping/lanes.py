@@ -109,7 +109,7 @@ def _spread(
     online = [
         group
         for group in online_sums(loop.body, outside, lambda b: dtype_of(b).dtype)
-        if infinite_start(group.maximum, assigns, names) is None
+        if infinite_start(group.maximum, assigns, names, outside[group.maximum].dtype) is None
     ]
     # an online sum's pair combines as one (ir/online_sums.py): its maximum as a max=, its
     # sum starting at 0 on lanes other than 0 as a +=

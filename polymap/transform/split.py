@@ -113,7 +113,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from polymap.errors import ArgumentError, InternalError
-from polymap.ir.accumulators import accumulated, reorders
+from polymap.ir.accumulators import COMBINABLE, accumulated, reorders
 from polymap.ir.nodes import (
     ATOMIC_TYPES,
     Anchor,
@@ -286,27 +286,38 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
     inner = list(walk_block(loop.body))
     if any(isinstance(s, Loop) and s.is_par for s in inner):
         return f"loop '{loop.index}' holds a par loop"
-    updates = [s for s in inner if not isinstance(s, Loop)]
+    updates = [s for s in inner if not isinstance(s, (Loop, New))]
     if not updates or not all(isinstance(s, Assign) for s in updates):
         return f"loop '{loop.index}' holds a statement that is not an update of a buffer"
+    inside = {loop.index} | {s.index for s in inner if isinstance(s, Loop)}
+    # the accumulator: the one element the loop updates by an operator that combines, the
+    # same at every iteration; the loop's other statements (``Y[i, j] = exp(..)`` beside
+    # ``sum += Y[i, j]``) must then be free of dependences between iterations (isl, below)
     targets = {(s.buffer, s.indices) for s in updates}
+    if len(targets) > 1:
+        targets = {
+            (s.buffer, s.indices)
+            for s in updates
+            if s.op in COMBINABLE and not any(index_vars(i) & inside for i in s.indices)
+        }
     if len(targets) != 1:
+        written = sorted({s.buffer for s in updates})
         return (
-            f"loop '{loop.index}' writes more than one element ({', '.join(sorted({t for t, _ in targets}))})"
+            f"loop '{loop.index}' writes more than one element ({', '.join(written)}), and not one "
+            "element updated by an operator that combines beside elements of each iteration's own"
         )
     ((target, indices),) = targets
+    if any(index_vars(i) & inside for i in indices):
+        return f"the element of '{target}' it updates changes with loop '{loop.index}' or a loop inside it"
     declared = [stmt.decl for stmt in prologue if isinstance(stmt, New) and stmt.decl.name == target]
     decl = declared[0] if declared else next((d for d in program.buffers if d.name == target), None)
     if decl is None:
         return (
             f"loop '{loop.index}' accumulates into '{target}', a block-local buffer declared outside its band"
         )
-    around = _before(loop.index, target, indices, prologue) or _after(loop.index, prologue, epilogue)
+    around = _before(loop.index, target, indices, prologue) or _after(loop.index, prologue, epilogue, loop)
     if around is not None:
         return around
-    inside = {loop.index} | {s.index for s in inner if isinstance(s, Loop)}
-    if any(index_vars(i) & inside for i in indices):
-        return f"the element of '{target}' it updates changes with loop '{loop.index}' or a loop inside it"
     if any(s.guard is not None and not (valued_indices(s.guard) & inside) for s in updates):
         # an if around the loop (``if j < 4 { seq K k { .. } }``): the parts' start and the
         # combine would run where the loop does not
@@ -382,7 +393,7 @@ def _online_reduction(
     """The reduction of a loop holding an online sum (``transform.split_online``), or why it
     cannot be split: the checks of a plain one for its epilogue, its shape and its
     dependences (on the group's maximum and sums only)."""
-    why = _after(loop.index, prologue, epilogue)
+    why = _after(loop.index, prologue, epilogue, loop)
     if why is not None:
         return why
     if not reassociate:
@@ -443,7 +454,7 @@ def _before(
     return None
 
 
-def _after(index: str, prologue: tuple[Stmt, ...], epilogue: tuple[Stmt, ...]) -> str | None:
+def _after(index: str, prologue: tuple[Stmt, ...], epilogue: tuple[Stmt, ...], loop: Loop) -> str | None:
     """Why the epilogue keeps loop ``index`` from being split, or None. Statements alone move
     into the combine nest; an epilogue that holds a loop becomes a nest of its own, which
     starts each 0-d local of the prologue it uses from the combine's value (stored per band
@@ -459,6 +470,22 @@ def _after(index: str, prologue: tuple[Stmt, ...], epilogue: tuple[Stmt, ...]) -
             f"the statements after loop '{index}' use the array '{arrays[0]}' declared before it (a split "
             f"moves them to a nest of their own, which takes 0-d values only)"
         )
+    # a value they take from the combine must be set at every band point: where the prologue
+    # sets it only under an if, the combine would store what was never written
+    for decl in _locals_used(prologue, epilogue, loop=loop, set_before=True):
+        if not any(
+            isinstance(s, Assign)
+            and s.buffer == decl.name
+            and s.op is AssignOp.SET
+            and s.guard is None
+            and s.predicate is None
+            for s in prologue
+        ):
+            return (
+                f"the statements after loop '{index}' use '{decl.name}', which the statements before it set "
+                f"only under an if or not at all (a split moves them to a nest of their own, which takes "
+                f"its value at every band point)"
+            )
     return None
 
 
@@ -501,8 +528,15 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     sets a blocked split's chunk."""
     if split.parts < 2:
         raise ArgumentError(f"a split has at least two parts, got {split.parts}")
-    taken = names_in_use(program)
-    part = fresh_name(f"{reduction.index}_part", taken)
+    original = names_in_use(program)
+    taken = set(original)  # the program's names and every name the rewrite makes
+
+    def fresh(hint: str) -> str:
+        name = fresh_name(hint, taken)
+        taken.add(name)
+        return name
+
+    part = fresh(f"{reduction.index}_part")
     loop = reduction.loop
     length = loop.extent
     p = IVar(part)
@@ -532,22 +566,32 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     first = next(s for s in walk_block(loop.body) if isinstance(s, Assign))
     if reduction.online is not None:
         online = reduction.online
-        partials = {}
-        for name in online.names:
-            partials[name] = fresh_name(f"{name}_parts", taken | {part, *partials.values()})
+        partials = {name: fresh(f"{name}_parts") for name in online.names}
+        # each part declares the group and starts it where the prologue does: the maximum
+        # at its start, the sums at 0 (the pair then stands for 0)
+        starts = {
+            id(stmt): (
+                replace(
+                    stmt, value=stmt.value if stmt.buffer == online.group.maximum else Const(0, stmt.loc)
+                ),
+            )
+            for stmt in reduction.prologue
+            if isinstance(stmt, Assign) and stmt.buffer in online.names
+        }
+        declared = [s for s in reduction.prologue if isinstance(s, New) and s.decl.name in online.names]
         uses = read_buffers((loop,), online.starts)
-        setup = setup_statements(reduction.prologue, set(online.names), uses)
+        setup = setup_statements(reduction.prologue, set(online.names), uses) + tuple(declared)
         partial_body = (
-            *setup,
+            *_in_order(reduction.prologue, setup, starts),
             *online_parts_body(online, loop, partials, element, iteration, below, chunk_extent),
         )
-        step = fresh_name(f"{online.group.step}_join", taken | {part, *partials.values()})
+        step = fresh(f"{online.group.step}_join")
         combine_loop = Loop(
             LoopKind.SEQ, part, count, online_combine(online, partials, element, step, loop.loc), loop.loc
         )
         decls = tuple(zip(partials.values(), online.decls))
     else:
-        parts_buffer = fresh_name(f"{reduction.target}_parts", taken | {part})
+        parts_buffer = fresh(f"{reduction.target}_parts")
         updates = tuple(
             _retarget(
                 guarded(substitute_stmt(s, {loop.index: iteration}), below),
@@ -563,9 +607,20 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
             start = Read(reduction.target, reduction.indices, first.loc)  # idempotent: the target's own value
         else:
             start = Const(0 if reduction.op is AssignOp.ADD else 1, first.loc)
-        init = Assign(first.name, parts_buffer, element, AssignOp.SET, start, first.loc)
         setup = setup_statements(reduction.prologue, {reduction.target}, read_buffers((loop,), (start,)))
-        partial_body = (*setup, init, replace(loop, extent=chunk_extent, body=updates))
+        at: dict[int, tuple[Stmt, ...]] = {}
+        if _changed_after_start(reduction, setup):
+            # the start read where the prologue sets it, into a value of the part's own: the
+            # setup after it changes what it reads (the partial's start stays next to the
+            # loop, where register promotion finds it)
+            value = fresh(f"{reduction.target}_start")
+            (where,) = [s for s in reduction.prologue if _starts(s, reduction)]
+            decl = BufferDecl(value, BufferKind.NEW, target.dtype, (), target.loc)
+            at[id(where)] = (New(decl), Assign(first.name, value, (), AssignOp.SET, start, first.loc))
+            start = Read(value, (), first.loc)
+        init = Assign(first.name, parts_buffer, element, AssignOp.SET, start, first.loc)
+        prefix = (*_in_order(reduction.prologue, setup, at), init)
+        partial_body = (*prefix, replace(loop, extent=chunk_extent, body=updates))
         if nested is not None:  # the inner loop's iterations in parallel, each with its partials
             partial_body = (replace(nested, kind=LoopKind.PAR, body=partial_body),)
         combine = Assign(
@@ -588,7 +643,7 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
             partial_body = (local, *partial_body, combine)  # each part adds its partial: no combine kernel
     # the parts nest's block-local buffers (the setup's, the group's, the loop's own) get
     # names of their own: the combine nest declares those of the prologue again
-    partial_body = _own_locals(partial_body, taken, "_part")
+    partial_body = _own_locals(partial_body, original, taken, "_part")
     top = program.body[reduction.position]
     inner = _with_body(top, partial_body, len(reduction.band)) if reduction.band else None
     partials_nest = Loop(LoopKind.PAR, part, count, (inner,) if inner else partial_body, loop.loc)
@@ -607,11 +662,7 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
         # prologue it uses, per band point, and the epilogue's nest starts from it
         band_point = tuple(IVar(b.index) for b in reduction.band)
         used = _locals_used(reduction.prologue, reduction.epilogue, loop=loop, set_before=True)
-        names = taken | {part, *(n for n, _ in decls)}
-        for decl in used:
-            name = fresh_name(f"{decl.name}_final", names)
-            names.add(name)
-            finals += (replace(decl, name=name, shape=band_shape),)
+        finals = tuple(replace(decl, name=fresh(f"{decl.name}_final"), shape=band_shape) for decl in used)
         stores = tuple(
             Assign(first.name, f.name, band_point, AssignOp.SET, Read(d.name, (), first.loc), first.loc)
             for f, d in zip(finals, used)
@@ -628,17 +679,17 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
         fresh = tuple(
             New(d) for d in _locals_used(reduction.prologue, reduction.epilogue, loop=loop, set_before=False)
         )
-        combined = _with_body(top, (*reduction.prologue, combine_loop, *stores), len(reduction.band))
-        # its starts declare the prologue's names again: names of their own there too
-        moved = _own_locals((*restores, *fresh, *reduction.epilogue), taken, "")
-        starts = len(restores) + len(fresh)
-        after = _starting(moved[starts:], moved[:starts])
+        # the epilogue's nest declares the prologue's names again, so the combine's take names
+        # of their own (the program's statements keep the names they were written with)
+        combined_body = _own_locals((*reduction.prologue, combine_loop, *stores), original, taken, "_join")
+        combined = _with_body(top, combined_body, len(reduction.band))
+        after = _starting(reduction.epilogue, (*restores, *fresh))
         nests = [partials_nest, combined, _with_body(top, after, len(reduction.band))]
     elif reduction.band:
         around = (*reduction.prologue, combine_loop, *reduction.epilogue)
         nests = [partials_nest, _with_body(top, around, len(reduction.band))]
     else:
-        one = fresh_name(f"{reduction.index}_join", taken | {part, *(n for n, _ in decls)})
+        one = fresh(f"{reduction.index}_join")
         nests = [partials_nest, Loop(LoopKind.PAR, one, IConst(1), (combine_loop,), loop.loc)]
     body[reduction.position : reduction.position + 1] = nests
     shape = (count, *band_shape)
@@ -650,16 +701,53 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
     return renumber_statements(rewritten)
 
 
-def _own_locals(block: tuple[Stmt, ...], taken: set[str], suffix: str) -> tuple[Stmt, ...]:
+def _own_locals(
+    block: tuple[Stmt, ...], original: set[str], taken: set[str], suffix: str
+) -> tuple[Stmt, ...]:
     """``block`` with each block-local buffer it declares (at its top level or deeper) under
-    a name of ``taken`` (the program's: not one the rewrite made) renamed to a name not in
+    a name of ``original`` (the program's: not one the rewrite made) renamed to a name not in
     ``taken`` (``name + suffix``, numbered where taken), which then holds the new names too."""
     names = {}
     for stmt in walk_block(block):
-        if isinstance(stmt, New) and stmt.decl.name in taken:
+        if isinstance(stmt, New) and stmt.decl.name in original:
             names[stmt.decl.name] = fresh_name(f"{stmt.decl.name}{suffix}", taken)
             taken.add(names[stmt.decl.name])
     return rename_buffers(block, names)
+
+
+def _in_order(
+    prologue: tuple[Stmt, ...], kept: tuple[Stmt, ...], replaced: dict[int, tuple[Stmt, ...]]
+) -> tuple[Stmt, ...]:
+    """The prologue's statements of ``kept``, and in place of those ``replaced`` names (by
+    ``id``) the statements it gives, in the prologue's order: a start evaluated where the
+    prologue evaluates it."""
+    ids = set(map(id, kept))
+    return tuple(t for s in prologue if id(s) in ids or id(s) in replaced for t in replaced.get(id(s), (s,)))
+
+
+def _starts(stmt: Stmt, reduction: Reduction) -> bool:
+    """Whether ``stmt`` is the prologue's assignment that starts a ``max=``/``min=`` loop."""
+    return (
+        reduction.start is not None
+        and isinstance(stmt, Assign)
+        and stmt.buffer == reduction.target
+        and stmt.op is AssignOp.SET
+    )
+
+
+def _changed_after_start(reduction: Reduction, setup: tuple[Stmt, ...]) -> bool:
+    """Whether a setup statement after the prologue's start of a ``max=``/``min=`` loop
+    writes what the start reads (``b = 1; acc = b; b = 100``)."""
+    if reduction.start is None:
+        return False
+    reads = read_buffers((), (reduction.start,))
+    ids = set(map(id, setup))
+    after = False
+    for stmt in reduction.prologue:
+        after = after or _starts(stmt, reduction)
+        if after and id(stmt) in ids and isinstance(stmt, Assign) and stmt.buffer in reads:
+            return True
+    return False
 
 
 def _starting(epilogue: tuple[Stmt, ...], start: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
@@ -725,10 +813,12 @@ def reduction_loop(top: Stmt, reduction: Reduction) -> Loop:
 
 
 def _retarget(stmt: Stmt, target: str, parts: str, element: tuple[IndexExpr, ...]) -> Stmt:
-    """``stmt`` with its updates of ``target[idx]`` made updates of ``parts[element]``."""
+    """``stmt`` with its updates of ``target[idx]`` made updates of ``parts[element]`` (the
+    loop's other statements as they are)."""
     if isinstance(stmt, Loop):
         return replace(stmt, body=tuple(_retarget(s, target, parts, element) for s in stmt.body))
-    assert isinstance(stmt, Assign) and stmt.buffer == target
+    if not isinstance(stmt, Assign) or stmt.buffer != target:
+        return stmt
     return replace(stmt, buffer=parts, indices=element)
 
 

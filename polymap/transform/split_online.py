@@ -61,7 +61,6 @@ from polymap.ir.nodes import (
     BufferDecl,
     Call,
     Condition,
-    Const,
     Fn,
     IndexExpr,
     Loop,
@@ -75,7 +74,7 @@ from polymap.ir.nodes import (
     reads_of,
     substitute_stmt,
 )
-from polymap.ir.online_sums import OnlineSum, non_finite, online_sums
+from polymap.ir.online_sums import OnlineSum, infinite_start, online_sums
 from polymap.ir.walk import walk_block
 
 
@@ -132,10 +131,12 @@ def online_loop(program: Program, prologue: tuple[Stmt, ...], loop: Loop) -> Onl
     missing = [name for name in names if name not in declared or name not in starts]
     if missing:
         return f"'{missing[0]}' of loop '{loop.index}''s online sum is not declared and set before it in its band"
-    if non_finite(starts[group.maximum]):
+    assigns = [s for s in prologue if isinstance(s, Assign)]
+    if infinite_start(group.maximum, assigns, set(), declared[group.maximum].dtype) is not None:
         return (
             f"the running maximum '{group.maximum}' of loop '{loop.index}' starts from "
-            f"{starts[group.maximum]}: a part whose first element is -inf would compute exp(-inf - -inf)"
+            f"{starts[group.maximum]}, an infinity: a part whose first element is -inf would compute "
+            "exp(-inf - -inf)"
         )
     return OnlineLoop(group, tuple(declared[n] for n in names), tuple(starts[n] for n in names))
 
@@ -192,17 +193,12 @@ def online_parts_body(
     below: Condition,
     chunk_extent: IndexExpr,
 ) -> tuple[Stmt, ...]:
-    """The body of the parts nest at one part and band point (module docstring): the group's
-    maximum and sums as the part's own 0-d locals (registers), started at the loop's start
-    (the maximum) or 0 (a sum), the part's iterations ``iteration`` of the loop (its index
-    the part's own), each under ``below``, then each stored in its partial
-    ``partials[name][element]``."""
+    """The parts nest's loop and stores at one part and band point (module docstring), after
+    the group is declared and started as the prologue does (the caller's): the part's
+    iterations ``iteration`` of the loop (its index the part's own), each under ``below``,
+    then the group's maximum and sums each stored in its partial ``partials[name][element]``."""
     loc = loop.loc
     first = online.group.statements[0]
-    starts = tuple(
-        Assign(first, decl.name, (), AssignOp.SET, start if k == 0 else Const(0, loc), loc)
-        for k, (decl, start) in enumerate(zip(online.decls, online.starts))
-    )
     steps = tuple(
         stmt if isinstance(stmt, New) else guarded(substitute_stmt(stmt, {loop.index: iteration}), below)
         for stmt in loop.body
@@ -211,12 +207,7 @@ def online_parts_body(
         Assign(first, partials[decl.name], element, AssignOp.SET, Read(decl.name, (), loc), loc)
         for decl in online.decls
     )
-    return (
-        *(New(decl) for decl in online.decls),
-        *starts,
-        Loop(loop.kind, loop.index, chunk_extent, steps, loc),
-        *stores,
-    )
+    return (Loop(loop.kind, loop.index, chunk_extent, steps, loc), *stores)
 
 
 def online_combine(
