@@ -330,3 +330,51 @@ par M i {
 """
     _, found, _, proof = _split(text, 4, Form.CYCLIC, extent=37)
     assert found.fissions and proof.endswith("reads each part's partial once"), proof
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        # the combine runs the prologue after the parts wrote what it reads
+        (
+            "new sum: f32\n sum = Y[i, 0]\n seq N j { Y[i, j] = X[i, j] * 2\n sum += X[i, j] }\n S[i] = sum",
+            "which the statements before it read",
+        ),
+        (
+            "S[i] = Y[i, 0]\n seq N j { Y[i, j] = X[i, j] + 100\n S[i] max= X[i, j] }",
+            "which the statements before it read",
+        ),
+        # an array of the band written beside the sum: each part would write its own copy
+        (
+            "new buf: f32[8]\n new sum: f32\n sum = 0\n seq 8 j { buf[j] = X[i, 0] * j\n sum += buf[j] }\n"
+            " S[i] = sum + buf[0]",
+            "declared in its band before it",
+        ),
+    ],
+)
+def test_statements_beside_the_sum_that_would_change_the_prologue_or_a_band_array_are_refused(body, reason):
+    text = f"param M\nparam N\nin X: f32[M, N]\ninout Y: f32[M, N]\nout S: f32[M]\npar M i {{\n {body}\n}}\n"
+    program = polymap.parse(text)
+    found = reduction_at(program, polymap.analyze(program), 0, reassociate=True)
+    assert isinstance(found, str) and reason in found, found
+
+
+def test_statements_beside_the_sum_write_elements_of_their_own_iteration_in_the_parts():
+    text = """param M
+param N
+in  x: i32[M, N]
+out y: i32[M, N]
+out s: i32[M]
+par M i {
+  new acc: i32
+  acc = 0
+  seq N k {
+    new t: i32
+    t = x[i, k] * 3
+    y[i, k] = t - 1
+    acc += t
+  }
+  s[i] = acc
+}
+"""
+    _same_on_the_reference(text, _ints)

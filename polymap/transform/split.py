@@ -315,7 +315,11 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
         return (
             f"loop '{loop.index}' accumulates into '{target}', a block-local buffer declared outside its band"
         )
-    around = _before(loop.index, target, indices, prologue) or _after(loop.index, prologue, epilogue, loop)
+    around = (
+        _before(loop.index, target, indices, prologue)
+        or _after(loop.index, prologue, epilogue, loop)
+        or _beside(loop, target, prologue, program)
+    )
     if around is not None:
         return around
     if any(s.guard is not None and not (valued_indices(s.guard) & inside) for s in updates):
@@ -416,6 +420,31 @@ def _online_reduction(
         epilogue,
         online=online,
     )
+
+
+def _beside(loop: Loop, target: str, prologue: tuple[Stmt, ...], program: Program) -> str | None:
+    """Why the loop's statements beside its accumulator's updates keep it from being split,
+    or None. The parts run them before the combine runs the prologue again, so they must not
+    write what the prologue reads (``S[i] = Y[i, 0]`` before ``Y[i, j] = ..``); and each part
+    has copies of its own of the band's locals, so they may write only global buffers and the
+    loop's own locals."""
+    own = {s.decl.name for s in walk_block(loop.body) if isinstance(s, New)}
+    globals_ = {d.name for d in program.buffers}
+    before = read_buffers(prologue)
+    for stmt in walk_block(loop.body):
+        if not isinstance(stmt, Assign) or stmt.buffer == target:
+            continue
+        if stmt.buffer in before:
+            return (
+                f"loop '{loop.index}' writes '{stmt.buffer}', which the statements before it read (its parts "
+                f"run before them)"
+            )
+        if stmt.buffer not in own and stmt.buffer not in globals_:
+            return (
+                f"loop '{loop.index}' writes '{stmt.buffer}', declared in its band before it (each part "
+                f"would write a copy of its own)"
+            )
+    return None
 
 
 def _independent(
