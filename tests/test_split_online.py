@@ -64,6 +64,13 @@ par M i {
 """
 
 
+def _refused(text: str, reason: str) -> None:
+    """The program's first nest has no reduction a split takes, for ``reason``."""
+    program = polymap.parse(text)
+    found = reduction_at(program, polymap.analyze(program), 0, reassociate=True)
+    assert isinstance(found, str) and reason in found, found
+
+
 def _split(text: str, parts: int, form: Form, extent: int):
     program = polymap.parse(text)
     before = polymap.analyze(program)
@@ -123,9 +130,7 @@ def test_the_combine_is_an_online_sum_the_lanes_share():
     ],
 )
 def test_an_online_sum_outside_the_split_form_is_refused_with_the_reason(old, new, reason):
-    program = polymap.parse(ONLINE.replace(old, new))
-    found = reduction_at(program, polymap.analyze(program), 0, reassociate=True)
-    assert isinstance(found, str) and reason in found, found
+    _refused(ONLINE.replace(old, new), reason)
     kept = reduction_at(polymap.parse(ONLINE), polymap.analyze(polymap.parse(ONLINE)), 0, reassociate=False)
     assert isinstance(kept, str) and "reassociation is off" in kept
 
@@ -292,9 +297,7 @@ par M i {
 @pytest.mark.parametrize("start", ["-inf", "-1e39", "X[i, 0] - 1e39"])
 def test_a_maximum_that_starts_infinite_through_a_local_is_not_split(start):
     text = ONLINE.replace("  mx = X[i, 0]\n", f"  new lo: f32\n  lo = {start}\n  mx = lo\n")
-    program = polymap.parse(text)
-    found = reduction_at(program, polymap.analyze(program), 0, reassociate=True)
-    assert isinstance(found, str) and "an infinity" in found, found
+    _refused(text, "an infinity")
 
 
 def test_a_value_set_under_an_if_keeps_the_statements_after_the_loop_whole():
@@ -311,9 +314,7 @@ par M i {
   if i < 2 { par N j { y[i, j] = b * acc } }
 }
 """
-    program = polymap.parse(text)
-    found = reduction_at(program, polymap.analyze(program), 0, reassociate=True)
-    assert isinstance(found, str) and "only under an if" in found, found
+    _refused(text, "only under an if")
 
 
 def test_the_proof_names_no_values_where_the_nest_after_takes_none():
@@ -354,9 +355,7 @@ par M i {
 )
 def test_statements_beside_the_sum_that_would_change_the_prologue_or_a_band_array_are_refused(body, reason):
     text = f"param M\nparam N\nin X: f32[M, N]\ninout Y: f32[M, N]\nout S: f32[M]\npar M i {{\n {body}\n}}\n"
-    program = polymap.parse(text)
-    found = reduction_at(program, polymap.analyze(program), 0, reassociate=True)
-    assert isinstance(found, str) and reason in found, found
+    _refused(text, reason)
 
 
 def test_statements_beside_the_sum_write_elements_of_their_own_iteration_in_the_parts():
