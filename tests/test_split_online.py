@@ -377,3 +377,38 @@ par M i {
 }
 """
     _same_on_the_reference(text, _ints)
+
+
+def test_a_column_softmax_splits_with_threads_along_the_columns_and_runs():
+    # the online form down the columns: a block per column reads a sector per lane; 32
+    # cyclic parts over the columns' threads read whole rows (docs/benchmarks/2026-11-29-online-splits.md)
+    text = """param M = 4096
+param N = 8192
+in  X: f32[M, N]
+out Y: f32[M, N]
+par N j {
+  new mx: f32
+  new sum: f32
+  mx = X[0, j]
+  sum = 0
+  seq M i {
+    new top: f32
+    top = max(mx, X[i, j])
+    sum = sum * exp(mx - top) + exp(X[i, j] - top)
+    mx = top
+  }
+  par M i {
+    Y[i, j] = exp(X[i, j] - mx) / sum
+  }
+}
+"""
+    program = polymap.parse(text)
+    kernel = polymap.compile(program)
+    (choice,) = kernel.mapping.splits
+    assert choice.split is not None and choice.split.form is Form.CYCLIC, kernel.mapping.report()
+    assert all(cost.fill > 0.9 for cost in kernel.mapping.costs)
+    x = _rows(np.random.default_rng(6), 75, 33).astype(np.float64)
+    exact = np.exp(x - x.max(axis=0, keepdims=True))
+    exact /= exact.sum(axis=0, keepdims=True)
+    got = kernel.run_host(X=x.astype(np.float32))["Y"]
+    np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-7)

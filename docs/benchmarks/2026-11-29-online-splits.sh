@@ -20,3 +20,29 @@ for f in models/*.te; do
   printf '%s: ' "$(basename "$f" .te)"
   polymap map "$f" 2>&1 | grep -E "^predicted time" || echo "(no total)"
 done
+echo "== a column softmax in the online form (4096 x 8192: a reduction along the non-contiguous dimension)"
+column=$(mktemp --suffix=.te)
+cat > "$column" <<'TE'
+param M = 4096
+param N = 8192
+in  X: f32[M, N]
+out Y: f32[M, N]
+par N j {
+  new mx: f32
+  new sum: f32
+  mx = X[0, j]
+  sum = 0
+  seq M i {
+    new top: f32
+    top = max(mx, X[i, j])
+    sum = sum * exp(mx - top) + exp(X[i, j] - top)
+    mx = top
+  }
+  par M i {
+    Y[i, j] = exp(X[i, j] - mx) / sum
+  }
+}
+TE
+polymap map "$column" 2>&1 | grep -E "^kernel|GPU filled|^reduction|^predicted time" | grep -v "^key:" \
+  | sed -E 's/(GPU filled [0-9.]+%) .*-> (predicted [^ ]+ [a-z]+).*/\1 -> \2/'
+rm -f "$column"
