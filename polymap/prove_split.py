@@ -17,7 +17,12 @@ facts give that, up to the order of the updates (which the operator allows, see
   online sum's parts store their pairs after their loop: each partial buffer's store is the
   start checked, and every read of it in the combine reads each element once.
 
-Where the epilogue held a loop and became a nest of its own, a third fact: **that nest reads
+The parts now run before the statements that preceded the loop (the combine nest runs them
+after its loop over the parts), so a third fact: **the loop overwrites nothing they read**,
+but the accumulator (isl's anti dependences of the program before the split,
+``_prologue_first``).
+
+Where the epilogue held a loop and became a nest of its own, a fourth fact: **that nest reads
 only what the combine stored, at the band point that stored it** (``_moved_values``).
 """
 
@@ -26,7 +31,9 @@ from __future__ import annotations
 import islpy as isl
 
 from polymap.errors import InternalError
-from polymap.ir.nodes import IVar
+from polymap.ir.nodes import Assign, IVar
+from polymap.ir.walk import walk_block
+from polymap.poly.deps import DepKind
 from polymap.poly.model import PolyModel, StatementModel
 from polymap.transform.split import Reduction, Split
 
@@ -55,6 +62,7 @@ def prove_split(before: PolyModel, after: PolyModel, reduction: Reduction, split
     started = {init.writes[0].buffer: init.writes[0].relation.intersect_domain(init.domain) for init in inits}
     if len(updates) != len(loop) or not started:
         raise InternalError(f"the split of loop '{reduction.index}' does not have the loop's statements")
+    _prologue_first(before, reduction)
     for old, new in zip(loop, updates):
         _one_part_each(old, new, depth, split, extent, reduction.index)
     for update in updates:
@@ -75,16 +83,37 @@ def prove_split(before: PolyModel, after: PolyModel, reduction: Reduction, split
                 raise InternalError(
                     f"the combine of the split of '{reduction.index}' does not read each partial once ({partials})"
                 )
-    how = (
+    facts = [f"each iteration of loop '{reduction.index}' runs in exactly one part"]
+    facts.append(
         "each part's atomic update reads its partial once"
         if split.atomic
         else "the combine reads each part's partial once"
     )
+    if reduction.prologue:
+        facts.append("the loop overwrites nothing the statements before it read")
     if reduction.fissions:
         moved = _moved_values(after, position, added - set(started), reduction.index)
         if moved:
-            how += f", and the nest after it starts each band point from the {moved} the combine stored there"
-    return f"isl: each iteration of loop '{reduction.index}' runs in exactly one part, and {how}"
+            facts.append(
+                f"the nest after it starts each band point from the {moved} the combine stored there"
+            )
+    return "isl: " + ", ".join(facts[:-1]) + ", and " + facts[-1]
+
+
+def _prologue_first(before: PolyModel, reduction: Reduction) -> None:
+    """The parts run before the statements that preceded the loop (the combine nest runs
+    them): in the program before the split, no statement of the loop overwrites what one of
+    them read (isl's anti dependences), but the accumulator's element, whose updates the
+    combine makes in any order."""
+    prologue = {s.name for s in reduction.prologue if isinstance(s, Assign)}
+    inside = {s.name for s in walk_block(reduction.loop.body) if isinstance(s, Assign)}
+    targets = {reduction.target, *(reduction.online.names if reduction.online is not None else ())}
+    for dep in before.dependences.of(DepKind.ANTI):
+        if dep.source in prologue and dep.sink in inside and dep.buffer not in targets:
+            raise InternalError(
+                f"loop '{reduction.index}' overwrites {dep.buffer}, which a statement before it reads: its "
+                f"parts would run first"
+            )
 
 
 def _moved_values(after: PolyModel, position: int, finals: set[str], index: str) -> str:
