@@ -78,7 +78,8 @@ from polymap.schedule.shared import SharedPlan, element_of, shared_plan, shared_
 from polymap.transform.fold import every_band_choice, fold_deep_bands
 from polymap.transform.registers import promote_accumulators
 from polymap.transform.scans import replay_scans
-from polymap.transform.split import atomic_split_allowed, reduction_at, split_reduction
+from polymap.transform.split import atomic_split_allowed, reduction_at
+from polymap.transform.split_rewrite import split_reduction
 
 _IN, _OUT, _SET, _PARAM = isl.dim_type.in_, isl.dim_type.out, isl.dim_type.set, isl.dim_type.param
 HW_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")

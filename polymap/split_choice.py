@@ -24,8 +24,8 @@ from polymap.transform.split import (
     reduction_at,
     reduction_loop,
     reductions,
-    split_reduction,
 )
+from polymap.transform.split_rewrite import split_reduction
 
 MAX_LEVELS = 3  # a loop's parts, then its combine's, then theirs
 FILL_WANTED = 0.9  # a kernel that fills less of the GPU may be split

@@ -744,7 +744,8 @@ def test_the_split_chosen_is_the_cheapest_option_by_enumeration():
     objective is the sum over its kernels of SCIP's optimum, which must equal the best that
     enumerating every mapping of each kernel finds, and the option taken is the cheapest."""
     from polymap.pipeline import Analyses, transform
-    from polymap.transform.split import Form, Split, reduction_at, split_reduction
+    from polymap.transform.split import Form, Split, reduction_at
+    from polymap.transform.split_rewrite import split_reduction
 
     program = parse("param N = 16384\nin x: f32[N]\nout s: f32[1]\ns[0] += x[i]")
     mapping = optimize(program, pins={"i_part": {"split": 1}})

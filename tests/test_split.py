@@ -16,7 +16,8 @@ from polymap.ir.nodes import IConst
 from polymap.ir.printer import format_program
 from polymap.reference import reference
 from polymap.targets import H100, KIB
-from polymap.transform.split import Form, Split, reduction_at, split_reduction
+from polymap.transform.split import Form, Split, reduction_at
+from polymap.transform.split_rewrite import split_reduction
 
 FULL_SUM = """
 param N = 262144

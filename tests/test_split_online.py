@@ -13,7 +13,8 @@ from polymap.errors import InternalError
 from polymap.ir.printer import format_program
 from polymap.prove_split import prove_split
 from polymap.reference import reference
-from polymap.transform.split import Form, Split, reduction_at, split_reduction
+from polymap.transform.split import Form, Split, reduction_at
+from polymap.transform.split_rewrite import split_reduction
 
 # a softmax-weighted mean beside the row's log-sum-exp, then a write pass over the row
 ONLINE = """param M
