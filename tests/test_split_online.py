@@ -440,3 +440,33 @@ par M i {
     split = split_reduction(program, found, Split(4, Form.CYCLIC), extent=37)
     with pytest.raises(InternalError, match="overwrites Y, which a statement before it reads"):
         prove_split(before, polymap.analyze(split), found, Split(4, Form.CYCLIC), 37)
+
+
+def test_a_statement_beside_the_sum_under_an_if_of_the_band_runs_in_the_parts():
+    text = """param M
+param N
+in  x: i32[M, N]
+out y: i32[M, N]
+out s: i32[M]
+par M i {
+  new acc: i32
+  acc = 0
+  seq N k {
+    if i < 2 { y[i, k] = x[i, k] + 1 }
+    acc += x[i, k]
+  }
+  s[i] = acc
+}
+"""
+    _same_on_the_reference(text, _ints)
+
+
+def test_the_combine_nest_declares_only_the_values_it_touches():
+    # the three-pass softmax's maximum: the prologue declares the sum too, which only the
+    # statements after the loop use, in their own nest
+    program = polymap.parse(open("models/softmax_rows.te").read())
+    found = reduction_at(program, polymap.analyze(program), 0, reassociate=True)
+    split = split_reduction(program, found, Split(4, Form.CYCLIC), extent=512)
+    combine = split.body[1].body
+    declared = [s.decl.name for s in combine if hasattr(s, "decl")]
+    assert declared == ["mx_join"], format_program(split)

@@ -307,9 +307,11 @@ def reduction_at(program: Program, model: PolyModel, position: int, *, reassocia
     )
     if around is not None:
         return around
-    if any(s.guard is not None and not (valued_indices(s.guard) & inside) for s in updates):
+    accumulating = [s for s in updates if s.buffer == target]
+    if any(s.guard is not None and not (valued_indices(s.guard) & inside) for s in accumulating):
         # an if around the loop (``if j < 4 { seq K k { .. } }``): the parts' start and the
-        # combine would run where the loop does not
+        # combine would run where the loop does not (a statement beside the sum under such
+        # an if runs in the parts under it, as in the loop)
         return f"an if around loop '{loop.index}' restricts where it runs"
     op = accumulated(target, updates, decl, lambda name: program.buffer(name).dtype)
     if op is None:

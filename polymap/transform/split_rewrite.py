@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from polymap.errors import ArgumentError, InternalError
 from polymap.ir.nodes import (
+    Anchor,
     Assign,
     AssignOp,
     BufferDecl,
@@ -207,7 +208,9 @@ def split_reduction(program: Program, reduction: Reduction, split: Split, *, ext
         )
         # the epilogue's nest declares the prologue's names again, so the combine's take names
         # of their own (the program's statements keep the names they were written with)
-        combined_body = _own_locals((*reduction.prologue, combine_loop, *stores), original, taken, "_join")
+        combined_body = _own_locals(
+            _used_locals((*reduction.prologue, combine_loop, *stores)), original, taken, "_join"
+        )
         combined = _with_body(top, combined_body, len(reduction.band))
         after = _starting(reduction.epilogue, (*restores, *fresh))
         nests = [partials_nest, combined, _with_body(top, after, len(reduction.band))]
@@ -239,6 +242,19 @@ def _own_locals(
             names[stmt.decl.name] = fresh_name(f"{stmt.decl.name}{suffix}", taken)
             taken.add(names[stmt.decl.name])
     return rename_buffers(block, names)
+
+
+def _used_locals(block: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """``block`` without the declarations at its top level of 0-d locals that none of its
+    statements touches (the prologue declares the epilogue's values too: the combine nest
+    keeps only those it sets or reads)."""
+    touched: set[str] = set()
+    for stmt in walk_block(block):
+        if isinstance(stmt, (Assign, Anchor)):
+            touched |= {r.buffer for r in stmt.reads()}
+            if isinstance(stmt, Assign):
+                touched.add(stmt.buffer)
+    return tuple(s for s in block if not (isinstance(s, New) and s.decl.name not in touched))
 
 
 def _in_order(
