@@ -359,23 +359,30 @@ def test_statements_beside_the_sum_that_would_change_the_prologue_or_a_band_arra
     _refused(text, reason)
 
 
-def test_statements_beside_the_sum_write_elements_of_their_own_iteration_in_the_parts():
-    text = """param M
+@pytest.mark.parametrize(
+    "body",
+    [
+        # through the loop's own temporary
+        "new t: i32\n    t = x[i, k] * 3\n    y[i, k] = t - 1\n    acc += t",
+        # under an if of the band: the parts run it under the if, as the loop did
+        "if i < 2 { y[i, k] = x[i, k] + 1 }\n    acc += x[i, k]",
+    ],
+    ids=["temporary", "band-if"],
+)
+def test_statements_beside_the_sum_write_elements_of_their_own_iteration_in_the_parts(body):
+    text = f"""param M
 param N
 in  x: i32[M, N]
 out y: i32[M, N]
 out s: i32[M]
-par M i {
+par M i {{
   new acc: i32
   acc = 0
-  seq N k {
-    new t: i32
-    t = x[i, k] * 3
-    y[i, k] = t - 1
-    acc += t
-  }
+  seq N k {{
+    {body}
+  }}
   s[i] = acc
-}
+}}
 """
     _same_on_the_reference(text, _ints)
 
@@ -440,25 +447,6 @@ par M i {
     split = split_reduction(program, found, Split(4, Form.CYCLIC), extent=37)
     with pytest.raises(InternalError, match="overwrites Y, which a statement before it reads"):
         prove_split(before, polymap.analyze(split), found, Split(4, Form.CYCLIC), 37)
-
-
-def test_a_statement_beside_the_sum_under_an_if_of_the_band_runs_in_the_parts():
-    text = """param M
-param N
-in  x: i32[M, N]
-out y: i32[M, N]
-out s: i32[M]
-par M i {
-  new acc: i32
-  acc = 0
-  seq N k {
-    if i < 2 { y[i, k] = x[i, k] + 1 }
-    acc += x[i, k]
-  }
-  s[i] = acc
-}
-"""
-    _same_on_the_reference(text, _ints)
 
 
 def test_the_combine_nest_declares_only_the_values_it_touches():

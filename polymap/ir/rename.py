@@ -29,12 +29,10 @@ def _stmt(stmt: Stmt, names: dict[str, str]) -> Stmt:
             stmt, value=value(stmt.value), guard=value(stmt.guard), predicate=value(stmt.predicate)
         )
     assert isinstance(stmt, Assign)
-    # a scatter's target index may be read from a buffer (``h[p] += ..``)
-    indices = tuple(Gather(_read(i.source, names)) if isinstance(i, Gather) else i for i in stmt.indices)
     return replace(
         stmt,
         buffer=names.get(stmt.buffer, stmt.buffer),
-        indices=indices,
+        indices=_indices(stmt.indices, names),  # a scatter's index may be read (``h[p] += ..``)
         value=value(stmt.value),
         guard=value(stmt.guard),
         predicate=value(stmt.predicate),
@@ -44,5 +42,9 @@ def _stmt(stmt: Stmt, names: dict[str, str]) -> Stmt:
 def _read(leaf, names: dict[str, str]):
     if not isinstance(leaf, Read):
         return leaf
-    indices = tuple(Gather(_read(i.source, names)) if isinstance(i, Gather) else i for i in leaf.indices)
-    return Read(names.get(leaf.buffer, leaf.buffer), indices, leaf.loc)
+    return Read(names.get(leaf.buffer, leaf.buffer), _indices(leaf.indices, names), leaf.loc)
+
+
+def _indices(indices: tuple, names: dict[str, str]) -> tuple:
+    """``indices`` with each gathered index's read renamed."""
+    return tuple(Gather(_read(i.source, names)) if isinstance(i, Gather) else i for i in indices)

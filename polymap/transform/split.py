@@ -140,6 +140,7 @@ from polymap.transform.split_online import (
     online_loop,
     read_buffers,
     setup_statements,
+    touched_buffers,
 )
 
 if TYPE_CHECKING:
@@ -515,12 +516,7 @@ def locals_used(
     """The block-local buffers the prologue declares that the epilogue reads or writes: with
     ``set_before`` True, those the prologue or ``loop`` sets (their values move to the
     epilogue's nest), False the others (only declared there), None all."""
-    touched: set[str] = set()
-    for stmt in walk_block(epilogue):
-        if isinstance(stmt, (Assign, Anchor)):
-            touched |= {r.buffer for r in stmt.reads()}
-            if isinstance(stmt, Assign):
-                touched.add(stmt.buffer)
+    touched = touched_buffers(epilogue)
     before = (*prologue, *(walk_block(loop.body) if loop is not None else ()))
     written = {s.buffer for s in before if isinstance(s, Assign)}
     return [

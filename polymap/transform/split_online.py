@@ -184,6 +184,11 @@ def read_buffers(stmts: tuple[Stmt, ...], values: tuple[ValueExpr, ...] = ()) ->
     return names
 
 
+def touched_buffers(stmts: tuple[Stmt, ...]) -> set[str]:
+    """The buffers that ``stmts`` (at any depth) read or write."""
+    return read_buffers(stmts) | {s.buffer for s in walk_block(stmts) if isinstance(s, Assign)}
+
+
 def online_parts_body(
     online: OnlineLoop,
     loop: Loop,

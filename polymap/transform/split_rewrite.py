@@ -8,7 +8,6 @@ from dataclasses import replace
 
 from polymap.errors import ArgumentError, InternalError
 from polymap.ir.nodes import (
-    Anchor,
     Assign,
     AssignOp,
     BufferDecl,
@@ -44,7 +43,13 @@ from polymap.transform.split import (
     div_index,
     locals_used,
 )
-from polymap.transform.split_online import online_combine, online_parts_body, read_buffers, setup_statements
+from polymap.transform.split_online import (
+    online_combine,
+    online_parts_body,
+    read_buffers,
+    setup_statements,
+    touched_buffers,
+)
 
 
 def split_reduction(program: Program, reduction: Reduction, split: Split, *, extent: int) -> Program:
@@ -248,12 +253,7 @@ def _used_locals(block: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     """``block`` without the declarations at its top level of 0-d locals that none of its
     statements touches (the prologue declares the epilogue's values too: the combine nest
     keeps only those it sets or reads)."""
-    touched: set[str] = set()
-    for stmt in walk_block(block):
-        if isinstance(stmt, (Assign, Anchor)):
-            touched |= {r.buffer for r in stmt.reads()}
-            if isinstance(stmt, Assign):
-                touched.add(stmt.buffer)
+    touched = touched_buffers(block)
     return tuple(s for s in block if not (isinstance(s, New) and s.decl.name not in touched))
 
 
