@@ -5,7 +5,7 @@
     parse      text -> Program                          (ir.parse; the caller's step)
     scans      Program -> Program                        (an argmax's select scan as exact passes, if SCIP's costs say so)
     split      Program -> Program                        (reductions into parts, if SCIP's costs say so)
-    transform  Program -> Program                        (fold deep bands, accumulators in registers)
+    transform  Program -> Program                        (fold deep bands, accumulators and invariant reads in registers)
     analyze    Program, context -> PolyModel             (poly.model, once per distinct pair)
     map        bound PolyModel -> decisions, costs       (mapping.solve: SCIP per kernel, the cost model)
     prove      PolyModel, decisions -> VerificationReport (polymap.prove)
@@ -47,6 +47,7 @@ from polymap.scan_choice import choose_scans
 from polymap.split_choice import choose_splits, first_line, program_objective, renumbered
 from polymap.targets import GpuTarget, get_target
 from polymap.transform.fold import deep_bands, fold_deep_bands
+from polymap.transform.invariant_reads import hold_invariant_reads
 from polymap.transform.registers import promote_accumulators
 
 
@@ -103,7 +104,7 @@ def optimize_program(
 
     def rewrite_and_map(written: Program, axes: dict[int, frozenset[str]], pins):
         """``written`` rewritten (``axes``: the deep bands' choices), mapped at the cost sizes."""
-        with step("rewrites (deep bands folded, accumulators to registers)"):
+        with step("rewrites (deep bands folded, accumulators and invariant reads to registers)"):
             rewritten = transform(written, registers=registers, analyses=analyses, axes=axes, context=context)
         with step("analysis at the cost sizes"):
             bound_model = analyses(rewritten.bind(**sizes))
@@ -193,12 +194,14 @@ def transform(
 ) -> Program:
     """The program rewrites, in order: deep bands folded (a band that stays deeper than three
     reordered so that the loops of ``axes[its number]`` get the hardware axes), then (with
-    ``registers``) accumulators promoted to registers, each promotion proved by ``analyses``
-    under ``context`` (a program whose bounds hold only in its context proves nothing
+    ``registers``) accumulators promoted to registers and the elements a loop reads but never
+    changes loaded once before it (``transform.invariant_reads``), each rewrite proved by
+    ``analyses`` under ``context`` (a program whose bounds hold only in its context proves nothing
     without it, and would keep every accumulator in memory)."""
     program = fold_deep_bands(program, axes=axes)
     if registers:
         program = promote_accumulators(program, analyze=lambda p: analyses(p, context))
+        program = hold_invariant_reads(program, analyze=lambda p: analyses(p, context))
     return program
 
 

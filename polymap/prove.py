@@ -76,6 +76,7 @@ from polymap.prove_split import prove_split
 from polymap.schedule.hardware import Executed, Frame, executed, frame_of, param_prefix
 from polymap.schedule.shared import SharedPlan, element_of, shared_plan, shared_reads
 from polymap.transform.fold import every_band_choice, fold_deep_bands
+from polymap.transform.invariant_reads import hold_invariant_reads
 from polymap.transform.registers import promote_accumulators
 from polymap.transform.scans import replay_scans
 from polymap.transform.split import atomic_split_allowed, reduction_at
@@ -126,7 +127,8 @@ def mapped_program(program: Program, mapping, *, analyze=analyze) -> Program:
     program = replay_splits(program, mapping.splits, context=mapping.context, analyze=analyze)
     for axes in every_band_choice(program):
         folded = fold_deep_bands(program, axes=axes)
-        promoted = promote_accumulators(folded, analyze=lambda p: analyze(p, context=mapping.context))
+        proved = lambda p: analyze(p, context=mapping.context)  # noqa: E731
+        promoted = hold_invariant_reads(promote_accumulators(folded, analyze=proved), analyze=proved)
         if mapping.program in (folded, promoted):
             return mapping.program
     return program
