@@ -55,10 +55,11 @@ def transposed_store_wavefronts(target: GpuTarget, moved_bytes, element_bytes: i
     return moved_bytes / (element_bytes * target.warp_size) * TRANSPOSED_STORE_WAVEFRONTS
 
 
-def fma_instructions(target: GpuTarget, flops: int) -> float:
-    """Warp instructions of ``flops`` floating-point operations at best: an FMA per two, a
-    warp's lanes at once."""
-    return flops / (2 * target.warp_size)
+def arithmetic_instructions(target: GpuTarget, instructions: int) -> float:
+    """Warp instructions of ``instructions`` arithmetic instructions of the threads
+    (``KernelProblem.arithmetic``: an FMA where a multiplication feeds an addition, a
+    conversion where an integer enters a float operation), a warp's lanes at once."""
+    return instructions / target.warp_size
 
 
 def loop_step_instructions(target: GpuTarget, iterations: int, points_per_step: int) -> float:

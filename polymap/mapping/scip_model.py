@@ -84,7 +84,7 @@ from polymap.mapping.cost_model import (
     MAX_LOG_TILE,
     REGISTERS_BASE,
     TIE_BREAK,
-    fma_instructions,
+    arithmetic_instructions,
     grid_need,
     interleavable,
     issue_rate,
@@ -563,9 +563,10 @@ class ScipModel(StagingConstraints, StartHints):
         self.roofs = [memory, compute]  # each divided by the fill (``_tile_loads`` adds to them)
         traffic_time = memory
         issue = scip.addVar("issue_us", vtype="C", lb=0.0)
-        # an FMA per two flops, a load or store per warp request, and a conversion per request
-        # of a 16-bit float (where staged, the reads replace the requests: ``_staging``)
-        base = fma_instructions(t, p.flops) + sum(
+        # the statements' arithmetic (an FMA where a product feeds a sum), a load or store per
+        # warp request, and a conversion per request of a 16-bit float (where staged, the
+        # reads replace the requests: ``_staging``)
+        base = arithmetic_instructions(t, p.arithmetic) + sum(
             -(-a.instances // t.warp_size) * (2 if a.converts else 1) for a in p.accesses
         )
         steps = self._loop_steps()

@@ -24,7 +24,7 @@ from polymap.errors import (
     PolymapError,
     SolverError,
 )
-from polymap.ir.flops import statement_flops
+from polymap.ir.flops import statement_flops, statement_instructions
 from polymap.ir.nodes import Anchor, Assign, Loop, Program, index_vars
 from polymap.ir.walk import declared_locals, walk_block
 from polymap.mapping.accesses import (
@@ -45,10 +45,10 @@ from polymap.mapping.caching import (
 from polymap.mapping.cost_model import (
     MAX_LOG_SEQ,
     REGISTERS_BASE,
+    arithmetic_instructions,
     atomic_time,
     copy_instructions,
     fill_fraction,
-    fma_instructions,
     issue_rate,
     lane_busy,
     lane_instructions,
@@ -498,6 +498,9 @@ class KernelProblem:
     shared_accesses: tuple[SharedLocalAccess, ...] = ()
     shared_elements: int = 0  # elements of one copy of the shared arrays
     shared_bytes: int = 0  # bytes of one copy of them
+    # the arithmetic instructions of the kernel's statements per launch, at best
+    # (``statement_instructions``: the issue roof's, where ``flops`` is the FP32 roof's)
+    arithmetic: int = 0
 
     @classmethod
     def build(
@@ -564,6 +567,7 @@ class KernelProblem:
             shared_accesses=shared_local_accesses(kernel, model, spread, launches),
             shared_elements=_elements(shared),
             shared_bytes=sum(_decl_elements(d) * d.dtype.itemsize for d in shared),
+            arithmetic=_kernel_instructions(kernel, model) // max(1, launches),
         )
 
     @property
@@ -892,7 +896,7 @@ class KernelProblem:
         cached = self.cached_buffers
         from_l2 = self.from_caches(mapping.lanes)
         cached_traffic = 0.0  # of total_bytes: what the caches serve (reads) or merge (writes)
-        instructions = fma_instructions(t, self.flops)
+        instructions = arithmetic_instructions(t, self.arithmetic)
         instructions += loop_step_instructions(
             t, self.loop_iterations, mapping.points if mapping.interleaved else 1
         )
@@ -1157,6 +1161,14 @@ def _loop_iterations(kernel: Kernel, model: PolyModel) -> int:
 
 def _kernel_flops(kernel: Kernel, model: PolyModel) -> int:
     return sum(statement_flops(s) * model.instance_count(s.name) for s in kernel_statements(kernel))
+
+
+def _kernel_instructions(kernel: Kernel, model: PolyModel) -> int:
+    dtypes = {b.name: b.dtype for b in model.program.all_buffers()}
+    return sum(
+        statement_instructions(s, dtypes.__getitem__) * model.instance_count(s.name)
+        for s in kernel_statements(kernel)
+    )
 
 
 def _launches(kernel: Kernel) -> int:

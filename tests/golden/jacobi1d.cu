@@ -5,11 +5,11 @@
 // sizes as arguments: T, N; proved for every size >= 1
 // jacobi1d_kernel0: block (256, 1, 1), 256 threads
 //   i = blockIdx.x*256 + threadIdx.x  (T=256, S=1, blocked; i < N - 2)
-//   predicted 1.3 us per launch (memory 0.004774 us, compute 8.946e-05 us, issue 0.0003306 us, caches 0.003899 us, first loads 1.3 us) at T = 500, N = 2000
+//   predicted 1.3 us per launch (memory 0.004774 us, compute 8.946e-05 us, issue 0.0004202 us, caches 0.003899 us, first loads 1.3 us) at T = 500, N = 2000
 //   proved: in bounds (S0); race free (B); exactly once (S0)
 // jacobi1d_kernel1: block (256, 1, 1), 256 threads
 //   i = blockIdx.x*256 + threadIdx.x  (T=256, S=1, blocked; i < N - 2)
-//   predicted 1.3 us per launch (memory 0.004774 us, compute 8.946e-05 us, issue 0.0003306 us, caches 0.003899 us, first loads 1.3 us) at T = 500, N = 2000
+//   predicted 1.3 us per launch (memory 0.004774 us, compute 8.946e-05 us, issue 0.0004202 us, caches 0.003899 us, first loads 1.3 us) at T = 500, N = 2000
 //   proved: in bounds (S1); race free (A); exactly once (S1)
 // launch order proved for 6 dependences between kernels
 // proved by isl for every size >= 1

@@ -7,7 +7,7 @@
 //   i = blockIdx.y  (T=1, S=1, blocked; i < M)
 //   2 warps per point (a block each): loops 'j' at 24:3, 'j' at 28:3, 'j' at 32:3 run on its 64 lanes, the rest on lane 0
 //   loop 'j' at 28:3 reorders the float reduction sum += (reassociate=False or --no-reassociate keeps the program's order)
-//   predicted 73.85 us per launch (memory 60.57 us, compute 1.878 us, issue 12.83 us, caches 73.85 us, first loads 15.13 us) at M = 49152, N = 512
+//   predicted 73.85 us per launch (memory 60.57 us, compute 1.878 us, issue 14.71 us, caches 73.85 us, first loads 15.13 us) at M = 49152, N = 512
 //   proved: in bounds (S0, S1, S2, S3, S4, S5); race free (mx, sum, Y); exactly once (S0, S1, S2, S3, S4, S5); dependences kept (18); lane order (flow S0 -> S1 on mx, flow S0 -> S3 on mx, flow S1 -> S1 on mx, flow S1 -> S3 on mx, flow S2 -> S4 on sum, flow S2 -> S5 on sum, flow S4 -> S4 on sum, flow S4 -> S5 on sum, anti S1 -> S1 on mx, anti S4 -> S4 on sum, output S0 -> S1 on mx, output S1 -> S1 on mx, output S2 -> S4 on sum, output S4 -> S4 on sum)
 // proved by isl for every size >= 1
 // polymap helpers: integer division and modulo that are right for negative operands, an
