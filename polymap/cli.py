@@ -260,10 +260,12 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
     _min_band_tiles_option(parser, None, " (with --fuse)")
     parser.add_argument(
         "--fuse-if",
-        choices=("faster", "always"),
+        choices=("faster", "always", "fastest"),
         default=None,
         help="with --fuse: map the fused program only where the cost model predicts it faster than the "
-        "program as written (faster, the default: both are mapped to compare), or always",
+        "program as written (faster, the default: both are mapped to compare), always, or plan once per "
+        "way of linking the intermediates (dram, tiled, whole; --link ones stay) and map the program "
+        "predicted fastest of those plans' and the program as written (fastest)",
     )
     parser.add_argument(
         "--no-reassociate",

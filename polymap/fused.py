@@ -7,10 +7,11 @@ sits above the mapping and the pipeline, which it calls.)"""
 from __future__ import annotations
 
 import inspect
+import itertools
 from dataclasses import dataclass, replace
 
 from polymap import kernel as _kernel
-from polymap.errors import ArgumentError
+from polymap.errors import ArgumentError, CapacityError, MappingError, PlanError, SolverError
 from polymap.ir.nodes import Program
 from polymap.mapping import solve as _solve
 from polymap.mapping.result import FusionSummary, Mapping
@@ -19,7 +20,7 @@ from polymap.plan.tree import LinkMode
 from polymap.progress import step
 from polymap.targets import GpuTarget, get_target
 
-FUSE_IF = ("faster", "always")
+FUSE_IF = ("faster", "always", "fastest")
 
 FUSE_NOTE = """
 
@@ -30,7 +31,11 @@ FUSE_NOTE = """
     other nest stays as written). With ``fuse_if="faster"`` (the default, None) that program is
     mapped only where the cost model predicts it faster than the program as written (both
     are mapped to compare; ``choose_fusion`` says which and why); ``fuse_if="always"`` maps
-    it regardless. ``links`` pin intermediates of the plan as ``plan``'s do (``{"Q":
+    it regardless; ``fuse_if="fastest"`` plans the chain once for each way of linking its
+    intermediates (each written back, fused a tile at a time or kept whole on chip; the
+    links given stay as given), maps every distinct program those plans make and the program
+    as written, and maps the one the cost model predicts fastest (``FusionChoice.tried``
+    lists them). ``links`` pin intermediates of the plan as ``plan``'s do (``{"Q":
     "tiled"}``; ``--link Q=tiled``), and ``min_band_tiles`` is ``plan``'s too (a segment fused
     a tile at a time has at least that many band tiles; ``--min-band-tiles``). ``Mapping.program`` is the program mapped, and ``Mapping.fusion`` says
     what was chosen and why (the report's third line, ``"fusion"`` in its JSON). A given
@@ -55,6 +60,10 @@ class FusionChoice:
     links: tuple[tuple[str, str], ...] = ()  # the plan's pinned intermediates, as given
     sizes: tuple[tuple[str, int], ...] = ()  # the sizes the plan was made at
     min_band_tiles: int = 1  # as given to the plan
+    # with fuse_if="fastest": per program mapped, the links that made it (all of them,
+    # "as written" for the program as given) and its predicted time; then the links whose
+    # plan failed, with the reason (time None)
+    tried: tuple[tuple[str, float | None, str], ...] = ()
 
     @property
     def fused(self) -> bool:
@@ -75,6 +84,7 @@ class FusionChoice:
             self.links,
             self.sizes,
             self.min_band_tiles,
+            self.tried,
         )
 
     def note(self) -> str:
@@ -99,6 +109,8 @@ class FusionChoice:
                 head + f"mapping {self.planned.name} (fused segments rewritten, the other nests as written)"
             )
         fused, written = (f"{t * 1e6:.4g} us" for t in self.predicted_s)
+        if self.tried:
+            return head + self._fastest_note()
         if self.fused:
             return head + f"mapping {self.planned.name}, predicted {fused} against {written} as written"
         return head + (
@@ -106,6 +118,20 @@ class FusionChoice:
             f"{written}: mapping {self.program.name} as written (to map the fused one: --fuse-if always, "
             f'fuse_if="always")'
         )
+
+    def _fastest_note(self) -> str:
+        """``note``'s text for fuse_if="fastest": every program mapped, then the links whose
+        plan failed."""
+        mapped = [(label, t) for label, t, _ in self.tried if t is not None]
+        failed = [(label, why) for label, t, why in self.tried if t is None]
+        best = min(t for _, t in mapped)
+        times = "; ".join(
+            f"{label} {t * 1e6:.4g} us" + (" (taken)" if t == best else "") for label, t in mapped
+        )
+        text = f"the fastest of {len(mapped)} programs, one per distinct plan of the links and as written: {times}"
+        if failed:
+            text += "; left out: " + "; ".join(f"{label} ({why})" for label, why in failed)
+        return text + f": mapping {self.program.name}"
 
 
 def choose_fusion(
@@ -141,7 +167,8 @@ def choose_fusion(
         "min_band_tiles": 1 if min_band_tiles is None else min_band_tiles,
     }
     label = str(capacity)
-    if candidate == program.bind_defaults():
+    unfused = candidate == program.bind_defaults()
+    if unfused and fuse_if != "fastest":  # (another way of linking may fuse: "fastest" tries them)
         return FusionChoice(label, program, None, **made)  # as given: its sizes stay arguments
     if fuse_if == "always":
         return FusionChoice(label, candidate, candidate, **made)
@@ -150,12 +177,93 @@ def choose_fusion(
         written_mapping = _solve.optimize(program, target, **options)
         if given:  # they name the loops and sizes of the program as written, not the fused one's
             why = f"{' and '.join(given)} given"
-            return _carried(FusionChoice(label, program, candidate, None, written_mapping, why, **made))
+            planned = None if unfused else candidate
+            return _carried(FusionChoice(label, program, planned, None, written_mapping, why, **made))
+        if fuse_if == "fastest":
+            return _fastest(
+                program, capacity, links or {}, {**floor, **limit}, written_mapping, target, options, made
+            )
         fused_mapping = _solve.optimize(candidate, target, **options)
     times = (sum(c.time_s for c in fused_mapping.costs), sum(c.time_s for c in written_mapping.costs))
     if times[0] < times[1]:
         return _carried(FusionChoice(label, candidate, candidate, times, fused_mapping, **made))
     return _carried(FusionChoice(label, program, candidate, times, written_mapping, **made))
+
+
+def _fastest(
+    program: Program,
+    capacity: Capacity,
+    links: dict,
+    plan_options: dict,
+    written: Mapping,
+    target,
+    options,
+    made,
+) -> FusionChoice:
+    """``choose_fusion`` with fuse_if="fastest": the chain planned with each free
+    intermediate linked each way (``LinkMode``; the links given stay), every distinct program
+    mapped, and the program as written (``written``, its mapping); the fastest one kept, the
+    program as written on a tie."""
+    from polymap.plan.planner import plan
+    from polymap.plan.program import checked_planned_program, program_to_map
+
+    given = {buffer: LinkMode(mode) for buffer, mode in links.items()}
+    as_written = program.bind_defaults()
+    programs: dict[Program, list[str]] = {}
+    failed = []
+    unfused = 0  # plans that fuse nothing a tile at a time: they make the program as written
+    # first the plan of fewest bytes with the links free (``fuse_if="faster"``'s): pinning
+    # the links it chose may give another plan of as few bytes, with other tiles
+    ways = [None, *itertools.product(list(LinkMode), repeat=len(_free_links(program, given)))]
+    for modes in ways:
+        chosen = given if modes is None else {**given, **dict(zip(_free_links(program, given), modes))}
+        label = ", ".join(f"{b}={m.value}" for b, m in chosen.items())
+        with step(f"fuse: plan with {label or 'the links free'}"):
+            try:
+                result = plan(program, capacity, links=chosen, **plan_options)
+            except CapacityError:
+                failed.append((label, None, f"it does not fit in {capacity}"))
+                continue
+            except PlanError as err:
+                failed.append((label, None, str(err).splitlines()[0]))
+                continue
+            checked_planned_program(program, result)
+            made_program = program_to_map(program, result)
+        if modes is None:
+            chose = ", ".join(f"{b}={m.value}" for b, m in result.link_modes().items())
+            label = f"the plan of fewest bytes ({chose})"
+        if made_program != as_written:
+            programs.setdefault(made_program, []).append(label)
+        else:
+            unfused += 1
+    also = f", which {unfused} of the plans make{'s' if unfused == 1 else ''} too" if unfused else ""
+    mapped = [(program, written, f"as written{also}")]
+    for candidate, labels in programs.items():
+        with step(f"fuse: mapping the program of {' or '.join(labels)}"):
+            try:
+                mapped.append((candidate, _solve.optimize(candidate, target, **options), " or ".join(labels)))
+            except (MappingError, SolverError) as err:  # the others still compare
+                failed.append((" or ".join(labels), None, f"not mapped: {str(err).splitlines()[0]}"))
+    times = [sum(c.time_s for c in m.costs) for _, m, _ in mapped]
+    best = min(range(len(mapped)), key=times.__getitem__)  # the first of ties: as written
+    chosen_program, mapping, _ = mapped[best]
+    planned, predicted = None, None
+    if len(mapped) > 1:  # some plan fused a segment a tile at a time
+        fused = best or min(range(1, len(mapped)), key=times.__getitem__)  # the fastest fused one
+        planned, predicted = mapped[fused][0], (times[fused], times[0])
+    tried = tuple((label, t, "") for (_, _, label), t in zip(mapped, times)) + tuple(failed)
+    return _carried(
+        FusionChoice(str(capacity), chosen_program, planned, predicted, mapping, tried=tried, **made)
+    )
+
+
+def _free_links(program: Program, given: dict) -> list[str]:
+    """The intermediates of ``program``'s chain that the links ``given`` leave free."""
+    from polymap.plan.chain import read_chain
+
+    return [
+        link.buffer for link in read_chain(program).links if link is not None and link.buffer not in given
+    ]
 
 
 def _carried(choice: FusionChoice) -> FusionChoice:

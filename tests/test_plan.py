@@ -619,11 +619,60 @@ def test_fuse_if_always_maps_the_fused_program_and_other_values_are_refused():
     assert always.program.name == "gpt3_attention_tiny_planned" and always.predicted_s is None
     at_1k = choose_fusion(program, "1K", fuse_if="always")
     assert polymap.optimize(program, fuse="1K", fuse_if="always").program.name == at_1k.program.name
-    with pytest.raises(ArgumentError, match="fuse_if is one of 'faster', 'always', not 'sometimes'"):
+    with pytest.raises(
+        ArgumentError, match="fuse_if is one of 'faster', 'always', 'fastest', not 'sometimes'"
+    ):
         polymap.optimize(program, fuse="2K", fuse_if="sometimes")
     # without fuse it would change nothing: refused, not ignored
     with pytest.raises(ArgumentError, match="fuse_if='always' chooses between .*; pass fuse too"):
         polymap.compile(program, fuse_if="always")
+
+
+ELEMENTWISE_PAIR = """param M = 256
+param N = 128
+in  A: f32[M, N]
+in  B: f32[M, N]
+in  C: f32[M, N]
+new T: f32[M, N]
+out Y: f32[M, N]
+T[i, j] = A[i, j] * B[i, j]
+Y[i, j] = T[i, j] + C[i, j]
+"""
+
+
+def test_fuse_if_fastest_maps_the_fastest_of_every_way_of_linking(tmp_path, capsys):
+    """The oracle: the program as written, the plan with the link free, and the plan with T
+    pinned each way, each mapped on its own (``fuse_if="always"``); "fastest" maps the one
+    of least predicted time, and says what it compared."""
+    program = polymap.parse(ELEMENTWISE_PAIR, name="pair")
+
+    def predicted(mapping) -> float:
+        return sum(c.time_s for c in mapping.costs)
+
+    times = {"as written": predicted(polymap.optimize(program))}
+    times["free"] = predicted(polymap.optimize(program, fuse="128", fuse_if="always"))
+    for mode in ("dram", "tiled", "whole"):
+        try:
+            mapping = polymap.optimize(program, fuse="128", fuse_if="always", links={"T": mode})
+        except CapacityError:
+            continue
+        times[mode] = predicted(mapping)
+    assert "whole" not in times  # a whole 256 x 128 T does not fit in 128 elements
+    fastest = polymap.optimize(program, fuse="128", fuse_if="fastest")
+    assert predicted(fastest) == pytest.approx(min(times.values()))
+    assert predicted(fastest) <= predicted(polymap.optimize(program, fuse="128"))  # fuse_if="faster"
+    note = fastest.fusion.note
+    assert "as written" in note and "T=tiled" in note and "T=whole (it does not fit in 128 elements)" in note
+    assert note.endswith(f"mapping {fastest.program.name}")
+    path = tmp_path / "pair.te"
+    path.write_text(ELEMENTWISE_PAIR)
+    assert main(["map", str(path), "--fuse", "128", "--fuse-if", "fastest", "-q"]) == 0
+    assert f"  {note}" in capsys.readouterr().out.splitlines()
+    assert main(["map", str(path), "--fuse", "128", "--fuse-if", "fastest", "-q", "--json"]) == 0
+    tried = json.loads(capsys.readouterr().out)["fusion"]["tried"]
+    mapped = sorted(t["predicted_s"] for t in tried if t["left_out"] is None)
+    assert mapped == pytest.approx(sorted({times["as written"], times["free"]}))  # T=tiled: the free plan
+    assert [t["links"] for t in tried if t["left_out"]] == ["T=whole"]
 
 
 def test_fuse_if_without_fuse_is_refused_on_the_command_line(capsys):

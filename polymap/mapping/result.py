@@ -299,6 +299,9 @@ class FusionSummary:
     links: tuple[tuple[str, str], ...] = ()  # the plan's pinned intermediates
     sizes: tuple[tuple[str, int], ...] = ()  # the sizes the plan was made at
     min_band_tiles: int = 1  # the fewest band tiles a segment fused a tile at a time has
+    # with fuse_if="fastest": (links, predicted seconds or None, why left out) per program
+    # mapped and per way of linking left out (``polymap.fused.FusionChoice.tried``)
+    tried: tuple[tuple[str, float | None, str], ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -312,6 +315,9 @@ class FusionSummary:
             "plan_sizes": dict(self.sizes),
             "min_band_tiles": self.min_band_tiles,
             "note": self.note,
+            "tried": [
+                {"links": links, "predicted_s": t, "left_out": why or None} for links, t, why in self.tried
+            ],
         }
 
 
