@@ -14,7 +14,7 @@ from polymap import kernel as _kernel
 from polymap.errors import ArgumentError, CapacityError, MappingError, PlanError, SolverError
 from polymap.ir.nodes import Program
 from polymap.mapping import solve as _solve
-from polymap.mapping.result import FusionSummary, Mapping
+from polymap.mapping.result import FusionSummary, FusionTried, Mapping
 from polymap.plan.planner import Capacity
 from polymap.plan.tree import LinkMode
 from polymap.progress import step
@@ -60,10 +60,8 @@ class FusionChoice:
     links: tuple[tuple[str, str], ...] = ()  # the plan's pinned intermediates, as given
     sizes: tuple[tuple[str, int], ...] = ()  # the sizes the plan was made at
     min_band_tiles: int = 1  # as given to the plan
-    # with fuse_if="fastest": per program mapped, the links that made it (all of them,
-    # "as written" for the program as given) and its predicted time; then the links whose
-    # plan failed, with the reason (time None)
-    tried: tuple[tuple[str, float | None, str], ...] = ()
+    # with fuse_if="fastest": each program mapped, then each way of linking left out
+    tried: tuple[FusionTried, ...] = ()
 
     @property
     def fused(self) -> bool:
@@ -94,6 +92,13 @@ class FusionChoice:
         if self.min_band_tiles > 1:
             head += f", bands of at least {self.min_band_tiles} tiles"
         head += ": "
+        if self.tried:
+            return head + self._fastest_note()
+        if self.planned is None and self.not_compared is not None:  # fuse_if="fastest"
+            return head + (
+                f"no other way of linking the intermediates was planned ({self.not_compared}; pins and a "
+                f"context apply to the program as written): mapping {self.program.name} as written"
+            )
         if self.planned is None:
             return head + (
                 f"no segment fused a tile at a time to rewrite (each is unfused, kept whole, one nest as "
@@ -109,8 +114,6 @@ class FusionChoice:
                 head + f"mapping {self.planned.name} (fused segments rewritten, the other nests as written)"
             )
         fused, written = (f"{t * 1e6:.4g} us" for t in self.predicted_s)
-        if self.tried:
-            return head + self._fastest_note()
         if self.fused:
             return head + f"mapping {self.planned.name}, predicted {fused} against {written} as written"
         return head + (
@@ -120,17 +123,18 @@ class FusionChoice:
         )
 
     def _fastest_note(self) -> str:
-        """``note``'s text for fuse_if="fastest": every program mapped, then the links whose
-        plan failed."""
-        mapped = [(label, t) for label, t, _ in self.tried if t is not None]
-        failed = [(label, why) for label, t, why in self.tried if t is None]
-        best = min(t for _, t in mapped)
+        """``note``'s text for fuse_if="fastest": every program mapped, then the ways of
+        linking left out."""
+        mapped = [t for t in self.tried if t.predicted_s is not None]
+        failed = [t for t in self.tried if t.predicted_s is None]
         times = "; ".join(
-            f"{label} {t * 1e6:.4g} us" + (" (taken)" if t == best else "") for label, t in mapped
+            f"{t.label()} {t.predicted_s * 1e6:.4g} us" + (" (taken)" if t.taken else "") for t in mapped
         )
         text = f"the fastest of {len(mapped)} programs, one per distinct plan of the links and as written: {times}"
+        if len(mapped) == 1:
+            text = f"no plan of the links fuses a segment a tile at a time: {times}"
         if failed:
-            text += "; left out: " + "; ".join(f"{label} ({why})" for label, why in failed)
+            text += "; left out: " + "; ".join(f"{t.label()} ({t.left_out})" for t in failed)
         return text + f": mapping {self.program.name}"
 
 
@@ -209,41 +213,45 @@ def _fastest(
 
     given = {buffer: LinkMode(mode) for buffer, mode in links.items()}
     as_written = program.bind_defaults()
-    programs: dict[Program, list[str]] = {}
-    failed = []
-    unfused = 0  # plans that fuse nothing a tile at a time: they make the program as written
+    programs: dict[Program, list[str]] = {}  # per distinct fused program, the links that made it
+    unfused: list[str] = []  # the links whose plans fuse nothing a tile at a time
+    failed: list[FusionTried] = []
+    free = _free_links(program, given)
+    floor = plan_options.get("min_band_tiles", 1)
     # first the plan of fewest bytes with the links free (``fuse_if="faster"``'s): pinning
     # the links it chose may give another plan of as few bytes, with other tiles
-    ways = [None, *itertools.product(list(LinkMode), repeat=len(_free_links(program, given)))]
+    ways = [None, *itertools.product(list(LinkMode), repeat=len(free))] if free else [None]
     for modes in ways:
-        chosen = given if modes is None else {**given, **dict(zip(_free_links(program, given), modes))}
+        chosen = given if modes is None else {**given, **dict(zip(free, modes))}
         label = ", ".join(f"{b}={m.value}" for b, m in chosen.items())
         with step(f"fuse: plan with {label or 'the links free'}"):
             try:
                 result = plan(program, capacity, links=chosen, **plan_options)
             except CapacityError:
-                failed.append((label, None, f"it does not fit in {capacity}"))
+                bands = f" with bands of at least {floor} tiles" if floor > 1 else ""
+                failed.append(FusionTried((label,), None, left_out=f"it does not fit in {capacity}{bands}"))
                 continue
             except PlanError as err:
-                failed.append((label, None, str(err).splitlines()[0]))
+                failed.append(FusionTried((label,), None, left_out=str(err).splitlines()[0]))
                 continue
             checked_planned_program(program, result)
             made_program = program_to_map(program, result)
         if modes is None:
-            chose = ", ".join(f"{b}={m.value}" for b, m in result.link_modes().items())
-            label = f"the plan of fewest bytes ({chose})"
+            label = "free: " + ", ".join(f"{b}={m.value}" for b, m in result.link_modes().items())
         if made_program != as_written:
             programs.setdefault(made_program, []).append(label)
         else:
-            unfused += 1
-    also = f", which {unfused} of the plans make{'s' if unfused == 1 else ''} too" if unfused else ""
-    mapped = [(program, written, f"as written{also}")]
+            unfused.append(label)
+    mapped = [(program, written, FusionTried(tuple(unfused), None, as_written=True))]
     for candidate, labels in programs.items():
         with step(f"fuse: mapping the program of {' or '.join(labels)}"):
             try:
-                mapped.append((candidate, _solve.optimize(candidate, target, **options), " or ".join(labels)))
+                mapping = _solve.optimize(candidate, target, **options)
             except (MappingError, SolverError) as err:  # the others still compare
-                failed.append((" or ".join(labels), None, f"not mapped: {str(err).splitlines()[0]}"))
+                why = f"not mapped: {str(err).splitlines()[0]}"
+                failed.append(FusionTried(tuple(labels), None, left_out=why))
+                continue
+        mapped.append((candidate, mapping, FusionTried(tuple(labels), None)))
     times = [sum(c.time_s for c in m.costs) for _, m, _ in mapped]
     best = min(range(len(mapped)), key=times.__getitem__)  # the first of ties: as written
     chosen_program, mapping, _ = mapped[best]
@@ -251,10 +259,14 @@ def _fastest(
     if len(mapped) > 1:  # some plan fused a segment a tile at a time
         fused = best or min(range(1, len(mapped)), key=times.__getitem__)  # the fastest fused one
         planned, predicted = mapped[fused][0], (times[fused], times[0])
-    tried = tuple((label, t, "") for (_, _, label), t in zip(mapped, times)) + tuple(failed)
-    return _carried(
-        FusionChoice(str(capacity), chosen_program, planned, predicted, mapping, tried=tried, **made)
+    tried = tuple(
+        replace(entry, predicted_s=t, taken=k == best)
+        for k, ((_, _, entry), t) in enumerate(zip(mapped, times))
     )
+    choice = FusionChoice(
+        str(capacity), chosen_program, planned, predicted, mapping, tried=tried + tuple(failed), **made
+    )
+    return _carried(choice)
 
 
 def _free_links(program: Program, given: dict) -> list[str]:

@@ -672,7 +672,10 @@ def test_fuse_if_fastest_maps_the_fastest_of_every_way_of_linking(tmp_path, caps
     tried = json.loads(capsys.readouterr().out)["fusion"]["tried"]
     mapped = sorted(t["predicted_s"] for t in tried if t["left_out"] is None)
     assert mapped == pytest.approx(sorted({times["as written"], times["free"]}))  # T=tiled: the free plan
-    assert [t["links"] for t in tried if t["left_out"]] == ["T=whole"]
+    assert [t["links"] for t in tried if t["left_out"]] == [["T=whole"]]
+    taken = [t for t in tried if t["taken"]]
+    assert len(taken) == 1 and taken[0]["predicted_s"] == pytest.approx(min(times.values()))
+    assert [t["links"] for t in tried if t["as_written"]] == [["T=dram"]]  # T written back: as written
 
 
 def test_fuse_if_without_fuse_is_refused_on_the_command_line(capsys):

@@ -281,6 +281,43 @@ def options_text(options, chosen: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class FusionTried:
+    """A program ``fuse_if="fastest"`` mapped, or a way of linking it left out: ``links`` are
+    the ways of linking the chain's intermediates whose plans made the program (``"Q=tiled,
+    S=dram"``; the plan with the links free is ``"free: "`` and the links it chose), for the
+    program as written those whose plans fuse nothing a tile at a time; ``predicted_s`` its
+    predicted time (None where left out, ``left_out`` saying why); ``taken`` whether it is
+    the program mapped."""
+
+    links: tuple[str, ...]
+    predicted_s: float | None
+    as_written: bool = False
+    taken: bool = False
+    left_out: str = ""
+
+    def label(self) -> str:
+        """As the report's note names it."""
+        if self.as_written:
+            plans = f", which {len(self.links)} of the plans make{'s' if len(self.links) == 1 else ''} too"
+            return "as written" + (plans if self.links else "")
+        return " or ".join(
+            f"the plan of fewest bytes ({links.removeprefix('free: ')})"
+            if links.startswith("free: ")
+            else links
+            for links in self.links
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "links": list(self.links),
+            "as_written": self.as_written,
+            "predicted_s": self.predicted_s,
+            "taken": self.taken,
+            "left_out": self.left_out or None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class FusionSummary:
     """What ``fuse`` chose for a mapped program (``polymap.fused.FusionChoice.summary``):
     the capacity planned within, whether the program mapped is the fused one, the fused
@@ -299,9 +336,8 @@ class FusionSummary:
     links: tuple[tuple[str, str], ...] = ()  # the plan's pinned intermediates
     sizes: tuple[tuple[str, int], ...] = ()  # the sizes the plan was made at
     min_band_tiles: int = 1  # the fewest band tiles a segment fused a tile at a time has
-    # with fuse_if="fastest": (links, predicted seconds or None, why left out) per program
-    # mapped and per way of linking left out (``polymap.fused.FusionChoice.tried``)
-    tried: tuple[tuple[str, float | None, str], ...] = ()
+    # with fuse_if="fastest": each program mapped, and each way of linking left out
+    tried: tuple[FusionTried, ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -315,9 +351,7 @@ class FusionSummary:
             "plan_sizes": dict(self.sizes),
             "min_band_tiles": self.min_band_tiles,
             "note": self.note,
-            "tried": [
-                {"links": links, "predicted_s": t, "left_out": why or None} for links, t, why in self.tried
-            ],
+            "tried": [t.to_json() for t in self.tried],
         }
 
 
