@@ -1034,3 +1034,33 @@ def test_an_infeasible_first_solution_leaves_the_optimum_as_it_is():
     wrong.scip.optimize()
     assert wrong.scip.getStatus() == cold.scip.getStatus() == "optimal"
     assert wrong.scip.getObjVal() == pytest.approx(cold.scip.getObjVal(), rel=1e-9)
+
+
+THREE_GEMMS = """param M = 16
+param K = 4
+in  A: f32[M, K]
+in  B: f32[K, K]
+in  C: f32[K, K]
+in  D: f32[K, K]
+new T: f32[M, K]
+new U: f32[M, K]
+out Y: f32[M, K]
+T[m, n] = 0
+T[m, n] += A[m, k] * B[k, n]
+U[m, p] = 0
+U[m, p] += T[m, n] * C[n, p]
+Y[m, q] += U[m, p] * D[p, q]
+"""
+
+
+def test_a_plan_scip_presolve_calls_infeasible_is_found_without_presolve():
+    """(from a review) Every link written back, 64 elements: SCIP's presolve called the
+    model infeasible, though plans fit in 63 elements; the planner confirms an infeasibility
+    without presolve, and finds the plan. More capacity never costs bytes."""
+    program = polymap.parse(THREE_GEMMS, name="three")
+    pins = {"T": "dram", "U": "dram"}
+    at = {c: plan(program, c, links=pins) for c in (63, 64, 65)}
+    assert all(p.report.outcome.solved for p in at.values())
+    assert at[65].bytes <= at[64].bytes <= at[63].bytes
+    with pytest.raises(CapacityError, match="fits in 64 elements with the pins T=whole"):
+        plan(program, 64, links={"T": "whole", "U": "whole"})

@@ -13,6 +13,8 @@ import math
 import re
 from dataclasses import dataclass, replace
 
+from pyscipopt import SCIP_PARAMSETTING
+
 from polymap.errors import ArgumentError, CapacityError, InternalError, PlanError, PolymapError, SolverError
 from polymap.ir.nodes import Program
 from polymap.ir.validate import check_program_argument
@@ -202,7 +204,18 @@ def _plan(
         what="plan",
     )
     report = solve(model.scip, time_limit_s=time_limit_s)
-    report = replace(report, solve_time_s=report.solve_time_s + first_s)  # both solves' time
+    if report.outcome is Outcome.INFEASIBLE:
+        # SCIP's presolve has called a model with plans infeasible (three GEMMs of 16 x 4 at
+        # 64 elements with every link written back: optimal at 63 elements, and at 64 with
+        # presolve off): the infeasibility is confirmed without presolve before it is
+        # reported, and a plan found so is SCIP's answer
+        model = model_of(allowed)
+        model.scip.setPresolve(SCIP_PARAMSETTING.OFF)
+        if start is not None:
+            model.start_from(start)
+        again = solve(model.scip, time_limit_s=time_limit_s)
+        report = replace(again, solve_time_s=report.solve_time_s + again.solve_time_s)
+    report = replace(report, solve_time_s=report.solve_time_s + first_s)  # every solve's time
     if report.outcome is Outcome.INFEASIBLE:
         pins = ", ".join(f"{chain.links[k].buffer}={mode.value}" for k, mode in pinned.items())
         floor = f" and bands of at least {min_band_tiles} tiles" if min_band_tiles > 1 else ""
