@@ -152,7 +152,8 @@ def choose_fusion(
     ``optimize``'s ``options`` for the comparison (its ``time_limit`` the planner's too);
     ``links`` pins intermediates in the plan as ``plan``'s do."""
     from polymap.ir.validate import check_program_argument
-    from polymap.plan.program import fused_program
+    from polymap.plan.planner import plan
+    from polymap.plan.program import checked_planned_program, program_to_map
 
     check_program_argument(program, "compile")
     fuse_if = "faster" if fuse_if is None else fuse_if
@@ -162,8 +163,10 @@ def choose_fusion(
     # the planner's SCIP gets the time limit each mapping solve gets
     limit = {} if options.get("time_limit") is None else {"time_limit_s": options["time_limit"]}
     floor = {} if min_band_tiles is None else {"min_band_tiles": min_band_tiles}
-    with step("plan: SCIP"):
-        candidate = fused_program(program, capacity, links=links, **floor, **limit)
+    with step("plan: SCIP"):  # polymap.plan.program.fused_program, its plan kept for "fastest"
+        free_plan = plan(program, capacity, links=links, **floor, **limit)
+        checked_planned_program(program, free_plan)  # the plan describes the program it writes
+        candidate = program_to_map(program, free_plan)
     made = {
         # as the planner read them (a mode given as a LinkMode reads as its word)
         "links": tuple((buffer, LinkMode(mode).value) for buffer, mode in (links or {}).items()),
@@ -185,7 +188,15 @@ def choose_fusion(
             return _carried(FusionChoice(label, program, planned, None, written_mapping, why, **made))
         if fuse_if == "fastest":
             return _fastest(
-                program, capacity, links or {}, {**floor, **limit}, written_mapping, target, options, made
+                program,
+                capacity,
+                links or {},
+                {**floor, **limit},
+                (free_plan, candidate),
+                written_mapping,
+                target,
+                options,
+                made,
             )
         fused_mapping = _solve.optimize(candidate, target, **options)
     times = (sum(c.time_s for c in fused_mapping.costs), sum(c.time_s for c in written_mapping.costs))
@@ -199,6 +210,7 @@ def _fastest(
     capacity: Capacity,
     links: dict,
     plan_options: dict,
+    free_plan: tuple,
     written: Mapping,
     target,
     options,
@@ -224,7 +236,12 @@ def _fastest(
     for modes in ways:
         chosen = given if modes is None else {**given, **dict(zip(free, modes))}
         label = ", ".join(f"{b}={m.value}" for b, m in chosen.items())
-        with step(f"fuse: plan with {label or 'the links free'}"):
+        if modes is None:  # the plan choose_fusion made
+            result, made_program = free_plan
+            label = "free: " + ", ".join(f"{b}={m.value}" for b, m in result.link_modes().items())
+            (programs.setdefault(made_program, []) if made_program != as_written else unfused).append(label)
+            continue
+        with step(f"fuse: plan with {label}"):
             try:
                 result = plan(program, capacity, links=chosen, **plan_options)
             except CapacityError:
@@ -236,8 +253,6 @@ def _fastest(
                 continue
             checked_planned_program(program, result)
             made_program = program_to_map(program, result)
-        if modes is None:
-            label = "free: " + ", ".join(f"{b}={m.value}" for b, m in result.link_modes().items())
         if made_program != as_written:
             programs.setdefault(made_program, []).append(label)
         else:
