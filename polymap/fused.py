@@ -152,8 +152,7 @@ def choose_fusion(
     ``optimize``'s ``options`` for the comparison (its ``time_limit`` the planner's too);
     ``links`` pins intermediates in the plan as ``plan``'s do."""
     from polymap.ir.validate import check_program_argument
-    from polymap.plan.planner import plan
-    from polymap.plan.program import checked_planned_program, program_to_map
+    from polymap.plan.program import fused_plan
 
     check_program_argument(program, "compile")
     fuse_if = "faster" if fuse_if is None else fuse_if
@@ -163,10 +162,9 @@ def choose_fusion(
     # the planner's SCIP gets the time limit each mapping solve gets
     limit = {} if options.get("time_limit") is None else {"time_limit_s": options["time_limit"]}
     floor = {} if min_band_tiles is None else {"min_band_tiles": min_band_tiles}
-    with step("plan: SCIP"):  # polymap.plan.program.fused_program, its plan kept for "fastest"
-        free_plan = plan(program, capacity, links=links, **floor, **limit)
-        checked_planned_program(program, free_plan)  # the plan describes the program it writes
-        candidate = program_to_map(program, free_plan)
+    with step("plan: SCIP"):
+        free_plan = fused_plan(program, capacity, links=links, **floor, **limit)
+    candidate = free_plan[1]
     made = {
         # as the planner read them (a mode given as a LinkMode reads as its word)
         "links": tuple((buffer, LinkMode(mode).value) for buffer, mode in (links or {}).items()),
@@ -192,7 +190,7 @@ def choose_fusion(
                 capacity,
                 links or {},
                 {**floor, **limit},
-                (free_plan, candidate),
+                free_plan,
                 written_mapping,
                 target,
                 options,
@@ -210,7 +208,7 @@ def _fastest(
     capacity: Capacity,
     links: dict,
     plan_options: dict,
-    free_plan: tuple,
+    free_plan: tuple,  # (the plan with the links free, the program it makes)
     written: Mapping,
     target,
     options,
@@ -220,43 +218,34 @@ def _fastest(
     intermediate linked each way (``LinkMode``; the links given stay), every distinct program
     mapped, and the program as written (``written``, its mapping); the fastest one kept, the
     program as written on a tie."""
-    from polymap.plan.planner import plan
-    from polymap.plan.program import checked_planned_program, program_to_map
+    from polymap.plan.program import fused_plan
 
     given = {buffer: LinkMode(mode) for buffer, mode in links.items()}
     as_written = program.bind_defaults()
     programs: dict[Program, list[str]] = {}  # per distinct fused program, the links that made it
     unfused: list[str] = []  # the links whose plans fuse nothing a tile at a time
     failed: list[FusionTried] = []
-    free = _free_links(program, given)
-    floor = plan_options.get("min_band_tiles", 1)
+
+    def record(links_label: str, made_program: Program) -> None:
+        (unfused if made_program == as_written else programs.setdefault(made_program, [])).append(links_label)
+
     # first the plan of fewest bytes with the links free (``fuse_if="faster"``'s): pinning
     # the links it chose may give another plan of as few bytes, with other tiles
-    ways = [None, *itertools.product(list(LinkMode), repeat=len(free))] if free else [None]
-    for modes in ways:
-        chosen = given if modes is None else {**given, **dict(zip(free, modes))}
+    result, made_program = free_plan
+    record("free: " + ", ".join(f"{b}={m.value}" for b, m in result.link_modes().items()), made_program)
+    free = _free_links(program, given)
+    floor = plan_options.get("min_band_tiles", 1)
+    for modes in itertools.product(list(LinkMode), repeat=len(free)) if free else ():
+        chosen = {**given, **dict(zip(free, modes))}
         label = ", ".join(f"{b}={m.value}" for b, m in chosen.items())
-        if modes is None:  # the plan choose_fusion made
-            result, made_program = free_plan
-            label = "free: " + ", ".join(f"{b}={m.value}" for b, m in result.link_modes().items())
-            (programs.setdefault(made_program, []) if made_program != as_written else unfused).append(label)
-            continue
         with step(f"fuse: plan with {label}"):
             try:
-                result = plan(program, capacity, links=chosen, **plan_options)
+                record(label, fused_plan(program, capacity, links=chosen, **plan_options)[1])
             except CapacityError:
                 bands = f" with bands of at least {floor} tiles" if floor > 1 else ""
                 failed.append(FusionTried((label,), None, left_out=f"it does not fit in {capacity}{bands}"))
-                continue
             except PlanError as err:
                 failed.append(FusionTried((label,), None, left_out=str(err).splitlines()[0]))
-                continue
-            checked_planned_program(program, result)
-            made_program = program_to_map(program, result)
-        if made_program != as_written:
-            programs.setdefault(made_program, []).append(label)
-        else:
-            unfused.append(label)
     mapped = [(program, written, FusionTried(tuple(unfused), None, as_written=True))]
     for candidate, labels in programs.items():
         with step(f"fuse: mapping the program of {' or '.join(labels)}"):

@@ -554,11 +554,16 @@ def fused_program(program: Program, capacity, **options) -> Program:
     """``program`` planned within ``capacity`` (``polymap.plan.planner.plan``'s options) and
     its fused segments rewritten as the plan says (:func:`program_to_map`): a program to
     map, prove and compile like any other."""
+    return fused_plan(program, capacity, **options)[1]
+
+
+def fused_plan(program: Program, capacity, **options) -> tuple[Plan, Program]:
+    """``fused_program`` with the plan that made it."""
     from polymap.plan.planner import plan
 
     result = plan(program, capacity, **options)
     checked_planned_program(program, result)  # the plan describes the program it writes
-    return program_to_map(program, result)
+    return result, program_to_map(program, result)
 
 
 def counted_traffic(planned: PlannedProgram) -> dict[tuple[int, int], tuple[int, int]]:

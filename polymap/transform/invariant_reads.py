@@ -19,7 +19,8 @@ for 2 x 2^25 loads the machine code never makes, and chose the mapping by that.
 
 When. A ``seq`` loop L inside a kernel (``registers._kernel_loops``: in the thread body of a
 band, or strictly inside a serial kernel's top-level statement; no ``par`` loop in L), and a
-read ``X[E]`` in a statement of L (its value or its data-dependent ``if``), qualify when X is
+read ``X[E]`` in an assignment of L (its value or its data-dependent ``if``; an ``anchor``
+names the data it reads for staging, and keeps its reads), qualify when X is
 a top-level buffer that no statement of the program's top-level statement around L writes
 (so no thread of the kernel, nor an earlier statement of the same thread, changes it between
 the load and the reads), X is not an ``in`` scalar (a kernel argument already), E has no
@@ -57,12 +58,12 @@ from polymap.ir.nodes import (
 )
 from polymap.ir.walk import fresh_name, names_in_use, walk_block
 from polymap.poly.model import analyze as analyze_program
-from polymap.transform.registers import _failure, _kernel_loops, renumber_statements
+from polymap.transform.registers import _all_at_once, _failure, _kernel_loops, renumber_statements
 
 __all__ = ["hold_invariant_reads"]
 
 # A held read: the block positions from the program body down to the loop, and the read
-# (buffer and index tuple; source positions do not take part in equality).
+# (buffer and index tuple: a read's source position takes no part in its equality).
 _Key = tuple[tuple[int, ...], Read]
 
 
@@ -74,7 +75,7 @@ def hold_invariant_reads(
     Returns ``program`` itself when nothing qualifies or when ``program`` does not analyze."""
     if _failure(analyze, program) is not None:
         return program
-    every = _all_at_once(program)
+    every = _all_at_once(program, _candidates)
     if not every:
         return program
     held = _rewrite(program, every)
@@ -94,16 +95,6 @@ def hold_invariant_reads(
     return _rewrite(program, chosen) if chosen else program
 
 
-def _all_at_once(program: Program) -> list[_Key]:
-    """The loads the one-at-a-time search makes when every trial is proved, in its order."""
-    chosen: list[_Key] = []
-    while True:
-        pending = [k for k in _candidates(program, chosen) if k not in chosen]
-        if not pending:
-            return chosen
-        chosen.append(pending[0])
-
-
 def _candidates(program: Program, chosen: list[_Key]) -> list[_Key]:
     """Every (loop, read) that qualifies, outermost loops first, leaving out a read already
     held for a chosen loop around it."""
@@ -118,7 +109,7 @@ def _candidates(program: Program, chosen: list[_Key]) -> list[_Key]:
                 continue
             if any(r == read and path[: len(p)] == p and path != p for p, r in chosen):
                 continue
-            out.append((path, _plain(read)))
+            out.append((path, read))
     return out
 
 
@@ -142,14 +133,9 @@ def _invariant_reads(loop: Loop) -> list[Read]:
                     continue
                 if any(index_vars(e) & inner for e in read.indices):
                     continue
-                if _plain(read) not in found:
-                    found.append(_plain(read))
+                if read not in found:
+                    found.append(read)
     return found
-
-
-def _plain(read: Read) -> Read:
-    """``read`` without its source position (a key)."""
-    return Read(read.buffer, read.indices)
 
 
 def _rewrite(program: Program, chosen: list[_Key]) -> Program:
@@ -197,7 +183,7 @@ def _replace_stmt(stmt: Stmt, read: Read, register: str) -> Stmt:
 
 def _replace_value(expr, read: Read, register: str):
     def swap(e):
-        if isinstance(e, Read) and e.buffer == read.buffer and e.indices == read.indices:
+        if e == read:  # (wherever it stands in the text)
             return Read(register, (), e.loc)
         return e
 

@@ -191,12 +191,14 @@ def _zero_starts(
     return {key for name, key in loads.items() if name not in fed}
 
 
-def _all_at_once(program: Program) -> list[_Key]:
+def _all_at_once(program: Program, candidates=None) -> list:
     """The promotions the one-at-a-time search makes when every trial is proved: the same
-    order, so that where the whole rewrite analyzes, the result is the one it would give."""
-    chosen: list[_Key] = []
+    order, so that where the whole rewrite analyzes, the result is the one it would give.
+    ``candidates(program, chosen)`` lists them (``_candidates``; ``invariant_reads``' own)."""
+    candidates = _candidates if candidates is None else candidates
+    chosen: list = []
     while True:
-        pending = [k for k in _candidates(program, chosen) if k not in chosen]
+        pending = [k for k in candidates(program, chosen) if k not in chosen]
         if not pending:
             return chosen
         chosen.append(pending[0])
