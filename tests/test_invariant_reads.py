@@ -16,6 +16,9 @@ import polymap
 from polymap.ir.nodes import Program
 from polymap.ir.parse import load, parse
 from polymap.ir.printer import format_program
+from polymap.mapping.cost_model import REGISTERS_PER_BUFFER, REGISTERS_PER_STAGED, REGISTERS_THREAD
+from polymap.mapping.solve import held_values
+from polymap.mapping.space import kernels
 from polymap.poly.model import analyze
 from polymap.reference import reference
 from polymap.transform.invariant_reads import hold_invariant_reads
@@ -111,6 +114,49 @@ def test_the_model_charges_the_held_reads_once_per_output_not_per_k():
     for buffer in ("scale", "zero"):
         assert 0 < requests(held, buffer) <= 8 * 24
         assert requests(written, buffer) >= 8 * 24 * 4096 // 32
+
+
+def test_a_held_value_takes_a_register_per_point_of_the_loops_it_mentions():
+    """Where a thread's points interleave, ``zero_held`` and ``scale_held`` differ only along
+    n: the register estimate counts one per n point of the thread (a fragment's count), where
+    the accumulator takes one per point (ptxas held matmul_u8_dequant in 109 registers; a
+    copy per point estimated 138: docs/benchmarks/2026-11-29-register-estimate.md)."""
+    program = te(DEQUANT.replace("param N = 24", "param N = 256"))
+    pins = {"m": {"seq": 4, "interleave": True}, "n": {"seq": 2, "threads": 32}, "k": {"split": 1}}
+    mapping = polymap.optimize(program, pins=pins)
+    km = mapping.kernels[0]
+    assert km.interleaved and km.points == 8 and km.staging.buffers == ("X", "W")
+    assert held_values(kernels(mapping.program)[0]) == (("n",), ("n",))
+    thread = REGISTERS_THREAD + 5 * REGISTERS_PER_BUFFER + 2 * REGISTERS_PER_STAGED  # X W zero scale Y
+    locals_ = 3 + 7  # Y_acc, zero_held, scale_held; Y_acc again for each of 7 more points
+    held = 2 * (2 - 1)  # zero_held and scale_held again for the second n point only
+    fragments = (4 - 1) + (2 - 1)  # X[m, k] per m point, W[k, n] per n point
+    assert mapping.costs[0].registers == thread + locals_ + held + fragments
+
+
+def test_held_values_are_the_locals_set_once_from_global_data():
+    """``a`` is set once from ``s``; ``acc`` is set twice; ``b`` is computed from ``acc``,
+    which each point holds its own of: only ``a`` is a held value, per point of i."""
+    program = te(
+        """
+        param M = 64
+        param K = 64
+        in  A: f32[M, K]
+        in  s: f32[M]
+        out Y: f32[M]
+        par M i {
+          new a: f32
+          a = s[i] * 2
+          new acc: f32
+          acc = 0
+          seq K k { acc += A[i, k] * a }
+          new b: f32
+          b = acc * a
+          Y[i] = b
+        }
+        """
+    )
+    assert held_values(kernels(program)[0]) == (("i",),)
 
 
 def test_a_read_that_moves_with_the_loop_or_a_buffer_the_kernel_writes_stays():

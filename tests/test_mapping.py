@@ -25,7 +25,6 @@ from polymap.mapping.cost_model import (
     MAX_LOG_SEQ_TOTAL,
     MAX_LOG_TILE,
     PADDING,
-    REGISTERS_BASE,
     interleavable,
     most_blocks,
     shared_capacity,
@@ -473,8 +472,7 @@ def _within_registers(problem: KernelProblem, mapped: KernelMapping) -> bool:
     ``KernelProblem.registers``: what is checked here is the search, not the estimate) at most
     255 per thread, unless the body's arrays alone need more, and 65536 for the block."""
     regs = problem.registers(mapped)
-    most = max(REGISTERS_PER_THREAD, REGISTERS_BASE + problem.local_elements)
-    return regs <= most and mapped.threads_per_block * regs <= REGISTERS_PER_BLOCK
+    return regs <= problem.register_limit and mapped.threads_per_block * regs <= REGISTERS_PER_BLOCK
 
 
 def _assert_scip_equals_enumeration(program) -> float:

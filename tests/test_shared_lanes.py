@@ -16,9 +16,10 @@ from polymap import prove_lanes
 from polymap.errors import MappingError, VerificationError
 from polymap.ir.parse import parse
 from polymap.ir.printer import format_program
+from polymap.mapping.cost_model import REGISTERS_LANES, REGISTERS_PER_BUFFER, REGISTERS_THREAD
 from polymap.mapping.lanes import spread_loops
 from polymap.mapping.shared_locals import SharedLocalAccess
-from polymap.mapping.solve import REGISTERS_BASE, KernelProblem
+from polymap.mapping.solve import KernelProblem
 from polymap.mapping.space import Pins, kernels
 from polymap.pipeline import Analyses, transform
 from polymap.poly.model import analyze
@@ -228,12 +229,14 @@ def test_shared_arrays_leave_the_registers_and_enter_the_blocks_shared_memory():
     assert (problem.shared_elements, problem.shared_bytes) == (512, 2048)
     mapping = polymap.optimize(program, pins={"i": {"lanes": 32, "threads": 4}})
     km = mapping.kernels[0]
-    assert problem.registers(km) == REGISTERS_BASE + 1  # s alone: row is in shared memory
+    base = REGISTERS_THREAD + 2 * REGISTERS_PER_BUFFER  # X and Y
+    # s alone, and the lanes' combining: row is in shared memory
+    assert problem.registers(km) == base + REGISTERS_LANES + 1
     one = polymap.optimize(program, pins={"i": {"lanes": 1}}).kernels[0]
-    assert problem.registers(one) == REGISTERS_BASE + 513
+    assert problem.registers(one) == base + 513
     assert km.block_dim() == (32, 4, 1)
     cost = mapping.costs[0]
-    assert cost.shared_bytes == 4 * 2048 and cost.registers == REGISTERS_BASE + 1  # a row per warp
+    assert cost.shared_bytes == 4 * 2048 and cost.registers == base + REGISTERS_LANES + 1  # a row per warp
 
 
 def test_bank_conflicts_of_a_shared_array_follow_the_lanes_stride():

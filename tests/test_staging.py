@@ -12,6 +12,7 @@ import pytest
 import polymap.prove as verify_module
 from polymap import compile, load, optimize, parse, reference, verify
 from polymap.errors import ArgumentError, InfeasibleMappingError, VerificationError
+from polymap.mapping.cost_model import REGISTERS_PER_BUFFER, REGISTERS_PER_STAGED, REGISTERS_THREAD
 from polymap.mapping.space import KernelMapping, Staging
 from polymap.runtime.arguments import random_inputs
 from polymap.targets import H100, KIB
@@ -215,11 +216,13 @@ def test_registers_of_per_point_accumulators_are_estimated_and_limited():
         "k": {"tile": 8, "stage": ["A", "B"]},
     }
     mapping = optimize(program, pins=pins)
-    assert mapping.costs[0].registers == 32 + 1 + 3  # C_acc once per point: 4 points
-    assert "about 36 registers per thread" in str(mapping)
+    # the thread's own (A, B and C's addresses) and the two tiles' copies, whatever the points
+    base = REGISTERS_THREAD + 3 * REGISTERS_PER_BUFFER + 2 * REGISTERS_PER_STAGED
+    assert mapping.costs[0].registers == base + 1 + 3  # C_acc once per point: 4 points
+    assert f"about {base + 4} registers per thread" in str(mapping)
     # interleaved, a step also holds two values of A (one per point of i) and two of B
     together = optimize(program, pins={**pins, "i": {**pins["i"], "interleave": True}})
-    assert together.costs[0].registers == 32 + 1 + 3 + 1 + 1
+    assert together.costs[0].registers == base + 1 + 3 + 1 + 1
     # 1024 threads with 64 accumulators each need 1024 x 96 registers, over the block's 65536
     greedy = {
         "i": {"threads": 32, "seq": 8},
@@ -228,13 +231,15 @@ def test_registers_of_per_point_accumulators_are_estimated_and_limited():
     }
     with pytest.raises(InfeasibleMappingError, match="conflict"):
         optimize(parse(MATMUL, name="mm").bind(M=512, N=512, K=64), pins=greedy)
-    # with 16 points per thread (48 registers) the same block fits
+    # with 16 points per thread (C_acc 16 times, A's copy) the same block fits
     fits = {
         "i": {"threads": 32, "seq": 4, "interleave": False},
         "j": {"threads": 32, "seq": 4},
         "k": {"tile": 8, "stage": ["A"]},
     }
-    assert optimize(parse(MATMUL, name="mm").bind(M=512, N=512, K=64), pins=fits).costs[0].registers == 48
+    one_tile = REGISTERS_THREAD + 3 * REGISTERS_PER_BUFFER + REGISTERS_PER_STAGED
+    mapped = optimize(parse(MATMUL, name="mm").bind(M=512, N=512, K=64), pins=fits)
+    assert mapped.costs[0].registers == one_tile + 16 and 1024 * (one_tile + 16) <= 65536
 
 
 def test_the_command_line_pins_tiles_and_staging(tmp_path, capsys):

@@ -20,7 +20,14 @@ MAX_LOG_TILE = 6  # a tiled seq loop runs at most 64 iterations per tile
 PADDING = 9 / 8  # a staged tile's rows may be padded by 16 bytes in 128 (``StagedBuffer.padded``)
 TRANSPOSED_STORE_WAVEFRONTS = 4  # a warp's store into a transposed tile (``transposed_store_wavefronts``)
 TIE_BREAK = 1e-6  # microseconds: never outweighs a real cost difference
-REGISTERS_BASE = 32  # a thread's indices, addresses and loop counters: a rough floor
+# The model's register estimate (``KernelProblem.registers``), a limit on the mapping, not a
+# cost: a thread's accumulators and fragments (counted from the decisions) plus what it holds
+# whatever they are. Those constants are fitted to ptxas's counts for the kernels of models/
+# (docs/benchmarks/2026-11-29-register-estimate.md): its ids, guard and a loop counter;
+REGISTERS_THREAD = 5
+REGISTERS_PER_BUFFER = 3  # per global buffer it reads or writes: a 64-bit address and an index
+REGISTERS_LANES = 15  # with lanes: the lane's id, its partial values, shuffles, the spread loops
+REGISTERS_PER_STAGED = 11  # per staged tile: its copy's global and shared addresses and counters
 # a step of a loop of the thread body, beyond its FMAs and loads: counter, compare, branch,
 # address updates. The most the hot loops of the models' register-tiled GEMMs spend, per
 # step of their k loop, on instructions that are neither an FMA nor a shared load (5 to 11:

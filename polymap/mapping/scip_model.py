@@ -82,7 +82,8 @@ from polymap.mapping.cost_model import (
     MAX_LOG_SEQ,
     MAX_LOG_SEQ_TOTAL,
     MAX_LOG_TILE,
-    REGISTERS_BASE,
+    REGISTERS_LANES,
+    REGISTERS_PER_STAGED,
     TIE_BREAK,
     arithmetic_instructions,
     grid_need,
@@ -742,29 +743,50 @@ class ScipModel(StagingConstraints, StartHints):
         scip.setObjective(time + RANKING_WEIGHT * traffic_time + tie, "minimize")
 
     def _registers(self, scip: Model, log_points, block: dict) -> None:
-        """An estimate of registers within the limits: ``REGISTERS_BASE`` plus the thread's
-        block-local elements (accumulators), each held once per s-point where the points
-        interleave (all of them) or a tiled loop runs outside the s-points (those outside
-        it, ``staging.py``), and where the points interleave the values a step reads (a
-        fragment: ``2^m - 1`` more per read inside a seq loop, m the sum of the log2 S_j of
-        the loops it mentions); at most 255 per thread and the block's 65536 in all. Only a
-        limit, not an occupancy cost: a thread with many accumulators hides latency by its
-        independent operations, which the roofline does not model."""
+        """An estimate of registers within the limits: ``KernelProblem.base_registers``, what
+        the mapping adds whatever its points (each staged tile's copy, the lanes' combining),
+        plus the thread's block-local elements (accumulators), each held once per s-point
+        where the points interleave (all of them) or a tiled loop runs outside the s-points
+        (those outside it, ``staging.py``), and where the points interleave the values a step
+        reads (a fragment: ``2^m - 1`` more per read inside a seq loop, m the sum of the log2
+        S_j of the loops it mentions); at most ``KernelProblem.register_limit`` per thread and
+        the block's 65536 in all. Only a limit, not an occupancy cost: a thread with many
+        accumulators hides latency by its independent operations, which the roofline does
+        not model."""
         p, t = self.p, self.p.target
+        most = p.register_limit
+        # a body's own arrays may live in local memory; with lanes, the shared ones in shared
+        floor = (
+            p.base_registers
+            + p.local_elements
+            + (REGISTERS_LANES - p.shared_elements) * self.w
+            + REGISTERS_PER_STAGED * quicksum(self.stage.values())
+        )
         if not p.local_elements and not p.fragments:
-            scip.addCons(
-                quicksum(2**v * var for v, var in block.items()) * REGISTERS_BASE <= t.max_registers_per_block
+            # the floor is the estimate: a block size limits it only where its largest value
+            # could exceed the block's registers (a row each, big-M); where none can, one row
+            # that always holds: with it SCIP closed tests/test_fold.py's band in 4 s, without
+            # it in 8 s (measured)
+            top = (
+                p.base_registers
+                + REGISTERS_PER_STAGED * len(self.stage)
+                + (REGISTERS_LANES if p.spread else 0)
             )
+            if top > most:
+                scip.addCons(floor <= most)
+            limited = [v for v in block if 2**v * top > t.max_registers_per_block]
+            if not limited:
+                scip.addCons(
+                    quicksum(2**v * var for v, var in block.items()) * top <= t.max_registers_per_block
+                )
+            for v in limited:
+                scip.addCons(2**v * floor <= t.max_registers_per_block + 2**v * top * (1 - block[v]))
             return
+        regs = scip.addVar("registers", vtype="I", lb=0, ub=most)
         # points per thread 2^m: one binary per m, linear in the per-loop log decisions
         logs, points_log = self._one_of("points_log2", range(MAX_LOG_SEQ_TOTAL + 1))
         scip.addCons(points_log == log_points)
         points = quicksum(2**m * var for m, var in logs.items())
-        # a body's own arrays may live in local memory; with lanes, the shared ones in shared
-        top = REGISTERS_BASE + p.local_elements
-        floor = top - p.shared_elements * self.w
-        most = max(t.max_registers_per_thread, top)
-        regs = scip.addVar("registers", vtype="I", lb=0, ub=most)
 
         def copies(on, label: str):  # points - 1 where ``on``, else 0
             x = scip.addVar(f"expanded[{label}]", vtype="I", lb=0, ub=2**MAX_LOG_SEQ_TOTAL)
@@ -774,7 +796,10 @@ class ScipModel(StagingConstraints, StartHints):
         # per-point copies: of every local and the step's fragments where the points
         # interleave, else of the locals outside the tiled loop; the larger count holds
         scip.addCons(
-            regs >= floor + p.local_elements * copies(self.inter, "interleaved") + self._fragments(scip)
+            regs
+            >= floor
+            + (p.local_elements - len(p.held)) * copies(self.inter, "interleaved")
+            + self._fragments(scip)
         )
         for loop, elements in p.locals_outside:
             if loop in self.scope and elements:
@@ -785,12 +810,12 @@ class ScipModel(StagingConstraints, StartHints):
 
     def _fragments(self, scip: Model):
         """The registers of a step's values beyond one per read, where the points interleave:
-        per read (``KernelProblem.fragments``) ``2^m - 1`` with ``f[m] = 1`` for an m at least
+        per read (``KernelProblem.fragments``; and per held value, ``KernelProblem.held``) ``2^m - 1`` with ``f[m] = 1`` for an m at least
         the sum of the log2 S_j of the loops it mentions (0 when not interleaved: all f are 0).
         A larger m only tightens the limit, so the exact one is always allowed."""
         position = {loop.index: j for j, loop in enumerate(self.p.kernel.band)}
         terms = []
-        for r, used in enumerate(self.p.fragments):
+        for r, used in enumerate(self.p.fragments + self.p.held):
             loops = [position[v] for v in used]
             if not loops:
                 continue

@@ -25,7 +25,7 @@ from polymap.errors import (
     SolverError,
 )
 from polymap.ir.flops import statement_flops, statement_instructions
-from polymap.ir.nodes import Anchor, Assign, Loop, Program, index_vars
+from polymap.ir.nodes import Anchor, Assign, AssignOp, Loop, Program, index_vars, reads_of, valued_indices
 from polymap.ir.walk import declared_locals, walk_block
 from polymap.mapping.accesses import (
     GlobalAccess,
@@ -44,7 +44,10 @@ from polymap.mapping.caching import (
 )
 from polymap.mapping.cost_model import (
     MAX_LOG_SEQ,
-    REGISTERS_BASE,
+    REGISTERS_LANES,
+    REGISTERS_PER_BUFFER,
+    REGISTERS_PER_STAGED,
+    REGISTERS_THREAD,
     arithmetic_instructions,
     atomic_time,
     copy_instructions,
@@ -463,6 +466,9 @@ class KernelProblem:
     # per read of a statement inside a seq loop of the body: the band loops its indices
     # mention (where the points interleave, a step holds one value per point they tell apart)
     fragments: tuple[tuple[str, ...], ...] = ()
+    # per 0-d block-local buffer the thread body sets once from global data (``held_values``):
+    # the band loops its value mentions; counted as a fragment where the points interleave
+    held: tuple[tuple[str, ...], ...] = ()
     # iterations of the thread body's innermost loops over every point, per launch
     loop_iterations: int = 0
     # per candidate (buffer, tiled loop): the widest copy the program as written allows
@@ -551,6 +557,7 @@ class KernelProblem:
                 (loop.index, _elements(per_point_locals(kernel, loop.index))) for loop in scope_loops(kernel)
             ),
             _fragments(kernel, model, accesses),
+            held_values(kernel),
             _loop_iterations(kernel, model) // max(1, launches),
             caps,
             spread=spread,
@@ -691,15 +698,34 @@ class KernelProblem:
         width = copy_vector(candidate, self.model.program, limit)
         return min(width, dict(self.copy_caps).get((candidate.buffer, candidate.loop), width))
 
+    @property
+    def base_registers(self) -> int:
+        """The registers a thread holds whatever the mapping: its ids and a loop counter, and
+        an address and an index per global buffer (``REGISTERS_THREAD``, fitted to ptxas)."""
+        return REGISTERS_THREAD + REGISTERS_PER_BUFFER * len({a.buffer for a in self.accesses})
+
+    @property
+    def register_limit(self) -> int:
+        """The most registers a thread may hold: the target's, or more where the body's own
+        arrays alone need more (they are in local memory then, ``_locals_hint``), with room
+        for what staging and lanes may add to them."""
+        own = self.base_registers + self.local_elements
+        if own <= self.target.max_registers_per_thread:
+            return self.target.max_registers_per_thread
+        extra = REGISTERS_PER_STAGED * len({c.buffer for c in self.candidates})
+        return own + extra + (REGISTERS_LANES if self.spread else 0)
+
     def registers(self, mapping: KernelMapping) -> int:
         """The model's register estimate of a mapping (``ScipModel._registers``)."""
-        total = REGISTERS_BASE + self.local_elements
-        if mapping.lanes > 1:  # the shared arrays live in shared memory
-            total -= self.shared_elements
+        total = self.base_registers + self.local_elements
+        if mapping.lanes > 1:  # the shared arrays live in shared memory; the lanes combine
+            total += REGISTERS_LANES - self.shared_elements
         staging = mapping.staging
+        if staging is not None:
+            total += REGISTERS_PER_STAGED * len(staging.buffers)
         if mapping.interleaved:
-            total += self.local_elements * (mapping.points - 1)
-            for used in self.fragments:  # the values of a step, one per point they tell apart
+            total += (self.local_elements - len(self.held)) * (mapping.points - 1)
+            for used in self.fragments + self.held:  # a value per point they tell apart
                 total += math.prod(m.seq for m in mapping.loops if m.index in used) - 1
         elif staging is not None and staging.loop is not None:
             total += dict(self.locals_outside).get(staging.loop, 0) * (mapping.points - 1)
@@ -769,7 +795,7 @@ class KernelProblem:
         and, where ``lanes`` may share some of them, shared memory cannot hold those."""
         t = self.target
         most = t.max_registers_per_block // t.warp_size
-        if REGISTERS_BASE + self.local_elements <= most:
+        if self.base_registers + self.local_elements <= most:
             return ""
         sizes = ", ".join(
             f"{decl.name} ({_decl_elements(decl)})" for decl in declared_locals(self.kernel.body)
@@ -781,7 +807,7 @@ class KernelProblem:
             f"thread"
         )
         shared = sorted(shared_arrays(self.spread))
-        if lanes and shared and REGISTERS_BASE + self.local_elements - self.shared_elements <= most:
+        if lanes and shared and self.base_registers + self.local_elements - self.shared_elements <= most:
             return (
                 f"{where}; with lanes a point keeps {', '.join(shared)} in shared memory instead, "
                 f"{self.shared_bytes} bytes, more than a block's {t.shared_memory_per_block} (with --fuse, "
@@ -1086,6 +1112,33 @@ def _fragments(
     for a in accesses:
         if not a.is_write and len(model.statement(a.statement).loops) > outer:
             out.append(mentioned_loops(a, kernel.indices))
+    return tuple(out)
+
+
+def held_values(kernel: Kernel) -> tuple[tuple[str, ...], ...]:
+    """Per 0-d block-local buffer that the thread body sets once, at its top level, with ``=``
+    from global buffers and indices alone (``invariant_reads``' ``X_held``), the band loops its
+    value mentions. Where the points interleave, every point computes the same value as the
+    points these loops do not tell apart, and the compiler keeps one copy per value (the
+    dequantizing matmul's ``zero_held``: ptxas held 109 registers where a copy per point
+    makes 138): it is counted as a fragment (``fragments``), not once per point."""
+    locals_ = {d.name: d for d in declared_locals(kernel.body)}
+    writes: dict[str, int] = {}
+    for stmt in walk_block(kernel.body):
+        if isinstance(stmt, Assign) and stmt.buffer in locals_:
+            writes[stmt.buffer] = writes.get(stmt.buffer, 0) + 1
+    out = []
+    for stmt in kernel.body:
+        if not (isinstance(stmt, Assign) and stmt.op is AssignOp.SET and stmt.predicate is None):
+            continue
+        decl = locals_.get(stmt.buffer)
+        if decl is None or decl.shape or writes[stmt.buffer] != 1:
+            continue
+        reads = reads_of(stmt.value)
+        if any(r.buffer in locals_ for r in reads):  # a value of another local may vary per point
+            continue
+        used = valued_indices(stmt.value) | {v for r in reads for e in r.indices for v in index_vars(e)}
+        out.append(tuple(index for index in kernel.indices if index in used))
     return tuple(out)
 
 
