@@ -3,6 +3,7 @@
 The public API, re-exported; nothing else lives here.
 """
 
+from polymap import plan  # the package, callable as its planner (polymap.plan.planner.plan)
 from polymap.errors import (
     AccessError,
     ArgumentError,
@@ -33,6 +34,7 @@ from polymap.ir.parse import load, parse
 from polymap.kernel import Kernel
 from polymap.mapping.result import Mapping
 from polymap.mapping.space import Axis, Distribution, LoopPin
+from polymap.plan.frontier import frontier
 from polymap.poly.model import analyze
 from polymap.prove import verify
 from polymap.reference import reference
@@ -79,6 +81,8 @@ __all__ = [
     "load",
     "optimize",
     "parse",
+    "frontier",
+    "plan",
     "reference",
     "verify",
 ]

@@ -348,15 +348,26 @@ def _min_band_tiles_option(parser: argparse.ArgumentParser, default: int | None,
     )
 
 
-def _links(args: argparse.Namespace) -> dict[str, str]:
-    """``--link``'s pins as ``plan``'s ``links``; a buffer given twice is refused."""
+def _once(option: str, pairs: list[tuple[str, object]]) -> dict:
+    """A repeatable ``NAME=VALUE`` option's pairs as a dict; a name given twice is refused
+    (the last would win without a word)."""
     from polymap.errors import ArgumentError
 
-    links = dict(args.link)
-    if len(links) < len(args.link):
-        twice = sorted({b for b, _ in args.link if sum(1 for c, _ in args.link if c == b) > 1})
-        raise ArgumentError(f"--link {', '.join(twice)} given more than once")
-    return links
+    given = dict(pairs)
+    if len(given) < len(pairs):
+        twice = sorted({b for b, _ in pairs if sum(1 for c, _ in pairs if c == b) > 1})
+        raise ArgumentError(f"{option} {', '.join(twice)} given more than once")
+    return given
+
+
+def _links(args: argparse.Namespace) -> dict[str, str]:
+    """``--link``'s pins as ``plan``'s ``links``; a buffer given twice is refused."""
+    return _once("--link", args.link)
+
+
+def _sizes(args: argparse.Namespace) -> dict[str, int]:
+    """``--size``'s bindings; a size given twice is refused."""
+    return _once("--size", args.size)
 
 
 def _link(text: str) -> tuple[str, str]:
@@ -430,7 +441,7 @@ def _load(args: argparse.Namespace, note=None, fusion_note: bool = True):
     from polymap.errors import ArgumentError
     from polymap.poly.affinity import analyze_binding_defaults, binding_note
 
-    program = load(args.file).bind(**dict(args.size))
+    program = load(args.file).bind(**_sizes(args))
     args.chosen_mapping = args.fusion_choice = None
     if getattr(args, "fuse_if", None) is not None and args.fuse is None:
         raise ArgumentError(
@@ -484,7 +495,7 @@ def _check(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from polymap.plan.planner import DEFAULT_TIME_LIMIT_S, plan
 
-    program = load(args.file).bind(**dict(args.size))
+    program = load(args.file).bind(**_sizes(args))
     limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit
     with step("plan: SCIP"):
         result = plan(
@@ -514,7 +525,7 @@ def _frontier(args: argparse.Namespace) -> int:
     from polymap.plan.frontier import capacity_list, frontier
     from polymap.plan.planner import DEFAULT_TIME_LIMIT_S
 
-    program = load(args.file).bind(**dict(args.size))
+    program = load(args.file).bind(**_sizes(args))
     capacities = capacity_list(args.capacities)
     if args.plot is not None:
         from polymap.plot import checked_plot_path

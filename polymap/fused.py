@@ -62,6 +62,8 @@ class FusionChoice:
     min_band_tiles: int = 1  # as given to the plan
     # with fuse_if="fastest": each program mapped, then each way of linking left out
     tried: tuple[FusionTried, ...] = ()
+    # each plan SCIP did not prove optimal within its time limit: what it was and its status
+    unproved: tuple[str, ...] = ()
 
     @property
     def fused(self) -> bool:
@@ -83,10 +85,20 @@ class FusionChoice:
             self.sizes,
             self.min_band_tiles,
             self.tried,
+            self.unproved,
         )
 
     def note(self) -> str:
-        """One line for the report: what the plan rewrote and which program is mapped."""
+        """One line for the report: what the plan rewrote and which program is mapped, and
+        which plans SCIP did not prove optimal."""
+        if not self.unproved:
+            return self._choice_note()
+        return self._choice_note() + (
+            f"; not proved optimal within the time limit (raise --time-limit, time_limit=): "
+            f"{'; '.join(self.unproved)}"
+        )
+
+    def _choice_note(self) -> str:
         pinned = ", ".join(f"{b}={m}" for b, m in self.links)
         head = f"planned within {self.capacity}" + (f" with {pinned}" if pinned else "")
         if self.min_band_tiles > 1:
@@ -171,6 +183,7 @@ def choose_fusion(
         "sizes": program.bind_defaults().bindings,
         "min_band_tiles": 1 if min_band_tiles is None else min_band_tiles,
     }
+    made["unproved"] = _unproved("the plan", free_plan[0])
     label = str(capacity)
     unfused = candidate == program.bind_defaults()
     if unfused and fuse_if != "fastest":  # (another way of linking may fuse: "fastest" tries them)
@@ -231,6 +244,7 @@ def _fastest(
 
     # first the plan of fewest bytes with the links free (``fuse_if="faster"``'s): pinning
     # the links it chose may give another plan of as few bytes, with other tiles
+    unproved = made.pop("unproved")
     result, made_program = free_plan
     record("free: " + ", ".join(f"{b}={m.value}" for b, m in result.link_modes().items()), made_program)
     free = _free_links(program, given)
@@ -240,7 +254,9 @@ def _fastest(
         label = ", ".join(f"{b}={m.value}" for b, m in chosen.items())
         with step(f"fuse: plan with {label}"):
             try:
-                record(label, fused_plan(program, capacity, links=chosen, **plan_options)[1])
+                pinned_plan, made_program = fused_plan(program, capacity, links=chosen, **plan_options)
+                unproved += _unproved(f"the plan with {label}", pinned_plan)
+                record(label, made_program)
             except CapacityError:
                 bands = f" with bands of at least {floor} tiles" if floor > 1 else ""
                 failed.append(FusionTried((label,), None, left_out=f"it does not fit in {capacity}{bands}"))
@@ -268,9 +284,25 @@ def _fastest(
         for k, ((_, _, entry), t) in enumerate(zip(mapped, times))
     )
     choice = FusionChoice(
-        str(capacity), chosen_program, planned, predicted, mapping, tried=tried + tuple(failed), **made
+        str(capacity),
+        chosen_program,
+        planned,
+        predicted,
+        mapping,
+        tried=tried + tuple(failed),
+        unproved=unproved,
+        **made,
     )
     return _carried(choice)
+
+
+def _unproved(what: str, result) -> tuple[str, ...]:
+    """``what`` and its SCIP status and gap where SCIP did not prove ``result`` optimal."""
+    report = result.report
+    if report.optimal:
+        return ()
+    gap = "unknown" if report.gap is None or report.gap == float("inf") else f"{report.gap:.1%}"
+    return (f"{what} (SCIP {report.status} in {report.solve_time_s:.3g} s, gap {gap})",)
 
 
 def _free_links(program: Program, given: dict) -> list[str]:

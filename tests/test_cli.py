@@ -87,6 +87,12 @@ def test_unknown_size_and_missing_file_are_clear_errors(tmp_path, capsys):
     path = _write(tmp_path, "param N\nout B: f32[N]\npar N i { B[i] = 1 }\n")
     assert main(["check", path, "--size", "Q=3"]) == 1
     assert "cannot bind size 'Q'" in capsys.readouterr().err
+    for command in ("check", "map", "emit", "run"):  # the last would win without a word
+        assert (
+            main([command, path, "--size", "N=4", "--size", "N=5", "-q"][: 6 if command == "check" else 7])
+            == 1
+        )
+        assert "--size N given more than once" in capsys.readouterr().err
     assert main(["check", str(tmp_path / "nope.te")]) == 1
     assert "cannot read program file" in capsys.readouterr().err
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -315,6 +316,12 @@ def test_a_fused_band_splits_the_shared_rank_in_both_einsums():
 def test_pins_that_cannot_hold_are_named():
     with pytest.raises(PlanError, match="not an intermediate"):
         plan(polymap.parse(FFN), 64, links={"X": "tiled"})
+    # an input or output goes through DRAM whatever the plan: a pin of it would pin nothing
+    for buffer in ("X", "Y"):
+        with pytest.raises(
+            PlanError, match=f"cannot link '{buffer}': it is not an intermediate .*those are: H"
+        ):
+            plan(polymap.parse(FFN), 64, links={buffer: "dram"})
     with pytest.raises(ArgumentError, match="expected dram, tiled or whole"):
         plan(polymap.parse(FFN), 64, links={"H": "fused"})
     with pytest.raises(PlanError, match="H=whole"):
@@ -396,6 +403,18 @@ def test_the_frontier_falls_with_capacity_and_a_wider_space_is_never_worse():
     assert result.point("unfused", 64).bytes == (8 + 4 + 4 + 8 + 8 + 8) * 4  # H written and read
     assert result.point("tiled", 64).bytes == (8 + 4 + 4 + 8) * 4
     assert "no plan fits" in result.table()
+    assert result.table().splitlines()[0].endswith("SCIP optimal per point")
+    # a point SCIP did not prove is marked, and the title no longer claims every point
+    stopped = dataclasses.replace(result.point("tiled", 64).plan.report, status="timelimit", outcome=None)
+    points = tuple(
+        dataclasses.replace(p, plan=dataclasses.replace(p.plan, report=stopped))
+        if (p.strategy, p.capacity) == ("tiled", 64)
+        else p
+        for p in result.points
+    )
+    table = dataclasses.replace(result, points=points).table()
+    assert "SCIP optimal per point but the 1 marked with the status SCIP stopped at" in table.splitlines()[0]
+    assert f"{(8 + 4 + 4 + 8) * 4} (timelimit)" in table
 
 
 @pytest.mark.parametrize("tile", [16, 32, 64])
@@ -504,6 +523,32 @@ def test_compile_with_fuse_plans_first_and_keeps_the_programs_inputs_and_outputs
     result = plan(program, "48KiB" if fuse is True else fuse)
     fuses = any(len(group) > 1 and result.nests[group[0]].band for group in result.segments)
     assert kernel.mapping.program.name == (f"{program.name}_planned" if fuses else program.name)
+    arrays = _inputs(program)
+    assert np.array_equal(kernel.run_host(**arrays)["Y"], polymap.reference(program, **arrays)["Y"])
+
+
+# a GEMM, its ReLU epilogue in place as a statement of its own, and a consumer: the plan
+# writes H back after the GEMM and fuses the epilogue with the consumer, H a band tile there
+EPILOGUE_APART = """
+param M = 7, N = 5, K = 3
+in  A: f32[M, K]
+in  B: f32[K, N]
+in  bias: f32[N]
+in  W: f32[N, K]
+new H: f32[M, N]
+out Y: f32[M, K]
+H[m, n] = 0
+H[m, n] += A[m, k] * B[k, n]
+H[m, n] = max(H[m, n] + bias[n], 0)
+Y[m, k] += H[m, n] * W[n, k]
+"""
+
+
+def test_an_intermediate_the_gemm_writes_back_keeps_its_buffer_beside_the_fused_tiles():
+    program = polymap.parse(EPILOGUE_APART, name="epi").bind_defaults()
+    kernel = polymap.compile(program, fuse=30, fuse_if="always", reassociate=False)
+    text = format_program(kernel.mapping.program)
+    assert "new H: f32[7, 5]" in text and "H_band" in text  # written back, then read into the tile
     arrays = _inputs(program)
     assert np.array_equal(kernel.run_host(**arrays)["Y"], polymap.reference(program, **arrays)["Y"])
 
@@ -801,6 +846,35 @@ def test_fuse_needs_a_program_not_a_path():
         polymap.optimize(polymap.load(MODELS / "gpt3_attention_tiny.te"), fuse="1K", fuse_if="")
 
 
+def test_a_plan_scip_did_not_prove_optimal_is_named_in_the_note_and_the_json(monkeypatch):
+    import polymap.plan.planner as planner_module
+
+    real = planner_module.plan
+
+    def stopped(program, capacity, **options):  # SCIP at its time limit with a gap of 18%
+        result = real(program, capacity, **options)
+        return dataclasses.replace(
+            result, report=dataclasses.replace(result.report, status="timelimit", gap=0.18, outcome=None)
+        )
+
+    monkeypatch.setattr(planner_module, "plan", stopped)
+    program = polymap.parse(FFN, name="ffn")
+    choice = choose_fusion(program, 8, fuse_if="always")
+    assert (
+        "not proved optimal within the time limit (raise --time-limit, time_limit=): the plan (SCIP timelimit in"
+        in choice.note()
+    )
+    assert choice.summary().to_json()["plans_not_proved_optimal"][0].endswith("gap 18.0%)")
+    fastest = choose_fusion(program, 8, fuse_if="fastest").summary().to_json()["plans_not_proved_optimal"]
+    assert [u.split(" (")[0] for u in fastest] == [
+        "the plan",
+        "the plan with H=dram",
+        "the plan with H=tiled",
+    ]
+    monkeypatch.setattr(planner_module, "plan", real)
+    assert choose_fusion(program, 8, fuse_if="always").summary().unproved == ()
+
+
 def test_fuse_gives_the_planner_the_time_limit_and_checks_a_plot_path_first(monkeypatch, capsys, tmp_path):
     import polymap.fused as fused_module
     import polymap.plan.planner as planner_module
@@ -899,6 +973,18 @@ def test_a_consumer_reading_part_of_the_intermediate_is_no_link():
 def test_an_invalid_program_is_refused_as_check_refuses_it(source, error):
     with pytest.raises(error):
         plan(polymap.parse(source), 64)
+
+
+def test_polymap_plan_and_frontier_are_the_planners_functions():
+    program = polymap.parse(FFN)
+    called, direct = polymap.plan(program, 64), plan(program, 64)  # the package called: its planner
+    assert (called.bytes, called.nests, called.link_modes()) == (
+        direct.bytes,
+        direct.nests,
+        direct.link_modes(),
+    )
+    assert polymap.plan(program, 64, links={"H": "dram"}).link_modes() == {"H": LinkMode.DRAM}
+    assert polymap.frontier(program, [6, 64]).table() == frontier(program, [6, 64]).table()
 
 
 def test_bad_arguments_are_argument_errors():

@@ -338,6 +338,8 @@ class FusionSummary:
     min_band_tiles: int = 1  # the fewest band tiles a segment fused a tile at a time has
     # with fuse_if="fastest": each program mapped, and each way of linking left out
     tried: tuple[FusionTried, ...] = ()
+    # each plan SCIP did not prove optimal within its time limit, with its status and gap
+    unproved: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -352,6 +354,7 @@ class FusionSummary:
             "min_band_tiles": self.min_band_tiles,
             "note": self.note,
             "tried": [t.to_json() for t in self.tried],
+            "plans_not_proved_optimal": list(self.unproved),
         }
 
 

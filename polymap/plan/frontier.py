@@ -53,9 +53,15 @@ class Frontier:
                 cells.append("no plan fits" if p.bytes is None else f"{p.bytes}{mark}")
             rows.append((str(capacity), *cells))
         widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-        lines = [
-            f"frontier of {self.program}: the fewest off-chip bytes at each capacity, SCIP optimal per point"
-        ]
+        stopped = [p for p in self.points if p.plan is not None and not p.plan.report.optimal]
+        proved = (
+            "SCIP optimal per point"
+            if not stopped
+            else f"SCIP optimal per point but the {len(stopped)} marked with the status SCIP stopped at "
+            "(its best plan then, not proved the fewest bytes, and a larger space's may be worse "
+            "than a smaller one's: raise --time-limit)"
+        )
+        lines = [f"frontier of {self.program}: the fewest off-chip bytes at each capacity, {proved}"]
         lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
         return "\n".join(lines)
 

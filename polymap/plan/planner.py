@@ -304,13 +304,12 @@ def _link_pins(chain: Chain, links: dict[str, str | LinkMode]) -> dict[int, Link
         index = next(
             (k for k, link in enumerate(chain.links) if link is not None and link.buffer == buffer), None
         )
-        if index is None:
-            if mode is LinkMode.DRAM:
-                continue  # every other buffer goes through DRAM anyway
+        if index is None:  # (every other buffer goes through DRAM: a pin of it would pin nothing)
             known = ", ".join(link.buffer for link in chain.links if link is not None) or "none"
+            doing = "link" if mode is LinkMode.DRAM else "keep"
             raise PlanError(
-                f"cannot keep '{buffer}' on chip: it is not an intermediate that one einsum writes and only the "
-                f"next one reads (those are: {known})"
+                f"cannot {doing} '{buffer}'{' on chip' if doing == 'keep' else ''}: it is not an intermediate "
+                f"that one einsum writes and only the next one reads (those are: {known})"
             )
         pinned[index] = mode
     return pinned

@@ -40,6 +40,7 @@ from polymap.ir.nodes import (
     Read,
     Stmt,
     map_values,
+    operand_reads,
 )
 from polymap.ir.walk import loops as program_loops
 from polymap.ir.walk import statements, walk_block
@@ -488,6 +489,7 @@ def program_to_map(program: Program, plan: Plan) -> Program:
     writer = _Writer(bound, plan)
     body: list[Stmt] = []
     written: set[tuple[int, ...]] = set()
+    as_written: list[Stmt] = []
     nests = [
         (nest, {owner.get(s.name) for s in walk_block((nest,)) if isinstance(s, (Assign, Anchor))})
         for nest in bound.body
@@ -496,6 +498,7 @@ def program_to_map(program: Program, plan: Plan) -> Program:
         groups = {segment_of[e] for e in inside if e is not None}
         if all(len(group) == 1 for group in groups):
             body.append(nest)  # no einsum of a fused segment: as written
+            as_written.append(nest)
             continue
         if len(groups) != 1 or None in inside:  # a fused segment shares the nest
             return planned_program(program, plan).program
@@ -506,14 +509,26 @@ def program_to_map(program: Program, plan: Plan) -> Program:
             # (each intermediate whole, as the program's own buffer, in the L2 on a GPU):
             # mapped as written
             body.append(nest)
+            as_written.append(nest)
         elif group not in written:  # the segment's band, where its first nest was
             written.add(group)
             body += writer.gpu_segment(group)
     if not written:
         return bound
     # an intermediate of a rewritten segment lives in its band tiles only (the plan keeps
-    # it on chip: nothing outside the segment reads it), so no global buffer is allocated
-    return _as_program(bound, writer, tuple(body), {}, frozenset(writer.tiled))
+    # it on chip: nothing outside the segment reads it), so no global buffer is allocated,
+    # unless a nest kept as written uses it too (an in-place epilogue's buffer, written
+    # back by its GEMM before the segment that fuses the epilogue with the next einsum)
+    kept = {
+        s.buffer for nest in as_written for s in walk_block((nest,)) if isinstance(s, (Assign, Anchor))
+    } | {
+        r.buffer
+        for nest in as_written
+        for s in walk_block((nest,))
+        if isinstance(s, (Assign, Anchor))
+        for r in operand_reads(s)
+    }
+    return _as_program(bound, writer, tuple(body), {}, frozenset(writer.tiled) - kept)
 
 
 def _named(
