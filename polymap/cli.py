@@ -163,8 +163,9 @@ def _parser() -> argparse.ArgumentParser:
     front.add_argument(
         "--capacities",
         required=True,
-        help="a comma-separated list (4K,16K,64K) or a range of powers of two (1K..1M), in elements or, "
-        "with a unit, bytes (16KiB..1MiB)",
+        help="a comma-separated list (4K,16K,64K) or a range that doubles from its low end to its high "
+        "end (1K..1M; the high end a power of two times the low), in elements or, with a unit, bytes "
+        "(16KiB..1MiB)",
     )
     front.add_argument(
         "--plot",
@@ -229,8 +230,8 @@ _TARGET_HELP = (
     '(base = "h100" starts from a known one; see docs/targets.md) (default h100)'
 )
 _TIME_LIMIT_HELP = (
-    "SCIP's time limit per kernel solve in seconds (default 30); at the limit the best mapping "
-    "found is used and reported as 'timelimit' with its gap"
+    "SCIP's time limit per kernel solve in seconds (default 30), and with --fuse per plan; at the "
+    "limit the best mapping (or plan) found is used and reported as 'timelimit' with its gap"
 )
 
 

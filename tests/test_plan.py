@@ -435,6 +435,12 @@ def test_capacity_ranges():
     assert [c.in_bytes for c in capacity_list("4KiB,16KiB")] == [True, True]
     with pytest.raises(ArgumentError, match="one unit"):
         capacity_list("8K..1K")
+    # 300 is not 100 doubled: refused, not left out
+    with pytest.raises(
+        ArgumentError, match=r"the range doubles from 100 elements, so 300 elements is not in it"
+    ):
+        capacity_list("100..300")
+    assert [c.amount for c in capacity_list("100..400")] == [100, 200, 400]
     with pytest.raises(ArgumentError, match="one unit"):
         frontier(polymap.parse(FFN), ["4K", "4KiB"])
 

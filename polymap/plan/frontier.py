@@ -78,6 +78,11 @@ def capacity_list(text: str) -> list[Capacity]:
         while amount <= high.amount:
             found.append(Capacity(amount, low.in_bytes))
             amount *= 2
+        if found[-1].amount != high.amount:  # the high end would be left out without a word
+            raise ArgumentError(
+                f"capacities {text!r}: the range doubles from {low}, so {high} is not in it (the high end "
+                f"is the low times a power of two: {found[-1]} or {Capacity(amount, low.in_bytes)})"
+            )
         if len(found) > 40:
             raise ArgumentError(f"capacities {text!r}: {len(found)} points; give at most 40")
         return found
