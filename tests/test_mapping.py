@@ -323,6 +323,19 @@ def _feasible(extents: tuple[int, ...], loops: tuple[tuple, ...], lanes: int = 0
     return True
 
 
+def _alone(choice: tuple, cap: int, n: int, lanes: int, tiny: bool) -> bool:
+    """Whether one loop's (axis, block axis, log2 T, log2 S) passes the checks of
+    ``_feasible`` that read that loop alone: a necessary condition, to prune the product."""
+    axis, block, lt, ls = choice
+    if (lanes and axis is Axis.X) or (lanes > 32 and lt) or (axis is Axis.Z and lt > MAX_LOG_Z):
+        return False
+    if tiny:
+        return not ls
+    if lt + ls > cap or (axis is Axis.X and lt < min(5, cap)):
+        return False
+    return not (block in (Axis.Y, Axis.Z) and math.ceil(n / 2 ** (lt + ls)) > GRID_YZ)
+
+
 def _span_blocks(problem: KernelProblem, mapped: KernelMapping) -> int:
     """The most blocks a block of this mapping's span may launch, however split over the
     loops (what the model's shared-memory capacity reads)."""
@@ -426,11 +439,16 @@ def _enumerate_best(problem: KernelProblem) -> tuple[float, float]:
     # and up to the fewest warps whose shared arrays leave the SM its thread slots' blocks
     fit = 2 ** problem.shared_fit_warps_log2()
     warps = sorted(set(warps) | {w for w in (1, 2, 4, 8, 16, 32) if w <= fit and w // 2 < busy})
+    caps = [math.ceil(math.log2(n)) if n > 1 else 0 for n in problem.extents]
     for lanes in (0, *(32 * w for w in warps)) if problem.spread else (0,):
+        # each loop's choices that pass _feasible's checks of one loop alone (only to prune:
+        # _feasible checks every combination in full)
+        per_loop = [
+            [c for c in choices if _alone(c, cap, n, lanes, sum(caps) < 5)]
+            for cap, n in zip(caps, problem.extents)
+        ]
         feasible = (
-            combo
-            for combo in itertools.product(choices, repeat=len(band))
-            if _feasible(problem.extents, combo, lanes)
+            combo for combo in itertools.product(*per_loop) if _feasible(problem.extents, combo, lanes)
         )
         every = (
             (combo, spread)

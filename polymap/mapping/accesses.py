@@ -21,6 +21,7 @@ its own existentials and the domain rows at ``x + delta``, whose constants conta
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import islpy as isl
@@ -127,6 +128,24 @@ def isl_stride(
     ``names`` each user loop index's isl name (the domain's dimensions); with ``within =
     (index, n)`` only over the x whose ``index`` is not the last of its group of n
     (``GlobalAccess.exact_stride``)."""
+    return _isl_stride(
+        domain, indices, row_strides, tuple(names.items()), tuple(sorted(delta.items())), within
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _isl_stride(
+    domain: isl.Set,
+    indices: tuple[IndexExpr, ...],
+    row_strides: tuple[int, ...],
+    names_in_order: tuple[tuple[str, str], ...],
+    delta_items: tuple[tuple[str, int], ...],
+    within: tuple[str, int] | None,
+) -> int:
+    """``isl_stride``, kept per access and step: the cost model asks for the same strides of
+    every mapping with the same steps (an enumeration of 15k mappings asked 15k times for a
+    few dozen, each an isl computation of a millisecond)."""
+    names, delta = dict(names_in_order), dict(delta_items)
     shift = {u: IBin(IndexOp.ADD, IVar(u), IConst(delta.get(u, 0))) for u in names}
 
     def flat(exprs):
