@@ -767,11 +767,7 @@ class ScipModel(StagingConstraints, StartHints):
             # could exceed the block's registers (a row each, big-M); where none can, one row
             # that always holds: with it SCIP closed tests/test_fold.py's band in 4 s, without
             # it in 8 s (measured)
-            top = (
-                p.base_registers
-                + REGISTERS_PER_STAGED * len(self.stage)
-                + (REGISTERS_LANES if p.spread else 0)
-            )
+            top = p.base_registers + p.most_mapped_registers
             if top > most:
                 scip.addCons(floor <= most)
             limited = [v for v in block if 2**v * top > t.max_registers_per_block]
@@ -810,9 +806,10 @@ class ScipModel(StagingConstraints, StartHints):
 
     def _fragments(self, scip: Model):
         """The registers of a step's values beyond one per read, where the points interleave:
-        per read (``KernelProblem.fragments``; and per held value, ``KernelProblem.held``) ``2^m - 1`` with ``f[m] = 1`` for an m at least
-        the sum of the log2 S_j of the loops it mentions (0 when not interleaved: all f are 0).
-        A larger m only tightens the limit, so the exact one is always allowed."""
+        per read (``KernelProblem.fragments``) and per held value (``KernelProblem.held``)
+        ``2^m - 1`` with ``f[m] = 1`` for an m at least the sum of the log2 S_j of the loops it
+        mentions (0 when not interleaved: all f are 0). A larger m only tightens the limit, so
+        the exact one is always allowed."""
         position = {loop.index: j for j, loop in enumerate(self.p.kernel.band)}
         terms = []
         for r, used in enumerate(self.p.fragments + self.p.held):

@@ -705,6 +705,14 @@ class KernelProblem:
         return REGISTERS_THREAD + REGISTERS_PER_BUFFER * len({a.buffer for a in self.accesses})
 
     @property
+    def most_mapped_registers(self) -> int:
+        """The most registers the mapping adds whatever its points: a staged tile's copy per
+        buffer that may be staged (one scope is tiled: a buffer is staged once at most), and
+        the lanes' combining where the body has spread loops."""
+        staged = REGISTERS_PER_STAGED * len({c.buffer for c in self.candidates})
+        return staged + (REGISTERS_LANES if self.spread else 0)
+
+    @property
     def register_limit(self) -> int:
         """The most registers a thread may hold: the target's, or more where the body's own
         arrays alone need more (they are in local memory then, ``_locals_hint``), with room
@@ -712,8 +720,7 @@ class KernelProblem:
         own = self.base_registers + self.local_elements
         if own <= self.target.max_registers_per_thread:
             return self.target.max_registers_per_thread
-        extra = REGISTERS_PER_STAGED * len({c.buffer for c in self.candidates})
-        return own + extra + (REGISTERS_LANES if self.spread else 0)
+        return own + self.most_mapped_registers
 
     def registers(self, mapping: KernelMapping) -> int:
         """The model's register estimate of a mapping (``ScipModel._registers``)."""

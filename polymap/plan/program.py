@@ -520,13 +520,10 @@ def program_to_map(program: Program, plan: Plan) -> Program:
     # unless a nest kept as written uses it too (an in-place epilogue's buffer, written
     # back by its GEMM before the segment that fuses the epilogue with the next einsum)
     kept = {
-        s.buffer for nest in as_written for s in walk_block((nest,)) if isinstance(s, (Assign, Anchor))
-    } | {
-        r.buffer
-        for nest in as_written
-        for s in walk_block((nest,))
+        name
+        for s in walk_block(tuple(as_written))
         if isinstance(s, (Assign, Anchor))
-        for r in operand_reads(s)
+        for name in (s.buffer, *(r.buffer for r in operand_reads(s)))
     }
     return _as_program(bound, writer, tuple(body), {}, frozenset(writer.tiled) - kept)
 
